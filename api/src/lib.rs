@@ -1,0 +1,15 @@
+//! volcano-api: the serde types of volcano-rs.
+//!
+//! Start with [`crd`] for the Volcano custom resources (`PodGroup`, `Queue` of
+//! `scheduling.volcano.sh/v1beta1`) and [`conf`] for the scheduler configuration file
+//! (`volcano-scheduler.conf`). [`quantity`] parses and prints Kubernetes quantities.
+//!
+//! This crate does no IO beyond (de)serialisation and knows nothing of a client:
+//! `kube` is used for its `CustomResource` derive only.
+#![deny(missing_docs)]
+
+pub mod conf;
+pub mod crd;
+pub mod quantity;
+
+pub use k8s_openapi;

@@ -1,0 +1,336 @@
+//! The cycle driver: open a session over a snapshot, run the profile's actions in order,
+//! close the session (PodGroup and Queue statuses), and return the ordered effects.
+//!
+//! `run_cycle` is a pure function of (snapshot, profile, cycle context): it reads no clock,
+//! does no IO and draws no random numbers. Observers see the session after every action;
+//! [`InvariantChecker`] is the one tests and the simulator use.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use volcano_api::crd::{PodGroupCondition, PodGroupPhase};
+
+use crate::effect::Effect;
+use crate::model::*;
+use crate::plugin::{CloseOutput, SessionContext};
+use crate::profile::Profile;
+use crate::resource::{DimensionDefault, Resource, MIN_RESOURCE};
+use crate::session::{Session, SessionOptions};
+use crate::snapshot::Snapshot;
+
+/// What a cycle needs besides the snapshot and profile.
+#[derive(Clone, Debug)]
+pub struct CycleContext {
+    /// Cycle number (from 1).
+    pub cycle: u64,
+    /// The cycle's time, milliseconds since the epoch.
+    pub now_ms: i64,
+    /// Session tunables.
+    pub options: SessionOptions,
+}
+
+/// Sees the session around every action.
+#[allow(unused_variables)]
+pub trait Observer {
+    /// Before an action runs.
+    fn before_action(&mut self, action: &str, ssn: &Session<'_>) {}
+    /// After an action ran.
+    fn after_action(&mut self, action: &str, ssn: &Session<'_>) {}
+}
+
+/// An observer that does nothing.
+pub struct NoObserver;
+impl Observer for NoObserver {}
+
+/// What a queue looked like at the end of the session (for status, metrics and reports).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueReport {
+    /// Σ requests of the queue's tasks in allocated statuses.
+    pub allocated: Resource,
+    /// Deserved resources computed by the queue policy plugin, if any.
+    pub deserved: Option<Resource>,
+    /// Share (max over dims of allocated/deserved), if a policy plugin computed one.
+    pub share: Option<f64>,
+}
+
+/// The result of one cycle.
+#[derive(Clone, Debug, Default)]
+pub struct CycleOutcome {
+    /// Effects in order: those of the actions, then those of closing the session.
+    pub effects: Vec<Effect>,
+    /// Queue reports by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Why each job that is not ready is waiting (`namespace/name` → message).
+    pub pending_reasons: BTreeMap<String, String>,
+}
+
+/// Runs one scheduling cycle.
+pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer: &mut dyn Observer) -> CycleOutcome {
+    let span = tracing::info_span!("cycle", cycle = cx.cycle);
+    let _enter = span.enter();
+    let ctx = SessionContext {
+        now_ms: cx.now_ms,
+        cycle: cx.cycle,
+        uid: format!("session-{}", cx.cycle),
+        enqueue_enabled: profile.has_action("enqueue"),
+    };
+    let mut ssn = Session::open(snap, profile, ctx, cx.options.clone());
+    for action in &profile.actions {
+        let span = tracing::debug_span!("action", action = action.name());
+        let _a = span.enter();
+        observer.before_action(action.name(), &ssn);
+        ssn.current_action = action.name();
+        action.execute(&mut ssn);
+        ssn.current_action = "";
+        observer.after_action(action.name(), &ssn);
+    }
+    close(ssn)
+}
+
+fn same_conditions(a: &[PodGroupCondition], b: &[PodGroupCondition]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
+        })
+}
+
+fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGroupPhase {
+    if job.count(TaskStatus::Running) > 0 && unschedulable_now {
+        return PodGroupPhase::Unknown;
+    }
+    let releasing_on_node = job
+        .tasks
+        .iter()
+        .filter(|t| {
+            let t = snap.task(**t);
+            t.status == TaskStatus::Releasing && t.node.is_some()
+        })
+        .count() as i32;
+    let finished = job.count(TaskStatus::Succeeded) + job.count(TaskStatus::Failed);
+    let scheduled =
+        job.count(TaskStatus::Running) + job.count(TaskStatus::Bound) + finished + releasing_on_node;
+    if scheduled >= job.min_available && scheduled > 0 {
+        if finished == scheduled {
+            PodGroupPhase::Completed
+        } else {
+            PodGroupPhase::Running
+        }
+    } else if job.phase == PodGroupPhase::Inqueue {
+        PodGroupPhase::Inqueue
+    } else {
+        PodGroupPhase::Pending
+    }
+}
+
+fn close(mut ssn: Session<'_>) -> CycleOutcome {
+    let mut out = CloseOutput::default();
+    for slot in ssn.tiers.iter_mut().flatten() {
+        slot.plugin.on_session_close(&ssn.snap, &ssn.ctx, &mut out);
+    }
+    let snap = &ssn.snap;
+    let now = Time(jiff_from_ms(ssn.ctx.now_ms));
+    let mut effects = std::mem::take(&mut ssn.effects);
+
+    // Pipelined tasks keep a nominated node.
+    for t in &snap.tasks {
+        if t.status == TaskStatus::Pipelined {
+            if let Some(n) = t.node {
+                let node = &snap.node(n).name;
+                if t.nominated_node.as_deref() != Some(node) {
+                    effects.push(Effect::Pipeline { pod: t.key.clone(), node: node.clone() });
+                }
+            }
+        }
+    }
+
+    // PodGroup statuses, written only when they changed.
+    let mut conditions: BTreeMap<JobId, Vec<PodGroupCondition>> = BTreeMap::new();
+    for (j, c) in out.job_conditions {
+        conditions.entry(j).or_default().push(c);
+    }
+    let mut pending_reasons = BTreeMap::new();
+    for (i, job) in snap.jobs.iter().enumerate() {
+        let j = JobId(i as u32);
+        let old = job.pod_group.status.clone().unwrap_or_default();
+        let mut status = old.clone();
+        let mut unschedulable_now = false;
+        for mut c in conditions.remove(&j).unwrap_or_default() {
+            if c.type_ == "Unschedulable" && c.status == "True" {
+                unschedulable_now = true;
+                if let Some(m) = &c.message {
+                    pending_reasons.insert(job.key.clone(), m.clone());
+                }
+            }
+            c.transition_id = Some(ssn.ctx.uid.clone());
+            c.last_transition_time = Some(now.clone());
+            match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
+                Some(x) => *x = c,
+                None => status.conditions.push(c),
+            }
+        }
+        status.phase = Some(job_phase(job, snap, unschedulable_now));
+        status.running = job.count(TaskStatus::Running);
+        status.succeeded = job.count(TaskStatus::Succeeded);
+        status.failed = job.count(TaskStatus::Failed);
+        let changed = status.phase.unwrap_or_default() != old.phase.unwrap_or_default()
+            || status.running != old.running
+            || status.succeeded != old.succeeded
+            || status.failed != old.failed
+            || !same_conditions(&status.conditions, &old.conditions);
+        if changed {
+            effects.push(Effect::PodGroupStatus { pod_group: job.key.clone(), status });
+        }
+    }
+
+    // Queue allocation, rolled up to parents.
+    let mut reports: BTreeMap<String, QueueReport> = BTreeMap::new();
+    for q in &snap.queues {
+        reports.insert(q.name.clone(), QueueReport::default());
+    }
+    for job in &snap.jobs {
+        let q = snap.queue(job.queue);
+        let mut name = Some(q.name.clone());
+        let mut depth = 0;
+        while let Some(n) = name {
+            let Some(r) = reports.get_mut(&n) else { break };
+            r.allocated.add(&job.allocated);
+            depth += 1;
+            name = snap
+                .queue_id(&n)
+                .and_then(|id| snap.queue(id).parent.clone())
+                .filter(|p| p != &n && depth < 64);
+        }
+    }
+    for (q, report) in out.queue_reports {
+        if let Some(r) = reports.get_mut(&snap.queue(q).name) {
+            r.deserved = report.deserved;
+            r.share = report.share;
+        }
+    }
+    for q in &snap.queues {
+        let allocated = &reports[&q.name].allocated;
+        let old = q
+            .queue
+            .status
+            .as_ref()
+            .and_then(|s| s.allocated.as_ref())
+            .and_then(|l| Resource::from_list(l).ok())
+            .unwrap_or_default();
+        if !same_resource(&old, allocated) {
+            effects.push(Effect::QueueStatus { queue: q.name.clone(), allocated: allocated.to_list() });
+        }
+    }
+
+    for (j, type_, reason, message) in out.job_events {
+        let job = snap.job(j);
+        effects.push(Effect::Event { object: format!("PodGroup/{}", job.key), type_, reason, message });
+    }
+    CycleOutcome { effects, queues: reports, pending_reasons }
+}
+
+fn same_resource(a: &Resource, b: &Resource) -> bool {
+    a.less_equal(b, DimensionDefault::Zero) && b.less_equal(a, DimensionDefault::Zero)
+}
+
+fn jiff_from_ms(ms: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// Checks the scheduling invariants after every action and collects violations:
+/// no node beyond its allocatable on any resource, every gang committed whole, no queue
+/// beyond its capability. Pre-existing overuse (from the input state) is tolerated as
+/// long as an action does not make it grow.
+#[derive(Default)]
+pub struct InvariantChecker {
+    baseline_nodes: Vec<Resource>,
+    baseline_queues: Vec<Resource>,
+    /// Violations found so far, with the action that caused them.
+    pub violations: Vec<String>,
+}
+
+fn queue_allocated(snap: &Snapshot) -> Vec<Resource> {
+    let mut v = vec![Resource::empty(); snap.queues.len()];
+    for job in &snap.jobs {
+        v[job.queue.idx()].add(&job.allocated);
+    }
+    v
+}
+
+fn node_commitment(n: &NodeInfo) -> Resource {
+    // What the node must eventually hold: used − releasing + pipelined.
+    let mut r = n.used.clone();
+    r.sub_unchecked(&n.releasing).add(&n.pipelined);
+    r.set_max(&n.used);
+    r
+}
+
+fn grew_beyond(now: &Resource, limit: &Resource, before: &Resource) -> Option<String> {
+    for (name, v) in now.dims() {
+        let lim = limit.get(name);
+        if v > lim + MIN_RESOURCE && v > before.get(name) + MIN_RESOURCE {
+            return Some(format!("{name}: {v} > {lim}"));
+        }
+    }
+    None
+}
+
+impl InvariantChecker {
+    fn ensure_baseline(&mut self, snap: &Snapshot) {
+        if self.baseline_nodes.len() != snap.nodes.len() {
+            self.baseline_nodes = snap.nodes.iter().map(node_commitment).collect();
+            self.baseline_queues = queue_allocated(snap);
+        }
+    }
+
+    /// Checks a session (call after every action).
+    pub fn check(&mut self, action: &str, ssn: &Session<'_>) {
+        let snap = &ssn.snap;
+        self.ensure_baseline(snap);
+        for (i, n) in snap.nodes.iter().enumerate() {
+            if let Some(d) = grew_beyond(&node_commitment(n), &n.allocatable, &self.baseline_nodes[i]) {
+                self.violations.push(format!("after {action}: node {} over allocatable ({d})", n.name));
+            }
+        }
+        for job in &snap.jobs {
+            let committed = job.count(TaskStatus::Binding);
+            if committed > 0 && (job.ready_task_num() + job.pending_best_effort as i32) < job.min_available {
+                self.violations.push(format!(
+                    "after {action}: job {} committed {committed} pods but only {} of minMember {} are placed",
+                    job.key,
+                    job.ready_task_num(),
+                    job.min_available
+                ));
+            }
+        }
+        let now = queue_allocated(snap);
+        for (i, q) in snap.queues.iter().enumerate() {
+            let Some(cap) = &q.capability else { continue };
+            let mut limit = now[i].clone();
+            limit.min_dimension(cap, DimensionDefault::Infinity);
+            // Only dims present in the capability are limited.
+            let mut bounded = Resource::empty();
+            for (name, v) in now[i].dims() {
+                let has = match name {
+                    "cpu" => cap.milli_cpu > 0.0,
+                    "memory" => cap.memory > 0.0,
+                    n => cap.has_scalar(n),
+                };
+                if has {
+                    bounded.set(name, v);
+                }
+            }
+            if let Some(d) = grew_beyond(&bounded, cap, &self.baseline_queues[i]) {
+                self.violations.push(format!("after {action}: queue {} over capability ({d})", q.name));
+            }
+        }
+    }
+}
+
+impl Observer for InvariantChecker {
+    fn before_action(&mut self, _action: &str, ssn: &Session<'_>) {
+        self.ensure_baseline(&ssn.snap);
+    }
+    fn after_action(&mut self, action: &str, ssn: &Session<'_>) {
+        self.check(action, ssn);
+    }
+}

@@ -1,0 +1,39 @@
+//! volcano-framework: the scheduling core of volcano-rs.
+//!
+//! Where to begin: [`cycle::run_cycle`] runs one scheduling cycle — it opens a
+//! [`Session`] over a [`Snapshot`] (built from Kubernetes objects by
+//! [`Snapshot::build`]), runs the [`Profile`]'s actions, and returns ordered
+//! [`Effect`]s. Plugins implement [`Plugin`], actions implement [`Action`]; both are
+//! resolved through explicit [`Registries`].
+//!
+//! This crate does no IO and knows nothing of kube or tokio: a cycle is a deterministic
+//! function of its inputs.
+#![deny(missing_docs)]
+
+pub mod cycle;
+pub mod effect;
+pub mod model;
+pub mod plugin;
+pub mod pq;
+pub mod profile;
+pub mod registry;
+pub mod resource;
+pub mod session;
+pub mod snapshot;
+pub mod statement;
+pub mod status;
+
+pub use cycle::{run_cycle, CycleContext, CycleOutcome, InvariantChecker, NoObserver, Observer, QueueReport};
+pub use effect::Effect;
+pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
+pub use plugin::{CloseOutput, Hooks, InvalidJob, Plugin, SessionContext, Vote};
+pub use profile::{PluginEntry, Profile, ProfileError};
+pub use registry::{
+    parse_args, Action, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry,
+    Registries,
+};
+pub use resource::{DimensionDefault, Resource};
+pub use session::{Session, SessionOptions};
+pub use snapshot::{ClusterObjects, Snapshot, SnapshotError};
+pub use statement::Statement;
+pub use status::{Code, FitErrors, Status};

@@ -1,0 +1,348 @@
+//! The snapshot model: tasks (pods), jobs (PodGroups), nodes and queues, as Volcano's
+//! `pkg/scheduler/api` defines them.
+//!
+//! Objects refer to each other by dense indices ([`TaskId`], [`JobId`], [`NodeId`],
+//! [`QueueId`]) into the vectors of [`crate::Snapshot`], never by pointer or name, so a
+//! session can mutate any of them without cloning the snapshot.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
+
+use crate::resource::Resource;
+use crate::status::FitErrors;
+
+macro_rules! id_type {
+    ($(#[$m:meta])* $name:ident) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub struct $name(pub u32);
+        impl $name {
+            /// The index into the snapshot's vector.
+            #[inline]
+            pub fn idx(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id_type!(
+    /// Index of a task in [`crate::Snapshot::tasks`].
+    TaskId
+);
+id_type!(
+    /// Index of a job in [`crate::Snapshot::jobs`].
+    JobId
+);
+id_type!(
+    /// Index of a node in [`crate::Snapshot::nodes`].
+    NodeId
+);
+id_type!(
+    /// Index of a queue in [`crate::Snapshot::queues`].
+    QueueId
+);
+
+/// Status of a task inside a session (Volcano's bit-flag statuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TaskStatus {
+    /// Waiting for a node.
+    Pending,
+    /// Placed on a node in this session (not bound yet).
+    Allocated,
+    /// Reserved on a node's future idle resources (waiting for releasing pods).
+    Pipelined,
+    /// Sent to the binder.
+    Binding,
+    /// Bound to a node, not running yet.
+    Bound,
+    /// Running.
+    Running,
+    /// Being deleted or evicted: still holds its node's resources.
+    Releasing,
+    /// Finished successfully.
+    Succeeded,
+    /// Finished with an error.
+    Failed,
+    /// Unknown.
+    Unknown,
+}
+
+impl TaskStatus {
+    /// Number of statuses (size of per-status counters).
+    pub const COUNT: usize = 10;
+
+    /// All statuses, in declaration order.
+    pub const ALL: [TaskStatus; Self::COUNT] = [
+        TaskStatus::Pending,
+        TaskStatus::Allocated,
+        TaskStatus::Pipelined,
+        TaskStatus::Binding,
+        TaskStatus::Bound,
+        TaskStatus::Running,
+        TaskStatus::Releasing,
+        TaskStatus::Succeeded,
+        TaskStatus::Failed,
+        TaskStatus::Unknown,
+    ];
+
+    /// Allocated, Binding, Bound or Running: the task holds node and queue resources.
+    pub fn is_allocated(self) -> bool {
+        matches!(self, TaskStatus::Allocated | TaskStatus::Binding | TaskStatus::Bound | TaskStatus::Running)
+    }
+
+    /// Running, Bound, Failed or Succeeded.
+    pub fn is_scheduled(self) -> bool {
+        matches!(self, TaskStatus::Running | TaskStatus::Bound | TaskStatus::Failed | TaskStatus::Succeeded)
+    }
+
+    /// Bound or Running: may be evicted.
+    pub fn is_preemptable(self) -> bool {
+        matches!(self, TaskStatus::Bound | TaskStatus::Running)
+    }
+
+    /// Succeeded or Failed.
+    pub fn is_completed(self) -> bool {
+        matches!(self, TaskStatus::Succeeded | TaskStatus::Failed)
+    }
+
+    /// The status as Volcano prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "Pending",
+            TaskStatus::Allocated => "Allocated",
+            TaskStatus::Pipelined => "Pipelined",
+            TaskStatus::Binding => "Binding",
+            TaskStatus::Bound => "Bound",
+            TaskStatus::Running => "Running",
+            TaskStatus::Releasing => "Releasing",
+            TaskStatus::Succeeded => "Succeeded",
+            TaskStatus::Failed => "Failed",
+            TaskStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+/// One pod.
+#[derive(Clone, Debug)]
+pub struct TaskInfo {
+    /// Pod UID (the name key when the manifest has none).
+    pub uid: String,
+    /// Pod name.
+    pub name: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// `namespace/name`.
+    pub key: String,
+    /// The job (PodGroup) the pod belongs to; `None` for pods outside any PodGroup.
+    pub job: Option<JobId>,
+    /// Task role (`volcano.sh/task-spec` annotation, then label).
+    pub role: String,
+    /// Resource request: containers max'ed with init containers, plus overhead, plus `pods: 1`.
+    pub resreq: Resource,
+    /// Task priority.
+    pub priority: i32,
+    /// Whether the pod may be evicted (default true).
+    pub preemptable: bool,
+    /// Whether the request is empty (`pods` aside): placed by backfill.
+    pub best_effort: bool,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Node the task occupies or is placed on.
+    pub node: Option<NodeId>,
+    /// Node nominated by an earlier preemption (`status.nominatedNodeName`).
+    pub nominated_node: Option<String>,
+    /// `preemptionPolicy: Never`.
+    pub preemption_never: bool,
+    /// Has scheduling gates.
+    pub sch_gated: bool,
+    /// Creation time, milliseconds since the epoch.
+    pub creation_ms: i64,
+    /// Index parsed from the pod name's last `-` field (for task order), if any.
+    pub name_index: Option<i64>,
+    /// The pod object.
+    pub pod: Arc<Pod>,
+}
+
+/// One PodGroup and its tasks.
+#[derive(Clone, Debug)]
+pub struct JobInfo {
+    /// PodGroup UID (or key).
+    pub uid: String,
+    /// PodGroup name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// `namespace/name`.
+    pub key: String,
+    /// The queue.
+    pub queue: QueueId,
+    /// Job priority (PriorityClass of the PodGroup).
+    pub priority: i32,
+    /// Gang minimum (`spec.minMember`).
+    pub min_available: i32,
+    /// Per-role minimums (`spec.minTaskMember`).
+    pub task_min_available: BTreeMap<String, i32>,
+    /// Σ of per-role minimums.
+    pub task_min_available_total: i32,
+    /// `spec.minResources`, if set.
+    pub min_resources: Option<Resource>,
+    /// PodGroup preemptable annotation/label (default false).
+    pub preemptable: bool,
+    /// SLA waiting time in milliseconds (annotation), if any.
+    pub waiting_time_ms: Option<i64>,
+    /// PodGroup creation time, milliseconds since the epoch.
+    pub creation_ms: i64,
+    /// Phase inside the session (starts at the PodGroup's status phase).
+    pub phase: PodGroupPhase,
+    /// The tasks of the job.
+    pub tasks: Vec<TaskId>,
+    /// Number of tasks per status.
+    pub status_counts: [u32; TaskStatus::COUNT],
+    /// Pending tasks with an empty request.
+    pub pending_best_effort: u32,
+    /// Σ requests of tasks in allocated statuses.
+    pub allocated: Resource,
+    /// Σ requests of all tasks.
+    pub total_request: Resource,
+    /// Per-task fit errors recorded in this session.
+    pub fit_errors: BTreeMap<TaskId, FitErrors>,
+    /// A job-level reason recorded in this session (e.g. why it was not admitted).
+    pub job_fit_error: Option<String>,
+    /// The PodGroup object as observed.
+    pub pod_group: Arc<PodGroup>,
+}
+
+impl JobInfo {
+    /// Tasks with the given status.
+    pub fn count(&self, s: TaskStatus) -> i32 {
+        self.status_counts[s as usize] as i32
+    }
+
+    /// Bound + Binding + Running + Allocated + Succeeded.
+    pub fn ready_task_num(&self) -> i32 {
+        self.count(TaskStatus::Bound)
+            + self.count(TaskStatus::Binding)
+            + self.count(TaskStatus::Running)
+            + self.count(TaskStatus::Allocated)
+            + self.count(TaskStatus::Succeeded)
+    }
+
+    /// Pipelined tasks.
+    pub fn waiting_task_num(&self) -> i32 {
+        self.count(TaskStatus::Pipelined)
+    }
+
+    /// Allocated states + Succeeded + Pipelined + Pending.
+    pub fn valid_task_num(&self) -> i32 {
+        self.count(TaskStatus::Allocated)
+            + self.count(TaskStatus::Binding)
+            + self.count(TaskStatus::Bound)
+            + self.count(TaskStatus::Running)
+            + self.count(TaskStatus::Succeeded)
+            + self.count(TaskStatus::Pipelined)
+            + self.count(TaskStatus::Pending)
+    }
+
+    /// Ready + pending best-effort ≥ minAvailable.
+    pub fn is_ready(&self) -> bool {
+        self.ready_task_num() + self.pending_best_effort as i32 >= self.min_available
+    }
+
+    /// Waiting + ready + pending best-effort ≥ minAvailable.
+    pub fn is_pipelined(&self) -> bool {
+        self.waiting_task_num() + self.ready_task_num() + self.pending_best_effort as i32 >= self.min_available
+    }
+
+    /// Waiting + ready < minAvailable.
+    pub fn is_starving(&self) -> bool {
+        self.waiting_task_num() + self.ready_task_num() < self.min_available
+    }
+
+    /// No PodGroup status yet, or phase Pending.
+    pub fn is_pending(&self) -> bool {
+        self.phase == PodGroupPhase::Pending
+    }
+
+    /// Number of tasks.
+    pub fn task_num(&self) -> i32 {
+        self.tasks.len() as i32
+    }
+}
+
+/// One node.
+#[derive(Clone, Debug)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// Allocatable resources.
+    pub allocatable: Resource,
+    /// Capacity.
+    pub capacity: Resource,
+    /// Free now: allocatable − used.
+    pub idle: Resource,
+    /// Held by tasks on the node (releasing ones included).
+    pub used: Resource,
+    /// Held by tasks that are going away.
+    pub releasing: Resource,
+    /// Reserved by pipelined tasks.
+    pub pipelined: Resource,
+    /// Tasks on the node (pipelined ones included).
+    pub tasks: Vec<TaskId>,
+    /// `spec.unschedulable`.
+    pub unschedulable: bool,
+    /// The node object.
+    pub node: Arc<Node>,
+}
+
+impl NodeInfo {
+    /// Idle + releasing − pipelined: what the node will have once releasing pods are gone.
+    pub fn future_idle(&self) -> Resource {
+        let mut r = self.idle.clone();
+        r.add(&self.releasing).sub_unchecked(&self.pipelined);
+        r
+    }
+
+    /// Node labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.node.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+}
+
+/// One queue.
+#[derive(Clone, Debug)]
+pub struct QueueInfo {
+    /// Queue name (also its UID in Volcano).
+    pub name: String,
+    /// `spec.weight` (default 1).
+    pub weight: i32,
+    /// `spec.capability`, if set.
+    pub capability: Option<Resource>,
+    /// `spec.deserved`, if set.
+    pub deserved: Option<Resource>,
+    /// `spec.guarantee.resource` (empty if unset).
+    pub guarantee: Resource,
+    /// `spec.reclaimable` (default true).
+    pub reclaimable: bool,
+    /// `spec.priority` (default 0).
+    pub priority: i32,
+    /// `status.state` (default Open).
+    pub state: QueueState,
+    /// `spec.parent` (hierarchical queues).
+    pub parent: Option<String>,
+    /// Creation time, milliseconds since the epoch.
+    pub creation_ms: i64,
+    /// The queue object.
+    pub queue: Arc<Queue>,
+}
+
+impl QueueInfo {
+    /// Whether the queue accepts new allocations.
+    pub fn is_open(&self) -> bool {
+        self.state == QueueState::Open
+    }
+}

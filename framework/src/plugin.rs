@@ -1,0 +1,222 @@
+//! The plugin trait: one typed method per extension point of Volcano's framework.
+//!
+//! A plugin says which extension points it registers through [`Plugin::hooks`]; the session
+//! calls a hook only when it is registered *and* enabled by the plugin's configuration
+//! entry, then combines the answers of all plugins with Volcano's tier rules
+//! (see [`crate::Session`]). Every hook has a default that abstains.
+//!
+//! Hooks get the session's [`Snapshot`] read-only; event handlers (`on_allocate`,
+//! `on_deallocate`) and `job_enqueued` get `&mut self` to update the plugin's own state.
+
+use std::cmp::Ordering;
+
+use bitflags::bitflags;
+use volcano_api::crd::PodGroupCondition;
+
+use crate::model::{JobId, NodeId, QueueId, TaskId};
+use crate::snapshot::Snapshot;
+use crate::status::Status;
+
+bitflags! {
+    /// The extension points a plugin registers.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Hooks: u32 {
+        /// [`Plugin::job_order`].
+        const JOB_ORDER = 1 << 0;
+        /// [`Plugin::queue_order`].
+        const QUEUE_ORDER = 1 << 1;
+        /// [`Plugin::victim_queue_order`].
+        const VICTIM_QUEUE_ORDER = 1 << 2;
+        /// [`Plugin::task_order`].
+        const TASK_ORDER = 1 << 3;
+        /// [`Plugin::pre_predicate`].
+        const PRE_PREDICATE = 1 << 4;
+        /// [`Plugin::predicate`].
+        const PREDICATE = 1 << 5;
+        /// [`Plugin::node_order`].
+        const NODE_ORDER = 1 << 6;
+        /// [`Plugin::batch_node_order`].
+        const BATCH_NODE_ORDER = 1 << 7;
+        /// [`Plugin::preemptable`].
+        const PREEMPTABLE = 1 << 8;
+        /// [`Plugin::reclaimable`].
+        const RECLAIMABLE = 1 << 9;
+        /// [`Plugin::overused`].
+        const OVERUSED = 1 << 10;
+        /// [`Plugin::allocatable`].
+        const ALLOCATABLE = 1 << 11;
+        /// [`Plugin::preemptive`].
+        const PREEMPTIVE = 1 << 12;
+        /// [`Plugin::job_valid`].
+        const JOB_VALID = 1 << 13;
+        /// [`Plugin::job_ready`].
+        const JOB_READY = 1 << 14;
+        /// [`Plugin::job_pipelined`].
+        const JOB_PIPELINED = 1 << 15;
+        /// [`Plugin::job_enqueueable`].
+        const JOB_ENQUEUEABLE = 1 << 16;
+        /// [`Plugin::job_enqueued`].
+        const JOB_ENQUEUED = 1 << 17;
+        /// [`Plugin::job_starving`].
+        const JOB_STARVING = 1 << 18;
+        /// [`Plugin::on_allocate`] and [`Plugin::on_deallocate`].
+        const EVENT_HANDLER = 1 << 19;
+    }
+}
+
+/// A plugin's vote on a job (Volcano's Permit / Abstain / Reject).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vote {
+    /// Yes.
+    Permit,
+    /// No opinion: the next tier decides.
+    Abstain,
+    /// No: wins over any Permit.
+    Reject,
+}
+
+/// What the session tells plugins when it opens.
+#[derive(Clone, Debug)]
+pub struct SessionContext {
+    /// The session's time, milliseconds since the epoch.
+    pub now_ms: i64,
+    /// Cycle number.
+    pub cycle: u64,
+    /// Session UID (the `transitionID` of conditions written in this session).
+    pub uid: String,
+    /// Whether the `enqueue` action is configured (allocate admits Pending jobs otherwise).
+    pub enqueue_enabled: bool,
+}
+
+/// What plugins may write when the session closes.
+#[derive(Debug, Default)]
+pub struct CloseOutput {
+    /// PodGroup conditions to merge into each job's status (same type replaces).
+    pub job_conditions: Vec<(JobId, PodGroupCondition)>,
+    /// Events on PodGroups: (job, type `Normal`/`Warning`, reason, message).
+    pub job_events: Vec<(JobId, &'static str, String, String)>,
+    /// Deserved resources and share per queue, from the queue policy plugin.
+    pub queue_reports: Vec<(QueueId, crate::cycle::QueueReport)>,
+}
+
+/// A job that fails [`Plugin::job_valid`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidJob {
+    /// Machine-readable reason (`NotEnoughTasks`, `NotEnoughPodsOfTask`).
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// A scheduling plugin. Build a fresh value per session (see [`crate::PluginBuilder`]).
+#[allow(unused_variables)]
+pub trait Plugin: Send + Sync {
+    /// The configuration name (`gang`, `drf`, …).
+    fn name(&self) -> &'static str;
+
+    /// The extension points this plugin registers.
+    fn hooks(&self) -> Hooks;
+
+    /// Called in tier order when the session opens.
+    fn on_session_open(&mut self, snap: &Snapshot, ctx: &SessionContext) {}
+
+    /// Called when the session closes, before statuses are computed.
+    fn on_session_close(&mut self, snap: &Snapshot, ctx: &SessionContext, out: &mut CloseOutput) {}
+
+    /// Job order: `Less` puts `l` first; `Equal` abstains.
+    fn job_order(&self, snap: &Snapshot, l: JobId, r: JobId) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Queue order: `Less` puts `l` first; `Equal` abstains.
+    fn queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Order of victim queues: `Less` evicts from `l` first; `Equal` abstains.
+    fn victim_queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId, preemptor: QueueId) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Task order: `Less` puts `l` first; `Equal` abstains.
+    fn task_order(&self, snap: &Snapshot, l: TaskId, r: TaskId) -> Ordering {
+        Ordering::Equal
+    }
+
+    /// Checks a task before any node is tried.
+    fn pre_predicate(&self, snap: &Snapshot, task: TaskId) -> Result<(), Status> {
+        Ok(())
+    }
+
+    /// Checks a task against a node.
+    fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        Ok(())
+    }
+
+    /// Scores a node for a task (summed over plugins).
+    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+        0.0
+    }
+
+    /// Scores all feasible nodes at once (for normalised scores): adds into `scores`.
+    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {}
+
+    /// Victims among `candidates` for `preemptor`; `None` abstains.
+    fn preemptable(&self, snap: &Snapshot, preemptor: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        None
+    }
+
+    /// Victims among `candidates` for a reclaim by `reclaimer`; `None` abstains.
+    fn reclaimable(&self, snap: &Snapshot, reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        None
+    }
+
+    /// Whether the queue already has its share (skipped by allocate and reclaim).
+    fn overused(&self, snap: &Snapshot, queue: QueueId) -> bool {
+        false
+    }
+
+    /// Whether the queue may take this task now.
+    fn allocatable(&self, snap: &Snapshot, queue: QueueId, task: TaskId) -> bool {
+        true
+    }
+
+    /// Whether the queue may reclaim for this task.
+    fn preemptive(&self, snap: &Snapshot, queue: QueueId, task: TaskId) -> bool {
+        true
+    }
+
+    /// `Some` when the job cannot be scheduled at all in this session.
+    fn job_valid(&self, snap: &Snapshot, job: JobId) -> Option<InvalidJob> {
+        None
+    }
+
+    /// Whether the job's placements so far may be committed.
+    fn job_ready(&self, snap: &Snapshot, job: JobId) -> bool {
+        true
+    }
+
+    /// Whether the job's placements (pipelined included) may be kept.
+    fn job_pipelined(&self, snap: &Snapshot, job: JobId) -> Vote {
+        Vote::Abstain
+    }
+
+    /// Whether a Pending job may be admitted (`Inqueue`).
+    fn job_enqueueable(&self, snap: &Snapshot, job: JobId) -> Vote {
+        Vote::Abstain
+    }
+
+    /// A job was admitted: reserve what it needs.
+    fn job_enqueued(&mut self, snap: &Snapshot, job: JobId) {}
+
+    /// Whether the job wants more resources (triggers preempt and reclaim).
+    fn job_starving(&self, snap: &Snapshot, job: JobId) -> bool {
+        false
+    }
+
+    /// A task was allocated or pipelined (or an eviction was undone).
+    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {}
+
+    /// A task was evicted (or an allocation was undone).
+    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
+}

@@ -1,0 +1,482 @@
+//! The session: the snapshot, the plugins of this cycle, and Volcano's rules for combining
+//! their answers (spec §1.5), plus the state changes that actions make (allocate,
+//! pipeline, evict and their undo) with the plugin event handlers they fire.
+
+use std::cmp::Ordering;
+
+use rayon::prelude::*;
+
+use crate::effect::Effect;
+use crate::model::*;
+use crate::plugin::{Hooks, InvalidJob, Plugin, SessionContext, Vote};
+use crate::profile::Profile;
+use crate::resource::{DimensionDefault, Resource};
+use crate::snapshot::Snapshot;
+use crate::status::{Code, FitErrors, Status};
+
+/// A plugin of this session with the extension points its entry enables.
+pub(crate) struct Slot {
+    pub(crate) plugin: Box<dyn Plugin>,
+    /// Registered by the plugin AND enabled by configuration.
+    pub(crate) active: Hooks,
+}
+
+/// Tunables of a session that are not part of Volcano's configuration file.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// Worker threads for predicates and scoring (1 = sequential). Results are identical
+    /// for every value: ties are broken by node order.
+    pub parallelism: usize,
+    /// Below this many nodes, predicates and scoring run sequentially.
+    pub parallel_threshold: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions { parallelism: 1, parallel_threshold: 256 }
+    }
+}
+
+/// One scheduling session over a snapshot.
+pub struct Session<'p> {
+    /// The state actions work on.
+    pub snap: Snapshot,
+    /// Session time, cycle number and UID.
+    pub ctx: SessionContext,
+    /// Tunables.
+    pub options: SessionOptions,
+    pub(crate) tiers: Vec<Vec<Slot>>,
+    pub(crate) effects: Vec<Effect>,
+    pub(crate) profile: &'p Profile,
+    pub(crate) current_action: &'static str,
+}
+
+impl<'p> Session<'p> {
+    /// Opens a session: builds fresh plugins from the profile and calls their
+    /// `on_session_open` in tier order.
+    pub fn open(snap: Snapshot, profile: &'p Profile, ctx: SessionContext, options: SessionOptions) -> Self {
+        let mut tiers = Vec::with_capacity(profile.tiers.len());
+        for tier in &profile.tiers {
+            let mut slots = Vec::with_capacity(tier.len());
+            for entry in tier {
+                let plugin = entry.builder.build();
+                let active = plugin.hooks() & entry.enabled;
+                slots.push(Slot { plugin, active });
+            }
+            tiers.push(slots);
+        }
+        let mut ssn =
+            Session { snap, ctx, options, tiers, effects: Vec::new(), profile, current_action: "" };
+        for slot in ssn.tiers.iter_mut().flatten() {
+            slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
+        }
+        ssn
+    }
+
+    /// The profile of this session.
+    pub fn profile(&self) -> &Profile {
+        self.profile
+    }
+
+    /// The action now running (for eviction effects).
+    pub fn current_action(&self) -> &'static str {
+        self.current_action
+    }
+
+    /// The effects produced so far.
+    pub fn effects(&self) -> &[Effect] {
+        &self.effects
+    }
+
+    /// Records an effect.
+    pub fn push_effect(&mut self, e: Effect) {
+        self.effects.push(e);
+    }
+
+    fn active(&self, hook: Hooks) -> impl Iterator<Item = &dyn Plugin> + '_ {
+        self.tiers.iter().flatten().filter(move |s| s.active.contains(hook)).map(|s| s.plugin.as_ref())
+    }
+
+    fn active_tiers(&self, hook: Hooks) -> impl Iterator<Item = Vec<&dyn Plugin>> + '_ {
+        self.tiers.iter().map(move |t| {
+            t.iter().filter(|s| s.active.contains(hook)).map(|s| s.plugin.as_ref()).collect()
+        })
+    }
+
+    // ----- orderings: first non-equal answer wins, then the fallback -----
+
+    /// Job order: `Less` means `l` is scheduled first. Fallback: older PodGroup, then UID.
+    pub fn job_order(&self, l: JobId, r: JobId) -> Ordering {
+        for p in self.active(Hooks::JOB_ORDER) {
+            let c = p.job_order(&self.snap, l, r);
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        let (a, b) = (self.snap.job(l), self.snap.job(r));
+        a.creation_ms.cmp(&b.creation_ms).then_with(|| a.uid.cmp(&b.uid))
+    }
+
+    /// Queue order: `Less` means `l` first. Fallback: older queue, then name.
+    pub fn queue_order(&self, l: QueueId, r: QueueId) -> Ordering {
+        for p in self.active(Hooks::QUEUE_ORDER) {
+            let c = p.queue_order(&self.snap, l, r);
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        let (a, b) = (self.snap.queue(l), self.snap.queue(r));
+        a.creation_ms.cmp(&b.creation_ms).then_with(|| a.name.cmp(&b.name))
+    }
+
+    /// Victim queue order: `Less` means evict from `l` first. Fallback: reverse queue order.
+    pub fn victim_queue_order(&self, l: QueueId, r: QueueId, preemptor: QueueId) -> Ordering {
+        for p in self.active(Hooks::VICTIM_QUEUE_ORDER) {
+            let c = p.victim_queue_order(&self.snap, l, r, preemptor);
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        self.queue_order(r, l)
+    }
+
+    /// Task order: `Less` means `l` first. Fallback: pod-name index, creation, UID.
+    pub fn task_order(&self, l: TaskId, r: TaskId) -> Ordering {
+        for p in self.active(Hooks::TASK_ORDER) {
+            let c = p.task_order(&self.snap, l, r);
+            if c != Ordering::Equal {
+                return c;
+            }
+        }
+        let (a, b) = (self.snap.task(l), self.snap.task(r));
+        if let (Some(x), Some(y)) = (a.name_index, b.name_index) {
+            if x != y {
+                return x.cmp(&y);
+            }
+        }
+        a.creation_ms.cmp(&b.creation_ms).then_with(|| a.uid.cmp(&b.uid))
+    }
+
+    // ----- filters and scores -----
+
+    /// All pre-predicates; the first failure is returned.
+    pub fn pre_predicate(&self, t: TaskId) -> Result<(), Status> {
+        for p in self.active(Hooks::PRE_PREDICATE) {
+            p.pre_predicate(&self.snap, t)?;
+        }
+        Ok(())
+    }
+
+    /// All predicates; the first failure is returned.
+    pub fn predicate(&self, t: TaskId, n: NodeId) -> Result<(), Status> {
+        for p in self.active(Hooks::PREDICATE) {
+            p.predicate(&self.snap, t, n)?;
+        }
+        Ok(())
+    }
+
+    /// Σ node scores of every plugin for each node (node order + batch node order).
+    pub fn node_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<f64> {
+        let per_node = |n: &NodeId| -> f64 { self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, *n)).sum() };
+        let mut scores: Vec<f64> = if self.parallel(nodes.len()) {
+            nodes.par_iter().map(per_node).collect()
+        } else {
+            nodes.iter().map(per_node).collect()
+        };
+        for p in self.active(Hooks::BATCH_NODE_ORDER) {
+            p.batch_node_order(&self.snap, t, nodes, &mut scores);
+        }
+        scores
+    }
+
+    fn parallel(&self, n: usize) -> bool {
+        self.options.parallelism > 1 && n >= self.options.parallel_threshold
+    }
+
+    /// Runs `fit` and the session predicates over all nodes; returns the feasible nodes in
+    /// node order and the reasons of the others.
+    pub fn predicate_nodes(
+        &self,
+        t: TaskId,
+        fit: impl Fn(&NodeInfo) -> Result<(), Status> + Sync,
+    ) -> (Vec<NodeId>, FitErrors) {
+        let check = |i: usize| -> Result<(), Status> {
+            let n = NodeId(i as u32);
+            fit(self.snap.node(n))?;
+            self.predicate(t, n)
+        };
+        let results: Vec<Result<(), Status>> = if self.parallel(self.snap.nodes.len()) {
+            (0..self.snap.nodes.len()).into_par_iter().map(check).collect()
+        } else {
+            (0..self.snap.nodes.len()).map(check).collect()
+        };
+        let mut ok = Vec::new();
+        let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
+        for (i, r) in results.into_iter().enumerate() {
+            match r {
+                Ok(()) => ok.push(NodeId(i as u32)),
+                Err(s) => errors.add(&s.reason),
+            }
+        }
+        (ok, errors)
+    }
+
+    /// The highest-scoring node; ties go to the first node in node (name) order.
+    pub fn best_node(&self, t: TaskId, nodes: &[NodeId]) -> Option<NodeId> {
+        match nodes.len() {
+            0 => None,
+            1 => Some(nodes[0]),
+            _ => {
+                let scores = self.node_scores(t, nodes);
+                let mut best = 0;
+                for i in 1..nodes.len() {
+                    if scores[i] > scores[best] {
+                        best = i;
+                    }
+                }
+                Some(nodes[best])
+            }
+        }
+    }
+
+    // ----- job and queue decisions -----
+
+    /// Whether the queue has its share already (any plugin says so).
+    pub fn overused(&self, q: QueueId) -> bool {
+        self.active(Hooks::OVERUSED).any(|p| p.overused(&self.snap, q))
+    }
+
+    /// Whether the queue may take the task (all plugins agree).
+    pub fn allocatable(&self, q: QueueId, t: TaskId) -> bool {
+        self.active(Hooks::ALLOCATABLE).all(|p| p.allocatable(&self.snap, q, t))
+    }
+
+    /// Whether the queue may reclaim for the task (all plugins agree).
+    pub fn preemptive(&self, q: QueueId, t: TaskId) -> bool {
+        self.active(Hooks::PREEMPTIVE).all(|p| p.preemptive(&self.snap, q, t))
+    }
+
+    /// The first plugin that finds the job invalid.
+    pub fn job_valid(&self, j: JobId) -> Option<InvalidJob> {
+        self.active(Hooks::JOB_VALID).find_map(|p| p.job_valid(&self.snap, j))
+    }
+
+    /// Whether the job may be committed (AND over plugins; true if none).
+    pub fn job_ready(&self, j: JobId) -> bool {
+        self.active(Hooks::JOB_READY).all(|p| p.job_ready(&self.snap, j))
+    }
+
+    fn vote(&self, hook: Hooks, f: impl Fn(&dyn Plugin) -> Vote) -> bool {
+        for tier in self.active_tiers(hook) {
+            let mut permitted = false;
+            for p in tier {
+                match f(p) {
+                    Vote::Reject => return false,
+                    Vote::Permit => permitted = true,
+                    Vote::Abstain => {}
+                }
+            }
+            if permitted {
+                return true;
+            }
+        }
+        true
+    }
+
+    /// Whether the job's placements may be kept (voting; default true).
+    pub fn job_pipelined(&self, j: JobId) -> bool {
+        self.vote(Hooks::JOB_PIPELINED, |p| p.job_pipelined(&self.snap, j))
+    }
+
+    /// Whether a Pending job may be admitted (voting; default true).
+    pub fn job_enqueueable(&self, j: JobId) -> bool {
+        self.vote(Hooks::JOB_ENQUEUEABLE, |p| p.job_enqueueable(&self.snap, j))
+    }
+
+    /// Tells every plugin that the job was admitted.
+    pub fn job_enqueued(&mut self, j: JobId) {
+        for slot in self.tiers.iter_mut().flatten() {
+            if slot.active.contains(Hooks::JOB_ENQUEUED) {
+                slot.plugin.job_enqueued(&self.snap, j);
+            }
+        }
+    }
+
+    /// Whether the job is starving: the first tier with a registered plugin decides
+    /// (AND inside the tier); false when none is registered.
+    pub fn job_starving(&self, j: JobId) -> bool {
+        for tier in self.active_tiers(Hooks::JOB_STARVING) {
+            if tier.is_empty() {
+                continue;
+            }
+            return tier.iter().all(|p| p.job_starving(&self.snap, j));
+        }
+        false
+    }
+
+    fn victims(
+        &self,
+        hook: Hooks,
+        f: impl Fn(&dyn Plugin, &[TaskId]) -> Option<Vec<TaskId>>,
+        candidates: &[TaskId],
+    ) -> Vec<TaskId> {
+        for tier in self.active_tiers(hook) {
+            let mut victims: Option<Vec<TaskId>> = None;
+            for p in tier {
+                let Some(found) = f(p, candidates) else { continue };
+                if found.is_empty() {
+                    victims = None;
+                    break;
+                }
+                victims = Some(match victims {
+                    None => found,
+                    Some(prev) => prev.into_iter().filter(|t| found.contains(t)).collect(),
+                });
+            }
+            if let Some(v) = victims {
+                return v;
+            }
+        }
+        Vec::new()
+    }
+
+    /// Victims for a preemption (per tier: intersection of voters; first tier with a
+    /// non-empty answer decides).
+    pub fn preemptable(&self, preemptor: TaskId, candidates: &[TaskId]) -> Vec<TaskId> {
+        self.victims(Hooks::PREEMPTABLE, |p, c| p.preemptable(&self.snap, preemptor, c), candidates)
+    }
+
+    /// Victims for a reclaim (same rules as [`Session::preemptable`]).
+    pub fn reclaimable(&self, reclaimer: TaskId, candidates: &[TaskId]) -> Vec<TaskId> {
+        self.victims(Hooks::RECLAIMABLE, |p, c| p.reclaimable(&self.snap, reclaimer, c), candidates)
+    }
+
+    // ----- state changes (used by Statement and by backfill) -----
+
+    fn fire_allocate(&mut self, t: TaskId) {
+        for slot in self.tiers.iter_mut().flatten() {
+            if slot.active.contains(Hooks::EVENT_HANDLER) {
+                slot.plugin.on_allocate(&self.snap, t);
+            }
+        }
+    }
+
+    fn fire_deallocate(&mut self, t: TaskId) {
+        for slot in self.tiers.iter_mut().flatten() {
+            if slot.active.contains(Hooks::EVENT_HANDLER) {
+                slot.plugin.on_deallocate(&self.snap, t);
+            }
+        }
+    }
+
+    /// Places a pending task on a node (status Allocated) and fires `on_allocate`.
+    pub(crate) fn do_allocate(&mut self, t: TaskId, n: NodeId) {
+        debug_assert_eq!(self.snap.task(t).status, TaskStatus::Pending);
+        self.snap.set_task_status(t, TaskStatus::Allocated);
+        self.snap.tasks[t.idx()].node = Some(n);
+        self.snap.node_add_task(n, t);
+        self.fire_allocate(t);
+    }
+
+    /// Reserves a pending task on a node's future idle resources (status Pipelined).
+    pub(crate) fn do_pipeline(&mut self, t: TaskId, n: NodeId) {
+        debug_assert_eq!(self.snap.task(t).status, TaskStatus::Pending);
+        self.snap.set_task_status(t, TaskStatus::Pipelined);
+        self.snap.tasks[t.idx()].node = Some(n);
+        self.snap.node_add_task(n, t);
+        self.fire_allocate(t);
+    }
+
+    /// Undoes an allocation or a pipeline: back to Pending, node released.
+    pub(crate) fn undo_place(&mut self, t: TaskId) {
+        if let Some(n) = self.snap.task(t).node {
+            self.snap.node_remove_task(n, t);
+        }
+        self.snap.tasks[t.idx()].node = None;
+        self.snap.set_task_status(t, TaskStatus::Pending);
+        self.fire_deallocate(t);
+    }
+
+    /// Marks a task Releasing (its resources become future idle) and fires `on_deallocate`.
+    pub(crate) fn do_evict(&mut self, t: TaskId) -> TaskStatus {
+        let prev = self.snap.task(t).status;
+        if let Some(n) = self.snap.task(t).node {
+            self.snap.node_remove_task(n, t);
+            self.snap.set_task_status(t, TaskStatus::Releasing);
+            self.snap.node_add_task(n, t);
+        } else {
+            self.snap.set_task_status(t, TaskStatus::Releasing);
+        }
+        self.fire_deallocate(t);
+        prev
+    }
+
+    /// Undoes an eviction: the task gets its previous status back.
+    pub(crate) fn undo_evict(&mut self, t: TaskId, prev: TaskStatus) {
+        if let Some(n) = self.snap.task(t).node {
+            self.snap.node_remove_task(n, t);
+            self.snap.set_task_status(t, prev);
+            self.snap.node_add_task(n, t);
+        } else {
+            self.snap.set_task_status(t, prev);
+        }
+        self.fire_allocate(t);
+    }
+
+    /// Sends an allocated task to the binder: status Binding and a bind effect.
+    pub(crate) fn dispatch(&mut self, t: TaskId) {
+        let task = self.snap.task(t);
+        let node = task.node.expect("an allocated task has a node");
+        self.effects.push(Effect::Bind { pod: task.key.clone(), node: self.snap.node(node).name.clone() });
+        self.snap.set_task_status(t, TaskStatus::Binding);
+    }
+
+    /// Non-transactional allocation (Volcano `ssn.Allocate`, used by backfill): the task is
+    /// placed now, and every Allocated task of its job is dispatched to the binder as soon
+    /// as the job is ready.
+    pub fn allocate(&mut self, t: TaskId, n: NodeId) {
+        self.do_allocate(t, n);
+        if let Some(j) = self.snap.task(t).job {
+            if self.job_ready(j) {
+                let allocated: Vec<TaskId> = self
+                    .snap
+                    .job(j)
+                    .tasks
+                    .iter()
+                    .copied()
+                    .filter(|x| self.snap.task(*x).status == TaskStatus::Allocated)
+                    .collect();
+                for x in allocated {
+                    self.dispatch(x);
+                }
+            }
+        }
+    }
+
+    /// Records why a task fits nowhere (shown in PodGroup conditions).
+    pub fn record_fit_errors(&mut self, t: TaskId, errors: FitErrors) {
+        if let Some(j) = self.snap.task(t).job {
+            self.snap.jobs[j.idx()].fit_errors.insert(t, errors);
+        }
+    }
+
+    /// The allocate action's resource check: the request fits the node's future idle
+    /// resources (Unschedulable "Insufficient <res>" otherwise).
+    pub fn fits_future_idle(task: &TaskInfo, node: &NodeInfo) -> Result<(), Status> {
+        let future = node.future_idle();
+        if task.resreq.less_equal(&future, DimensionDefault::Zero) {
+            return Ok(());
+        }
+        let dims: Vec<&str> = task.resreq.insufficient_dims(&future).collect();
+        Err(Status {
+            code: Code::Unschedulable,
+            reason: format!("Insufficient {}", dims.join(", ")),
+            plugin: "allocate",
+        })
+    }
+
+    /// Whether the request fits the node's idle resources now.
+    pub fn fits_idle(req: &Resource, node: &NodeInfo) -> bool {
+        req.less_equal(&node.idle, DimensionDefault::Zero)
+    }
+}

@@ -1,0 +1,104 @@
+//! Statement: an ordered log of evict / pipeline / allocate operations over the session
+//! that is either committed (effects emitted) or discarded (undone in reverse order, with
+//! the plugins' event handlers fired so their state stays consistent).
+
+use crate::effect::Effect;
+use crate::model::{NodeId, TaskId, TaskStatus};
+use crate::session::Session;
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Evict { task: TaskId, prev: TaskStatus, reason_idx: usize },
+    Pipeline { task: TaskId },
+    Allocate { task: TaskId },
+}
+
+/// A transaction over a session.
+#[derive(Debug, Default)]
+#[must_use = "a statement must be committed or discarded"]
+pub struct Statement {
+    ops: Vec<Op>,
+    reasons: Vec<String>,
+}
+
+impl Statement {
+    /// An empty statement.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether no operation was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Number of operations recorded.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Marks a running task Releasing (nothing is sent until commit).
+    pub fn evict(&mut self, ssn: &mut Session<'_>, task: TaskId, reason: impl Into<String>) {
+        let prev = ssn.do_evict(task);
+        self.reasons.push(reason.into());
+        self.ops.push(Op::Evict { task, prev, reason_idx: self.reasons.len() - 1 });
+    }
+
+    /// Reserves a pending task on the node's future idle resources.
+    pub fn pipeline(&mut self, ssn: &mut Session<'_>, task: TaskId, node: NodeId) {
+        ssn.do_pipeline(task, node);
+        self.ops.push(Op::Pipeline { task });
+    }
+
+    /// Places a pending task on a node.
+    pub fn allocate(&mut self, ssn: &mut Session<'_>, task: TaskId, node: NodeId) {
+        ssn.do_allocate(task, node);
+        self.ops.push(Op::Allocate { task });
+    }
+
+    /// Appends another statement's operations (it is consumed, not undone).
+    pub fn merge(&mut self, mut other: Statement) {
+        let base = self.reasons.len();
+        self.reasons.append(&mut other.reasons);
+        self.ops.extend(other.ops.into_iter().map(|op| match op {
+            Op::Evict { task, prev, reason_idx } => Op::Evict { task, prev, reason_idx: reason_idx + base },
+            op => op,
+        }));
+    }
+
+    /// Applies the operations in order: evictions become evict effects, allocations go to
+    /// the binder (status Binding, bind effect), pipelined tasks stay reserved.
+    pub fn commit(self, ssn: &mut Session<'_>) {
+        for op in self.ops {
+            match op {
+                Op::Evict { task, reason_idx, .. } => {
+                    let t = ssn.snap.task(task);
+                    let node = t.node.map(|n| ssn.snap.node(n).name.clone()).unwrap_or_default();
+                    let effect = Effect::Evict {
+                        pod: t.key.clone(),
+                        node,
+                        action: ssn.current_action(),
+                        reason: self.reasons[reason_idx].clone(),
+                    };
+                    ssn.push_effect(effect);
+                }
+                Op::Pipeline { .. } => {}
+                Op::Allocate { task } => {
+                    if ssn.snap.task(task).status == TaskStatus::Allocated {
+                        ssn.dispatch(task);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Undoes the operations in reverse order.
+    pub fn discard(self, ssn: &mut Session<'_>) {
+        for op in self.ops.into_iter().rev() {
+            match op {
+                Op::Evict { task, prev, .. } => ssn.undo_evict(task, prev),
+                Op::Pipeline { task } | Op::Allocate { task } => ssn.undo_place(task),
+            }
+        }
+    }
+}

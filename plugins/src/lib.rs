@@ -1,0 +1,38 @@
+//! volcano-plugins: the in-tree scheduling plugins.
+//!
+//! Start at [`in_tree`], the explicit registry of every plugin. Each plugin lives in its own
+//! module: the plugin type implementing [`volcano_framework::Plugin`], a typed `Args`
+//! struct with Volcano's argument keys and defaults, and its unit tests.
+
+use volcano_framework::PluginRegistry;
+
+pub mod binpack;
+pub mod conformance;
+pub mod drf;
+pub mod gang;
+pub mod nodeorder;
+pub mod overcommit;
+pub mod predicates;
+pub mod priority;
+pub mod proportion;
+
+
+/// Every in-tree plugin, by configuration name.
+pub fn in_tree() -> PluginRegistry {
+    let mut r = PluginRegistry::default();
+    let entries: [(&'static str, volcano_framework::PluginFactory); 9] = [
+        (binpack::NAME, binpack::factory),
+        (conformance::NAME, conformance::factory),
+        (drf::NAME, drf::factory),
+        (gang::NAME, gang::factory),
+        (nodeorder::NAME, nodeorder::factory),
+        (overcommit::NAME, overcommit::factory),
+        (predicates::NAME, predicates::factory),
+        (priority::NAME, priority::factory),
+        (proportion::NAME, proportion::factory),
+    ];
+    for (name, f) in entries {
+        r.register(name, f).expect("in-tree plugin names are unique");
+    }
+    r
+}
