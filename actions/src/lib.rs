@@ -1,1 +1,21 @@
-//! volcano-actions
+//! volcano-actions: the in-tree scheduling actions.
+//!
+//! Start at [`in_tree`], the explicit registry. Each action is a module with its typed
+//! arguments (from the configuration's `configurations` list) and its `execute`.
+
+use volcano_framework::ActionRegistry;
+
+pub mod allocate;
+pub mod backfill;
+pub mod enqueue;
+
+/// Every in-tree action, by configuration name.
+pub fn in_tree() -> ActionRegistry {
+    let mut r = ActionRegistry::default();
+    let entries: [(&'static str, volcano_framework::ActionFactory); 3] =
+        [(allocate::NAME, allocate::factory), (backfill::NAME, backfill::factory), (enqueue::NAME, enqueue::factory)];
+    for (name, f) in entries {
+        r.register(name, f).expect("in-tree action names are unique");
+    }
+    r
+}
