@@ -1,21 +1,238 @@
-//! The `allocate` action (being written: does nothing yet).
+//! The `allocate` action: Volcano's core gang placement (spec §2.2).
+//!
+//! Queues and jobs are interleaved by their current order: pop the best queue (dropped for
+//! the rest of the action when overused), pop its best job, place the job's pending tasks
+//! into a fresh [`Statement`] in task order until the job is ready, then commit (tasks go to
+//! the binder). A ready job with tasks left is pushed back, so each later pop places one
+//! more task at the job's new rank (fair share). A job that is only pipelined keeps its
+//! reservations in the session; any other job is rolled back whole.
+//!
+//! Best-effort tasks (empty request) are left to `backfill`.
 
-use volcano_api::conf::Arguments;
-use volcano_framework::{Action, ArgsError, Session};
+use serde::Deserialize;
+use volcano_api::conf::{args, Arguments};
+use volcano_api::crd::PodGroupPhase;
+use volcano_framework::pq::CmpHeap;
+use volcano_framework::{
+    parse_args, Action, ArgsError, FitErrors, JobId, NodeId, QueueId, Session, Statement, TaskId, TaskStatus,
+};
 
 /// Configuration name.
 pub const NAME: &str = "allocate";
 
-struct Unfinished;
-
-impl Action for Unfinished {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn execute(&self, _ssn: &mut Session<'_>) {}
+/// Arguments of `allocate` (from `configurations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Skip a task whose role already failed predicates in this session (default true).
+    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
+    pub predicate_error_cache_enable: Option<bool>,
 }
 
 /// Checks the arguments and builds the action.
-pub fn factory(_args: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
-    Ok(Box::new(Unfinished))
+pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
+    let a: Args = parse_args(a)?;
+    Ok(Box::new(Allocate { predicate_error_cache: a.predicate_error_cache_enable.unwrap_or(true) }))
+}
+
+/// The allocate action.
+#[derive(Debug)]
+pub struct Allocate {
+    /// See [`Args::predicate_error_cache_enable`].
+    pub predicate_error_cache: bool,
+}
+
+/// Whether a job may keep allocating after one of its tasks failed (Volcano
+/// `NeedContinueAllocating`).
+pub(crate) fn need_continue_allocating(ssn: &Session<'_>, j: JobId) -> bool {
+    let job = ssn.snap.job(j);
+    if job.min_available as usize == job.tasks.len() {
+        return false;
+    }
+    let failed_role = |role: &str| job.fit_errors.keys().any(|t| ssn.snap.task(*t).role == role);
+    if job.min_available < job.task_min_available_total {
+        let left = job
+            .tasks
+            .iter()
+            .map(|t| ssn.snap.task(*t))
+            .filter(|t| t.status == TaskStatus::Pending && !failed_role(&t.role))
+            .count() as i32;
+        return job.ready_task_num() + left >= job.min_available;
+    }
+    for (role, min) in &job.task_min_available {
+        if *min == 0 || !failed_role(role) {
+            continue;
+        }
+        let allocated = job
+            .tasks
+            .iter()
+            .map(|t| ssn.snap.task(*t))
+            .filter(|t| {
+                &t.role == role
+                    && (t.status.is_allocated()
+                        || t.status == TaskStatus::Succeeded
+                        || (t.status == TaskStatus::Pending && t.best_effort))
+            })
+            .count() as i32;
+        if allocated < *min {
+            return false;
+        }
+    }
+    true
+}
+
+/// Whether another task of the same job and role already failed predicates this session.
+pub(crate) fn role_failed(ssn: &Session<'_>, j: JobId, t: TaskId) -> bool {
+    let role = &ssn.snap.task(t).role;
+    !role.is_empty() && ssn.snap.job(j).fit_errors.keys().any(|x| *x != t && &ssn.snap.task(*x).role == role)
+}
+
+/// Finds the node for a task: the nominated node first (if it still fits), else every node
+/// that passes the resource check and the predicates; nodes where the task fits now are
+/// preferred over nodes where it fits once releasing pods are gone. `Err` carries the fit
+/// errors when no node fits.
+pub(crate) fn select_node(ssn: &Session<'_>, t: TaskId) -> Result<NodeId, FitErrors> {
+    let task = ssn.snap.task(t);
+    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
+        let node = ssn.snap.node(n);
+        if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
+            return Ok(n);
+        }
+    }
+    let (feasible, errors) = ssn.predicate_nodes(t, |node| Session::fits_future_idle(task, node));
+    if feasible.is_empty() {
+        return Err(errors);
+    }
+    let idle: Vec<NodeId> =
+        feasible.iter().copied().filter(|n| Session::fits_idle(&task.resreq, ssn.snap.node(*n))).collect();
+    let bucket = if idle.is_empty() { &feasible } else { &idle };
+    Ok(ssn.best_node(t, bucket).expect("bucket is not empty"))
+}
+
+impl Allocate {
+    /// Places the job's tasks into a statement; returns it when the job is ready or
+    /// pipelined, discards it otherwise.
+    fn allocate_job(
+        &self,
+        ssn: &mut Session<'_>,
+        q: QueueId,
+        j: JobId,
+        tasks: &mut CmpHeap<TaskId>,
+        jobs: &mut CmpHeap<JobId>,
+    ) -> Option<Statement> {
+        let mut stmt = Statement::new();
+        while let Some(t) = tasks.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
+            if !ssn.allocatable(q, t) {
+                tracing::debug!(task = %ssn.snap.task(t).key, "queue refuses the task");
+                continue;
+            }
+            if self.predicate_error_cache && role_failed(ssn, j, t) {
+                continue;
+            }
+            if let Err(s) = ssn.pre_predicate(t) {
+                let e = FitErrors { nodes: ssn.snap.nodes.len(), error: Some(s.reason), ..Default::default() };
+                ssn.record_fit_errors(t, e);
+                if !need_continue_allocating(ssn, j) {
+                    break;
+                }
+                continue;
+            }
+            match select_node(ssn, t) {
+                Err(errors) => {
+                    tracing::debug!(task = %ssn.snap.task(t).key, %errors, "no node fits");
+                    ssn.record_fit_errors(t, errors);
+                    if !need_continue_allocating(ssn, j) {
+                        break;
+                    }
+                    continue;
+                }
+                Ok(n) => {
+                    if Session::fits_idle(&ssn.snap.task(t).resreq, ssn.snap.node(n)) {
+                        stmt.allocate(ssn, t, n);
+                    } else {
+                        stmt.pipeline(ssn, t, n);
+                    }
+                }
+            }
+            if ssn.job_ready(j) && !tasks.is_empty() {
+                jobs.push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+                break;
+            }
+        }
+        if ssn.job_ready(j) || ssn.job_pipelined(j) {
+            Some(stmt)
+        } else {
+            stmt.discard(ssn);
+            None
+        }
+    }
+}
+
+impl Action for Allocate {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn execute(&self, ssn: &mut Session<'_>) {
+        let enqueue = ssn.ctx.enqueue_enabled;
+        let nq = ssn.snap.queues.len();
+        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
+        let mut queued = vec![false; nq];
+        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
+        let mut worksheets: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        for i in 0..ssn.snap.jobs.len() {
+            let j = JobId(i as u32);
+            if ssn.snap.job(j).is_pending() {
+                if enqueue {
+                    continue;
+                }
+                ssn.snap.jobs[i].phase = PodGroupPhase::Inqueue;
+            }
+            if let Some(invalid) = ssn.job_valid(j) {
+                tracing::debug!(job = %ssn.snap.job(j).key, reason = %invalid.message, "job is not valid");
+                ssn.snap.jobs[i].job_fit_error = Some(invalid.message);
+                continue;
+            }
+            let mut heap = CmpHeap::new();
+            for &t in &ssn.snap.job(j).tasks {
+                let task = ssn.snap.task(t);
+                if task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort {
+                    heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
+                }
+            }
+            if heap.is_empty() {
+                continue;
+            }
+            worksheets[i] = Some(heap);
+            let q = ssn.snap.job(j).queue;
+            if !queued[q.idx()] {
+                queued[q.idx()] = true;
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+        }
+
+        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+            if ssn.overused(q) {
+                tracing::debug!(queue = %ssn.snap.queue(q).name, "queue is overused");
+                continue;
+            }
+            let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
+            let mut tasks = worksheets[j.idx()].take().unwrap_or_default();
+            let mut job_heap = std::mem::take(&mut jobs[q.idx()]);
+            let stmt = self.allocate_job(ssn, q, j, &mut tasks, &mut job_heap);
+            jobs[q.idx()] = job_heap;
+            worksheets[j.idx()] = Some(tasks);
+            if let Some(stmt) = stmt {
+                if ssn.job_ready(j) {
+                    stmt.commit(ssn);
+                } else {
+                    // Pipelined only: the reservations stay in the session so that lower-ranked
+                    // jobs cannot take them in this cycle; nothing is bound.
+                    stmt.keep();
+                }
+            }
+            queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+        }
+    }
 }

@@ -1,21 +1,109 @@
-//! The `backfill` action (being written: does nothing yet).
+//! The `backfill` action: places best-effort pods (no resource request) that `allocate`
+//! leaves alone, in queue → job → task order, on the best-scoring node that passes the
+//! predicates. Placements are not transactional: a job's allocated pods go to the binder
+//! as soon as the job is ready.
 
-use volcano_api::conf::Arguments;
-use volcano_framework::{Action, ArgsError, Session};
+use serde::Deserialize;
+use volcano_api::conf::{args, Arguments};
+use volcano_framework::pq::CmpHeap;
+use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, TaskId, TaskStatus};
 
 /// Configuration name.
 pub const NAME: &str = "backfill";
 
-struct Unfinished;
-
-impl Action for Unfinished {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-    fn execute(&self, _ssn: &mut Session<'_>) {}
+/// Arguments of `backfill`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Accepted for compatibility; best-effort pods are few, every one is tried.
+    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
+    pub predicate_error_cache_enable: Option<bool>,
 }
 
 /// Checks the arguments and builds the action.
-pub fn factory(_args: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
-    Ok(Box::new(Unfinished))
+pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
+    let _: Args = parse_args(a)?;
+    Ok(Box::new(Backfill))
+}
+
+/// The backfill action.
+#[derive(Debug)]
+pub struct Backfill;
+
+impl Action for Backfill {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn execute(&self, ssn: &mut Session<'_>) {
+        // Collect pending best-effort tasks of valid, admitted jobs; un-pipeline pipelined ones.
+        let nq = ssn.snap.queues.len();
+        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
+        let mut queued = vec![false; nq];
+        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
+        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        for i in 0..ssn.snap.jobs.len() {
+            let j = JobId(i as u32);
+            if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() {
+                continue;
+            }
+            let members: Vec<TaskId> = ssn
+                .snap
+                .job(j)
+                .tasks
+                .iter()
+                .copied()
+                .filter(|t| {
+                    let t = ssn.snap.task(*t);
+                    t.best_effort && !t.sch_gated && matches!(t.status, TaskStatus::Pending | TaskStatus::Pipelined)
+                })
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let mut heap = CmpHeap::new();
+            for t in members {
+                if ssn.snap.task(t).status == TaskStatus::Pipelined {
+                    ssn.unpipeline(t);
+                }
+                heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
+            }
+            tasks[i] = Some(heap);
+            let q = ssn.snap.job(j).queue;
+            if !queued[q.idx()] {
+                queued[q.idx()] = true;
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+        }
+        let mut order = Vec::new();
+        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+            while let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) {
+                let mut heap = tasks[j.idx()].take().unwrap_or_default();
+                while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
+                    order.push(t);
+                }
+            }
+        }
+
+        for t in order {
+            if let Err(s) = ssn.pre_predicate(t) {
+                let e = volcano_framework::FitErrors {
+                    nodes: ssn.snap.nodes.len(),
+                    error: Some(s.reason),
+                    ..Default::default()
+                };
+                ssn.record_fit_errors(t, e);
+                continue;
+            }
+            let task = ssn.snap.task(t);
+            let (feasible, errors) = ssn.predicate_nodes(t, |node| Session::fits_future_idle(task, node));
+            let idle: Vec<_> =
+                feasible.iter().copied().filter(|n| Session::fits_idle(&task.resreq, ssn.snap.node(*n))).collect();
+            match ssn.best_node(t, &idle) {
+                Some(n) => ssn.allocate(t, n),
+                None => ssn.record_fit_errors(t, errors),
+            }
+        }
+    }
 }

@@ -1,21 +1,71 @@
-//! The `enqueue` action (being written: does nothing yet).
+//! The `enqueue` action: admission. Pending PodGroups are admitted (`Inqueue`) queue by
+//! queue in queue order, job by job in job order, when they have no `minResources` or the
+//! `JobEnqueueable` vote says yes; admitted jobs' minimum resources are reserved through the
+//! `JobEnqueued` hooks. Rejected jobs stay Pending, with the reason recorded for their
+//! PodGroup condition.
 
+use serde::Deserialize;
 use volcano_api::conf::Arguments;
-use volcano_framework::{Action, ArgsError, Session};
+use volcano_api::crd::PodGroupPhase;
+use volcano_framework::pq::CmpHeap;
+use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session};
 
 /// Configuration name.
 pub const NAME: &str = "enqueue";
 
-struct Unfinished;
+/// `enqueue` takes no arguments.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {}
 
-impl Action for Unfinished {
+/// Checks the arguments and builds the action.
+pub fn factory(args: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
+    let _: Args = parse_args(args)?;
+    Ok(Box::new(Enqueue))
+}
+
+/// The enqueue action.
+#[derive(Debug)]
+pub struct Enqueue;
+
+impl Action for Enqueue {
     fn name(&self) -> &'static str {
         NAME
     }
-    fn execute(&self, _ssn: &mut Session<'_>) {}
-}
 
-/// Checks the arguments and builds the action.
-pub fn factory(_args: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
-    Ok(Box::new(Unfinished))
+    fn execute(&self, ssn: &mut Session<'_>) {
+        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
+        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); ssn.snap.queues.len()];
+        for i in 0..ssn.snap.jobs.len() {
+            let j = JobId(i as u32);
+            let job = ssn.snap.job(j);
+            if !job.is_pending() {
+                continue;
+            }
+            let q = job.queue;
+            if jobs[q.idx()].is_empty() {
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+        }
+        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+            let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
+            let admitted = if ssn.snap.job(j).min_resources.is_none() { Ok(()) } else { ssn.job_enqueueable_by(j) };
+            match admitted {
+                Ok(()) => {
+                    ssn.job_enqueued(j);
+                    ssn.snap.jobs[j.idx()].phase = PodGroupPhase::Inqueue;
+                    tracing::debug!(job = %ssn.snap.job(j).key, "admitted");
+                }
+                Err(plugin) => {
+                    let job = &mut ssn.snap.jobs[j.idx()];
+                    tracing::debug!(job = %job.key, plugin, "not admitted");
+                    job.job_fit_error = Some(format!("job is not admitted to its queue: rejected by plugin {plugin}"));
+                }
+            }
+            if !jobs[q.idx()].is_empty() {
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+        }
+    }
 }

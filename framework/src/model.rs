@@ -163,6 +163,9 @@ pub struct TaskInfo {
     pub creation_ms: i64,
     /// Index parsed from the pod name's last `-` field (for task order), if any.
     pub name_index: Option<i64>,
+    /// The last placement of this session that was undone (status and node), for
+    /// "could be assigned to … once minAvailable is satisfied" reasons.
+    pub last_tx: Option<(TaskStatus, NodeId)>,
     /// The pod object.
     pub pod: Arc<Pod>,
 }

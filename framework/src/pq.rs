@@ -6,9 +6,15 @@
 //! its new share.
 
 /// A heap of `T` whose "comes first" relation is given per call.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CmpHeap<T> {
     items: Vec<T>,
+}
+
+impl<T> Default for CmpHeap<T> {
+    fn default() -> Self {
+        CmpHeap { items: Vec::new() }
+    }
 }
 
 impl<T> CmpHeap<T> {

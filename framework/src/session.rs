@@ -266,30 +266,37 @@ impl<'p> Session<'p> {
         self.active(Hooks::JOB_READY).all(|p| p.job_ready(&self.snap, j))
     }
 
-    fn vote(&self, hook: Hooks, f: impl Fn(&dyn Plugin) -> Vote) -> bool {
+    /// Volcano's voting: any Reject → no (the rejecting plugin is returned); a tier with a
+    /// Permit → yes; abstentions pass to the next tier; yes when nobody decided.
+    fn vote(&self, hook: Hooks, f: impl Fn(&dyn Plugin) -> Vote) -> Result<(), &'static str> {
         for tier in self.active_tiers(hook) {
             let mut permitted = false;
             for p in tier {
                 match f(p) {
-                    Vote::Reject => return false,
+                    Vote::Reject => return Err(p.name()),
                     Vote::Permit => permitted = true,
                     Vote::Abstain => {}
                 }
             }
             if permitted {
-                return true;
+                return Ok(());
             }
         }
-        true
+        Ok(())
     }
 
     /// Whether the job's placements may be kept (voting; default true).
     pub fn job_pipelined(&self, j: JobId) -> bool {
-        self.vote(Hooks::JOB_PIPELINED, |p| p.job_pipelined(&self.snap, j))
+        self.vote(Hooks::JOB_PIPELINED, |p| p.job_pipelined(&self.snap, j)).is_ok()
     }
 
     /// Whether a Pending job may be admitted (voting; default true).
     pub fn job_enqueueable(&self, j: JobId) -> bool {
+        self.job_enqueueable_by(j).is_ok()
+    }
+
+    /// Like [`Session::job_enqueueable`], naming the plugin that rejected the job.
+    pub fn job_enqueueable_by(&self, j: JobId) -> Result<(), &'static str> {
         self.vote(Hooks::JOB_ENQUEUEABLE, |p| p.job_enqueueable(&self.snap, j))
     }
 
@@ -391,10 +398,19 @@ impl<'p> Session<'p> {
     pub(crate) fn undo_place(&mut self, t: TaskId) {
         if let Some(n) = self.snap.task(t).node {
             self.snap.node_remove_task(n, t);
+            let status = self.snap.task(t).status;
+            self.snap.tasks[t.idx()].last_tx = Some((status, n));
         }
         self.snap.tasks[t.idx()].node = None;
         self.snap.set_task_status(t, TaskStatus::Pending);
         self.fire_deallocate(t);
+    }
+
+    /// Returns a pipelined task to Pending (backfill re-places best-effort tasks).
+    pub fn unpipeline(&mut self, t: TaskId) {
+        if self.snap.task(t).status == TaskStatus::Pipelined {
+            self.undo_place(t);
+        }
     }
 
     /// Marks a task Releasing (its resources become future idle) and fires `on_deallocate`.

@@ -384,6 +384,7 @@ impl Snapshot {
                 sch_gated: spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()),
                 creation_ms: time_ms(&pod.metadata.creation_timestamp),
                 name_index: name_index(&name),
+                last_tx: None,
                 name,
                 key,
                 job,

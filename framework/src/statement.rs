@@ -92,6 +92,11 @@ impl Statement {
         }
     }
 
+    /// Leaves the operations in the session, neither committed nor discarded: a pipelined
+    /// gang keeps its reservations until the session ends, so lower-ranked jobs cannot take
+    /// them in this cycle, and nothing is bound (Volcano's allocate does the same).
+    pub fn keep(self) {}
+
     /// Undoes the operations in reverse order.
     pub fn discard(self, ssn: &mut Session<'_>) {
         for op in self.ops.into_iter().rev() {

@@ -1,25 +1,349 @@
-//! The `gang` plugin (being written: registers no extension point yet).
+//! The `gang` plugin: all-or-nothing scheduling of a PodGroup's `minMember` pods.
+//!
+//! - JobValid: a job with fewer valid pods than `minMember` (or a role below its
+//!   `minTaskMember`) is not scheduled at all this session.
+//! - JobReady / JobPipelined: a job's placements are committed only once `minMember` pods
+//!   (per role minimums included) are placed, or kept as a pipelined reservation.
+//! - JobOrder: jobs that are not ready yet go before ready ones, so every gang's minimum is
+//!   placed before any job's elastic pods.
+//! - JobStarving: fewer than `minMember` pods placed or pipelined.
+//! - Preemptable / Reclaimable: only pods above a job's `minMember` may be victims.
+//! - On close: the PodGroup gets an `Unschedulable` condition with the reason, or a
+//!   `Scheduled` condition once the gang is ready.
 
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{ArgsError, Hooks, Plugin, PluginBuilder};
+use volcano_api::crd::PodGroupCondition;
+use volcano_framework::plugin::CloseOutput;
+use volcano_framework::{
+    parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot,
+    TaskId, TaskStatus, Vote,
+};
 
 /// Configuration name.
 pub const NAME: &str = "gang";
 
-struct Unfinished;
+/// `gang` takes no arguments.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {}
 
-impl Plugin for Unfinished {
+/// Checks the arguments and returns the builder.
+pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
+    let _: Args = parse_args(&opt.arguments)?;
+    Ok(Arc::new(|| Box::new(Gang) as Box<dyn Plugin>))
+}
+
+/// The gang plugin.
+#[derive(Debug, Default)]
+pub struct Gang;
+
+/// Per-role counts of tasks whose status satisfies `pred` (pending best-effort tasks count
+/// when `best_effort` is true).
+fn role_counts(snap: &Snapshot, job: &JobInfo, pred: impl Fn(TaskStatus) -> bool, best_effort: bool) -> BTreeMap<String, i32> {
+    let mut m = BTreeMap::new();
+    for t in &job.tasks {
+        let t = snap.task(*t);
+        if pred(t.status) || (best_effort && t.status == TaskStatus::Pending && t.best_effort) {
+            *m.entry(t.role.clone()).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+fn roles_checked(job: &JobInfo) -> bool {
+    !job.task_min_available.is_empty() && job.min_available >= job.task_min_available_total
+}
+
+/// Every role has at least its minimum of tasks satisfying the count.
+fn roles_reach(job: &JobInfo, counts: &BTreeMap<String, i32>) -> bool {
+    job.task_min_available.iter().all(|(role, min)| *min == 0 || counts.get(role).copied().unwrap_or(0) >= *min)
+}
+
+fn allocated_or_succeeded(s: TaskStatus) -> bool {
+    s.is_allocated() || s == TaskStatus::Succeeded
+}
+
+/// Per-role readiness (always true when roles are not checked).
+pub fn task_ready(snap: &Snapshot, job: &JobInfo) -> bool {
+    !roles_checked(job) || roles_reach(job, &role_counts(snap, job, allocated_or_succeeded, true))
+}
+
+fn task_pipelined(snap: &Snapshot, job: &JobInfo) -> bool {
+    !roles_checked(job)
+        || roles_reach(job, &role_counts(snap, job, |s| allocated_or_succeeded(s) || s == TaskStatus::Pipelined, true))
+}
+
+fn task_starving(snap: &Snapshot, job: &JobInfo) -> bool {
+    roles_checked(job)
+        && !roles_reach(job, &role_counts(snap, job, |s| allocated_or_succeeded(s) || s == TaskStatus::Pipelined, false))
+}
+
+fn task_valid(snap: &Snapshot, job: &JobInfo) -> bool {
+    !roles_checked(job)
+        || roles_reach(
+            job,
+            &role_counts(
+                snap,
+                job,
+                |s| allocated_or_succeeded(s) || matches!(s, TaskStatus::Pipelined | TaskStatus::Pending),
+                false,
+            ),
+        )
+}
+
+/// Volcano's `JobInfo.FitError()`: a histogram of task statuses, the reasons of pending
+/// tasks, and the original reason (job-level, or the first task's fit error).
+pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
+    let mut statuses: Vec<String> = TaskStatus::ALL
+        .iter()
+        .filter(|s| job.count(**s) > 0)
+        .map(|s| format!("{} {}", job.count(*s), s.as_str()))
+        .collect();
+    statuses.push(format!("{} minAvailable", job.min_available));
+    statuses.sort();
+    let ready = if job.is_ready() { "pod group is ready" } else { "pod group is not ready" };
+    let mut msg = format!("{ready}, {}", statuses.join(", "));
+    let mut pending: BTreeMap<&str, u32> = BTreeMap::new();
+    for t in &job.tasks {
+        let task = snap.task(*t);
+        if task.status == TaskStatus::Pending {
+            let reason = match task.last_tx {
+                Some((TaskStatus::Allocated, _)) => "Schedulable",
+                _ => "Unschedulable",
+            };
+            *pending.entry(reason).or_insert(0) += 1;
+        }
+    }
+    if !pending.is_empty() {
+        let mut h: Vec<String> = pending.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        h.sort();
+        msg.push_str(&format!("; Pending: {}", h.join(", ")));
+    }
+    if let Some(e) = &job.job_fit_error {
+        msg.push_str(&format!(". Origin reason is: {e}"));
+    } else if let Some((t, e)) = job.fit_errors.iter().next() {
+        msg.push_str(&format!(". Origin reason is {}: {e}", snap.task(*t).name));
+    }
+    msg
+}
+
+impl Plugin for Gang {
     fn name(&self) -> &'static str {
         NAME
     }
+
     fn hooks(&self) -> Hooks {
-        Hooks::empty()
+        Hooks::JOB_VALID
+            | Hooks::JOB_READY
+            | Hooks::JOB_PIPELINED
+            | Hooks::JOB_STARVING
+            | Hooks::JOB_ORDER
+            | Hooks::PREEMPTABLE
+            | Hooks::RECLAIMABLE
+    }
+
+    fn job_valid(&self, snap: &Snapshot, j: JobId) -> Option<InvalidJob> {
+        let job = snap.job(j);
+        if !task_valid(snap, job) {
+            return Some(InvalidJob {
+                reason: "NotEnoughPodsOfTask".into(),
+                message: "Not enough valid pods of each task for gang-scheduling".into(),
+            });
+        }
+        let valid = job.valid_task_num();
+        if valid < job.min_available {
+            return Some(InvalidJob {
+                reason: "NotEnoughTasks".into(),
+                message: format!(
+                    "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {}",
+                    job.min_available
+                ),
+            });
+        }
+        None
+    }
+
+    fn job_ready(&self, snap: &Snapshot, j: JobId) -> bool {
+        let job = snap.job(j);
+        job.is_ready() && task_ready(snap, job)
+    }
+
+    fn job_pipelined(&self, snap: &Snapshot, j: JobId) -> Vote {
+        let job = snap.job(j);
+        if job.is_pipelined() && task_pipelined(snap, job) {
+            Vote::Permit
+        } else {
+            Vote::Reject
+        }
+    }
+
+    fn job_starving(&self, snap: &Snapshot, j: JobId) -> bool {
+        let job = snap.job(j);
+        job.is_starving() || task_starving(snap, job)
+    }
+
+    fn job_order(&self, snap: &Snapshot, l: JobId, r: JobId) -> Ordering {
+        // Not-ready jobs first.
+        match (snap.job(l).is_ready(), snap.job(r).is_ready()) {
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => Ordering::Equal,
+        }
+    }
+
+    fn preemptable(&self, snap: &Snapshot, _preemptor: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        Some(above_min_available(snap, candidates))
+    }
+
+    fn reclaimable(&self, snap: &Snapshot, _reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        Some(above_min_available(snap, candidates))
+    }
+
+    fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
+        for (i, job) in snap.jobs.iter().enumerate() {
+            let j = JobId(i as u32);
+            if !(job.is_ready() && task_ready(snap, job)) {
+                let schedulable = job
+                    .tasks
+                    .iter()
+                    .filter(|t| {
+                        let t = snap.task(**t);
+                        t.status == TaskStatus::Pending && matches!(t.last_tx, Some((s, _)) if s.is_allocated())
+                    })
+                    .count() as i32
+                    + job.ready_task_num();
+                let unready = job.min_available - schedulable;
+                let message =
+                    format!("{unready}/{} tasks in gang unschedulable: {}", job.tasks.len(), fit_error(snap, job));
+                out.job_conditions.push((
+                    j,
+                    PodGroupCondition {
+                        type_: "Unschedulable".into(),
+                        status: "True".into(),
+                        reason: Some("NotEnoughResources".into()),
+                        message: Some(message),
+                        ..Default::default()
+                    },
+                ));
+            } else {
+                out.job_conditions.push((
+                    j,
+                    PodGroupCondition {
+                        type_: "Scheduled".into(),
+                        status: "True".into(),
+                        reason: Some("tasks in gang are ready to be scheduled".into()),
+                        message: Some(String::new()),
+                        ..Default::default()
+                    },
+                ));
+            }
+        }
     }
 }
 
-/// Checks the arguments and returns the builder.
-pub fn factory(_opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    Ok(Arc::new(|| Box::new(Unfinished) as Box<dyn Plugin>))
+/// Candidates that may go without breaking their job's gang: per job, only while the job
+/// keeps more than `minMember` ready pods.
+fn above_min_available(snap: &Snapshot, candidates: &[TaskId]) -> Vec<TaskId> {
+    let mut occupied: BTreeMap<JobId, i32> = BTreeMap::new();
+    let mut victims = Vec::new();
+    for &c in candidates {
+        let Some(j) = snap.task(c).job else { continue };
+        let job = snap.job(j);
+        let n = occupied.entry(j).or_insert_with(|| job.ready_task_num());
+        if *n > job.min_available {
+            *n -= 1;
+            victims.push(c);
+        }
+    }
+    victims
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use volcano_testkit::*;
+
+    fn snap(min: i32, running: usize, pending: usize) -> Snapshot {
+        let mut o = Objects::new().node(node("n1", "16", "64Gi")).pod_group(pod_group("ns", "pg", min));
+        for i in 0..running {
+            o = o.pod(pod("ns", &format!("pg-r-{i}")).group("pg").cpu_mem("1", "1Gi").running_on("n1"));
+        }
+        for i in 0..pending {
+            o = o.pod(pod("ns", &format!("pg-p-{i}")).group("pg").cpu_mem("1", "1Gi"));
+        }
+        o.snapshot()
+    }
+
+    #[test]
+    fn valid_needs_min_member_pods() {
+        let s = snap(3, 0, 2);
+        let inv = Gang.job_valid(&s, JobId(0)).expect("invalid");
+        assert_eq!(inv.reason, "NotEnoughTasks");
+        assert_eq!(inv.message, "Not enough valid tasks for gang-scheduling, valid: 2, min: 3");
+        assert!(Gang.job_valid(&snap(2, 0, 2), JobId(0)).is_none());
+    }
+
+    #[test]
+    fn ready_pipelined_starving() {
+        let s = snap(2, 1, 1);
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Reject);
+        assert!(Gang.job_starving(&s, JobId(0)));
+        let s = snap(2, 2, 1);
+        assert!(Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Permit);
+        assert!(!Gang.job_starving(&s, JobId(0)));
+    }
+
+    #[test]
+    fn only_pods_above_min_member_are_victims() {
+        let s = snap(2, 3, 0);
+        let running: Vec<TaskId> = s.job(JobId(0)).tasks.clone();
+        let v = Gang.preemptable(&s, TaskId(0), &running).unwrap();
+        assert_eq!(v.len(), 1, "3 running, min 2: one victim");
+        let s = snap(3, 3, 0);
+        let running: Vec<TaskId> = s.job(JobId(0)).tasks.clone();
+        assert!(Gang.preemptable(&s, TaskId(0), &running).unwrap().is_empty());
+    }
+
+    #[test]
+    fn per_role_minimums() {
+        let s = Objects::new()
+            .node(node("n1", "16", "64Gi"))
+            .pod_group(pod_group("ns", "pg", 2).min_task_member("ps", 1).min_task_member("worker", 1))
+            .pod(pod("ns", "pg-ps-0").group("pg").annotation("volcano.sh/task-spec", "ps").cpu_mem("1", "1Gi").running_on("n1"))
+            .pod(pod("ns", "pg-ps-1").group("pg").annotation("volcano.sh/task-spec", "ps").cpu_mem("1", "1Gi").running_on("n1"))
+            .pod(pod("ns", "pg-worker-0").group("pg").annotation("volcano.sh/task-spec", "worker").cpu_mem("1", "1Gi"))
+            .snapshot();
+        // Two pods run, but no worker: not ready.
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert!(Gang.job_starving(&s, JobId(0)));
+    }
+
+    #[test]
+    fn not_ready_jobs_go_first() {
+        let s = Objects::new()
+            .node(node("n1", "16", "64Gi"))
+            .pod_group(pod_group("ns", "a", 1))
+            .pod_group(pod_group("ns", "b", 1))
+            .pod(pod("ns", "a-0").group("a").cpu_mem("1", "1Gi").running_on("n1"))
+            .pod(pod("ns", "b-0").group("b").cpu_mem("1", "1Gi"))
+            .snapshot();
+        assert_eq!(Gang.job_order(&s, JobId(0), JobId(1)), Ordering::Greater);
+        assert_eq!(Gang.job_order(&s, JobId(1), JobId(0)), Ordering::Less);
+    }
+
+    #[test]
+    fn fit_error_message() {
+        let s = snap(2, 0, 2);
+        assert_eq!(
+            fit_error(&s, s.job(JobId(0))),
+            "pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable"
+        );
+    }
 }
