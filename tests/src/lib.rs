@@ -5,6 +5,8 @@
 //! The scenario runner (`tests/scenarios.rs`) and the property tests (`tests/invariants.rs`)
 //! live beside this library.
 
+pub mod scenario;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
