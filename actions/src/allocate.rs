@@ -14,7 +14,7 @@ use volcano_api::conf::{args, Arguments};
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
-    parse_args, Action, ArgsError, FitErrors, JobId, NodeId, QueueId, Session, Statement, TaskId, TaskStatus,
+    parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
 };
 
 /// Configuration name.
@@ -87,26 +87,21 @@ pub(crate) fn role_failed(ssn: &Session<'_>, j: JobId, t: TaskId) -> bool {
     !role.is_empty() && ssn.snap.job(j).fit_errors.keys().any(|x| *x != t && &ssn.snap.task(*x).role == role)
 }
 
-/// Finds the node for a task: the nominated node first (if it still fits), else every node
-/// that passes the resource check and the predicates; nodes where the task fits now are
-/// preferred over nodes where it fits once releasing pods are gone. `Err` carries the fit
-/// errors when no node fits.
-pub(crate) fn select_node(ssn: &Session<'_>, t: TaskId) -> Result<NodeId, FitErrors> {
+/// Finds the node for a task: its nominated node first (if it still fits), else the best
+/// node of the session's node selection (fits now before fits once releasing pods are gone).
+pub(crate) fn select_node(ssn: &mut Session<'_>, t: TaskId) -> Result<NodeChoice, FitErrors> {
     let task = ssn.snap.task(t);
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
         if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
-            return Ok(n);
+            return Ok(if Session::fits_idle(&task.resreq, node) {
+                NodeChoice::Idle(n)
+            } else {
+                NodeChoice::Future(n)
+            });
         }
     }
-    let (feasible, errors) = ssn.predicate_nodes(t, |node| Session::fits_future_idle(task, node));
-    if feasible.is_empty() {
-        return Err(errors);
-    }
-    let idle: Vec<NodeId> =
-        feasible.iter().copied().filter(|n| Session::fits_idle(&task.resreq, ssn.snap.node(*n))).collect();
-    let bucket = if idle.is_empty() { &feasible } else { &idle };
-    Ok(ssn.best_node(t, bucket).expect("bucket is not empty"))
+    ssn.find_node(t)
 }
 
 impl Allocate {
@@ -146,13 +141,8 @@ impl Allocate {
                     }
                     continue;
                 }
-                Ok(n) => {
-                    if Session::fits_idle(&ssn.snap.task(t).resreq, ssn.snap.node(n)) {
-                        stmt.allocate(ssn, t, n);
-                    } else {
-                        stmt.pipeline(ssn, t, n);
-                    }
-                }
+                Ok(NodeChoice::Idle(n)) => stmt.allocate(ssn, t, n),
+                Ok(NodeChoice::Future(n)) => stmt.pipeline(ssn, t, n),
             }
             if ssn.job_ready(j) && !tasks.is_empty() {
                 jobs.push(j, |a, b| ssn.job_order(*a, *b).is_lt());

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::pq::CmpHeap;
-use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, TaskId, TaskStatus};
+use volcano_framework::{parse_args, Action, ArgsError, JobId, NodeChoice, QueueId, Session, TaskId, TaskStatus};
 
 /// Configuration name.
 pub const NAME: &str = "backfill";
@@ -96,13 +96,17 @@ impl Action for Backfill {
                 ssn.record_fit_errors(t, e);
                 continue;
             }
-            let task = ssn.snap.task(t);
-            let (feasible, errors) = ssn.predicate_nodes(t, |node| Session::fits_future_idle(task, node));
-            let idle: Vec<_> =
-                feasible.iter().copied().filter(|n| Session::fits_idle(&task.resreq, ssn.snap.node(*n))).collect();
-            match ssn.best_node(t, &idle) {
-                Some(n) => ssn.allocate(t, n),
-                None => ssn.record_fit_errors(t, errors),
+            match ssn.find_node(t) {
+                Ok(NodeChoice::Idle(n)) => ssn.allocate(t, n),
+                Ok(NodeChoice::Future(_)) => {
+                    let e = volcano_framework::FitErrors {
+                        nodes: ssn.snap.nodes.len(),
+                        error: Some("no node has a free pod slot until releasing pods are gone".into()),
+                        ..Default::default()
+                    };
+                    ssn.record_fit_errors(t, e);
+                }
+                Err(errors) => ssn.record_fit_errors(t, errors),
             }
         }
     }

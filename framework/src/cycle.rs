@@ -89,9 +89,9 @@ pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer:
 
 fn same_conditions(a: &[PodGroupCondition], b: &[PodGroupCondition]) -> bool {
     a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| {
-            x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
-        })
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message)
 }
 
 fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGroupPhase {
@@ -107,8 +107,7 @@ fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGrou
         })
         .count() as i32;
     let finished = job.count(TaskStatus::Succeeded) + job.count(TaskStatus::Failed);
-    let scheduled =
-        job.count(TaskStatus::Running) + job.count(TaskStatus::Bound) + finished + releasing_on_node;
+    let scheduled = job.count(TaskStatus::Running) + job.count(TaskStatus::Bound) + finished + releasing_on_node;
     if scheduled >= job.min_available && scheduled > 0 {
         if finished == scheduled {
             PodGroupPhase::Completed
@@ -195,10 +194,7 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             let Some(r) = reports.get_mut(&n) else { break };
             r.allocated.add(&job.allocated);
             depth += 1;
-            name = snap
-                .queue_id(&n)
-                .and_then(|id| snap.queue(id).parent.clone())
-                .filter(|p| p != &n && depth < 64);
+            name = snap.queue_id(&n).and_then(|id| snap.queue(id).parent.clone()).filter(|p| p != &n && depth < 64);
         }
     }
     for (q, report) in out.queue_reports {

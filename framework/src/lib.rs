@@ -18,6 +18,7 @@ pub mod pq;
 pub mod profile;
 pub mod registry;
 pub mod resource;
+pub mod select;
 pub mod session;
 pub mod snapshot;
 pub mod statement;
@@ -33,6 +34,7 @@ pub use registry::{
     Registries,
 };
 pub use resource::{DimensionDefault, Resource};
+pub use select::NodeChoice;
 pub use session::{Session, SessionOptions};
 pub use snapshot::{ClusterObjects, Snapshot, SnapshotError};
 pub use statement::Statement;

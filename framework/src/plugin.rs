@@ -214,6 +214,21 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// Whether this plugin's predicates and node scores depend only on the node's state and
+    /// on the task's requests, node selector, affinity, tolerations, namespace and host
+    /// ports — so equivalent tasks get equal answers and the session may use its
+    /// incremental node index. Plugins that look at anything else keep the default (false),
+    /// which makes the session scan every node for every task.
+    fn shape_local(&self) -> bool {
+        false
+    }
+
+    /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task
+    /// (so it cannot change which node wins).
+    fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
+        false
+    }
+
     /// A task was allocated or pipelined (or an eviction was undone).
     fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {}
 

@@ -128,9 +128,7 @@ impl ProfileError {
             ProfileError::Parse(_) => "parse",
             ProfileError::NoActions => "no_actions",
             ProfileError::UnknownAction { .. } | ProfileError::UnknownConfiguration { .. } => "unknown_action",
-            ProfileError::ActionNotImplemented { .. } | ProfileError::PluginNotImplemented { .. } => {
-                "not_implemented"
-            }
+            ProfileError::ActionNotImplemented { .. } | ProfileError::PluginNotImplemented { .. } => "not_implemented",
             ProfileError::UnknownPlugin { .. } => "unknown_plugin",
             ProfileError::PluginArgs { .. } | ProfileError::ActionArgs { .. } => "bad_arguments",
             ProfileError::Conflict(_) => "conflict",
@@ -247,11 +245,8 @@ impl Profile {
                 .find(|(_, c)| &c.name == name)
                 .map(|(i, c)| (i, c.arguments.clone()))
                 .unwrap_or_default();
-            let action = factory(&args).map_err(|e| ProfileError::ActionArgs {
-                index,
-                name: name.clone(),
-                message: e.0,
-            })?;
+            let action =
+                factory(&args).map_err(|e| ProfileError::ActionArgs { index, name: name.clone(), message: e.0 })?;
             actions.push(action);
         }
 

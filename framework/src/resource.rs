@@ -124,10 +124,7 @@ impl Resource {
 
     /// The value of a scalar, if the dimension is present.
     pub fn scalar(&self, name: &str) -> Option<f64> {
-        self.scalars
-            .binary_search_by(|(k, _)| (**k).cmp(name))
-            .ok()
-            .map(|i| self.scalars[i].1)
+        self.scalars.binary_search_by(|(k, _)| (**k).cmp(name)).ok().map(|i| self.scalars[i].1)
     }
 
     /// Whether the scalar dimension is present.

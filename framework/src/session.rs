@@ -29,11 +29,14 @@ pub struct SessionOptions {
     pub parallelism: usize,
     /// Below this many nodes, predicates and scoring run sequentially.
     pub parallel_threshold: usize,
+    /// Use the incremental node index when every filtering and scoring plugin allows it
+    /// (same placements as a full scan, much faster on large clusters).
+    pub node_index: bool,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { parallelism: 1, parallel_threshold: 256 }
+        SessionOptions { parallelism: 1, parallel_threshold: 256, node_index: true }
     }
 }
 
@@ -49,6 +52,8 @@ pub struct Session<'p> {
     pub(crate) effects: Vec<Effect>,
     pub(crate) profile: &'p Profile,
     pub(crate) current_action: &'static str,
+    pub(crate) index: crate::select::NodeIndex,
+    pub(crate) index_enabled: bool,
 }
 
 impl<'p> Session<'p> {
@@ -65,8 +70,22 @@ impl<'p> Session<'p> {
             }
             tiers.push(slots);
         }
-        let mut ssn =
-            Session { snap, ctx, options, tiers, effects: Vec::new(), profile, current_action: "" };
+        let index_enabled = options.node_index
+            && tiers.iter().flatten().all(|s| {
+                !s.active.intersects(Hooks::PREDICATE | Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER)
+                    || s.plugin.shape_local()
+            });
+        let mut ssn = Session {
+            snap,
+            ctx,
+            options,
+            tiers,
+            effects: Vec::new(),
+            profile,
+            current_action: "",
+            index: Default::default(),
+            index_enabled,
+        };
         for slot in ssn.tiers.iter_mut().flatten() {
             slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
         }
@@ -98,9 +117,9 @@ impl<'p> Session<'p> {
     }
 
     fn active_tiers(&self, hook: Hooks) -> impl Iterator<Item = Vec<&dyn Plugin>> + '_ {
-        self.tiers.iter().map(move |t| {
-            t.iter().filter(|s| s.active.contains(hook)).map(|s| s.plugin.as_ref()).collect()
-        })
+        self.tiers
+            .iter()
+            .map(move |t| t.iter().filter(|s| s.active.contains(hook)).map(|s| s.plugin.as_ref()).collect())
     }
 
     // ----- orderings: first non-equal answer wins, then the fallback -----
@@ -175,9 +194,18 @@ impl<'p> Session<'p> {
         Ok(())
     }
 
+    /// Σ of the per-node scores of every plugin (batch scores aside).
+    pub fn node_order_sum(&self, t: TaskId, n: NodeId) -> f64 {
+        self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, n)).sum()
+    }
+
+    pub(crate) fn batch_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + '_ {
+        self.active(Hooks::BATCH_NODE_ORDER)
+    }
+
     /// Σ node scores of every plugin for each node (node order + batch node order).
     pub fn node_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<f64> {
-        let per_node = |n: &NodeId| -> f64 { self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, *n)).sum() };
+        let per_node = |n: &NodeId| -> f64 { self.node_order_sum(t, *n) };
         let mut scores: Vec<f64> = if self.parallel(nodes.len()) {
             nodes.par_iter().map(per_node).collect()
         } else {
@@ -189,7 +217,7 @@ impl<'p> Session<'p> {
         scores
     }
 
-    fn parallel(&self, n: usize) -> bool {
+    pub(crate) fn parallel(&self, n: usize) -> bool {
         self.options.parallelism > 1 && n >= self.options.parallel_threshold
     }
 
@@ -382,6 +410,7 @@ impl<'p> Session<'p> {
         self.snap.set_task_status(t, TaskStatus::Allocated);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
+        self.index.touch(n);
         self.fire_allocate(t);
     }
 
@@ -391,6 +420,7 @@ impl<'p> Session<'p> {
         self.snap.set_task_status(t, TaskStatus::Pipelined);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
+        self.index.touch(n);
         self.fire_allocate(t);
     }
 
@@ -400,6 +430,7 @@ impl<'p> Session<'p> {
             self.snap.node_remove_task(n, t);
             let status = self.snap.task(t).status;
             self.snap.tasks[t.idx()].last_tx = Some((status, n));
+            self.index.touch(n);
         }
         self.snap.tasks[t.idx()].node = None;
         self.snap.set_task_status(t, TaskStatus::Pending);
@@ -420,6 +451,7 @@ impl<'p> Session<'p> {
             self.snap.node_remove_task(n, t);
             self.snap.set_task_status(t, TaskStatus::Releasing);
             self.snap.node_add_task(n, t);
+            self.index.touch(n);
         } else {
             self.snap.set_task_status(t, TaskStatus::Releasing);
         }
@@ -433,6 +465,7 @@ impl<'p> Session<'p> {
             self.snap.node_remove_task(n, t);
             self.snap.set_task_status(t, prev);
             self.snap.node_add_task(n, t);
+            self.index.touch(n);
         } else {
             self.snap.set_task_status(t, prev);
         }

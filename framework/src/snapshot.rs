@@ -97,12 +97,7 @@ fn parse_bool(v: Option<&str>, default: bool) -> bool {
     }
 }
 
-fn list_resource(
-    kind: &'static str,
-    name: &str,
-    field: &str,
-    list: &ResourceList,
-) -> Result<Resource, SnapshotError> {
+fn list_resource(kind: &'static str, name: &str, field: &str, list: &ResourceList) -> Result<Resource, SnapshotError> {
     Resource::from_list(list).map_err(|(res, source)| SnapshotError {
         kind,
         name: name.to_string(),
@@ -266,12 +261,8 @@ impl Snapshot {
             .iter()
             .filter_map(|pc| pc.metadata.name.as_deref().map(|n| (n, pc.value)))
             .collect();
-        let global_default = objects
-            .priority_classes
-            .iter()
-            .filter(|pc| pc.global_default == Some(true))
-            .map(|pc| pc.value)
-            .max();
+        let global_default =
+            objects.priority_classes.iter().filter(|pc| pc.global_default == Some(true)).map(|pc| pc.value).max();
 
         let mut pgs: Vec<&Arc<PodGroup>> = objects.pod_groups.iter().collect();
         pgs.sort_by_key(|pg| meta_key(&pg.metadata));
@@ -294,7 +285,9 @@ impl Snapshot {
                 .or(global_default)
                 .unwrap_or(0);
             let waiting_time_ms = annotation_or_label(&pg.metadata, crd::SLA_WAITING_TIME_ANNOTATION)
-                .or_else(|| pg.metadata.annotations.as_ref().and_then(|a| a.get("sla-waiting-time")).map(String::as_str))
+                .or_else(|| {
+                    pg.metadata.annotations.as_ref().and_then(|a| a.get("sla-waiting-time")).map(String::as_str)
+                })
                 .and_then(parse_duration_ms);
             let id = JobId(s.jobs.len() as u32);
             s.job_by_key.insert(key.clone(), id);
@@ -330,9 +323,7 @@ impl Snapshot {
         for pod in pods {
             let spec = pod.spec.as_ref();
             let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
-            let ours = spec
-                .and_then(|s| s.scheduler_name.as_deref())
-                .is_some_and(|n| scheduler_names.contains(&n));
+            let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| scheduler_names.contains(&n));
             if node_name.is_none() && !ours {
                 continue;
             }
