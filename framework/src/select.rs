@@ -2,7 +2,8 @@
 //! fit and score, updated only for the nodes that changed since the last query.
 //!
 //! Two tasks are equivalent when they request the same resources and carry the same
-//! scheduling constraints (node selector, affinity, tolerations, host ports): for plugins
+//! scheduling constraints (container requests, node selector, affinity, tolerations,
+//! topology spread constraints, namespace, host ports): for plugins
 //! that declare their predicates and scores *shape-local* ([`crate::Plugin::shape_local`]),
 //! such tasks get the same answer on every node. A class keeps, per node, whether the task
 //! fits now (idle), fits only once releasing pods are gone (future idle), or why it does not
@@ -59,6 +60,9 @@ struct Class {
     reason_ids: HashMap<String, u32>,
     reason_counts: Vec<u32>,
 }
+
+/// A node's answer for a task: (fits idle now, score), or why it does not fit.
+type Evaluation = Result<(bool, f64), String>;
 
 /// Where a task can go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,15 +126,20 @@ fn same_constraints(a: &crate::model::TaskInfo, b: &crate::model::TaskInfo) -> b
             .map(|p| (p.host_port, p.protocol.clone(), p.host_ip.clone()))
             .collect::<Vec<_>>()
     };
+    fn requests(s: &k8s_openapi::api::core::v1::PodSpec) -> Vec<&Option<k8s_openapi::api::core::v1::ResourceRequirements>> {
+        s.containers.iter().chain(s.init_containers.iter().flatten()).map(|c| &c.resources).collect()
+    }
     x.node_selector == y.node_selector
         && x.affinity == y.affinity
         && x.tolerations == y.tolerations
+        && x.topology_spread_constraints == y.topology_spread_constraints
         && a.namespace == b.namespace
         && ports(x) == ports(y)
+        && requests(x) == requests(y)
 }
 
 impl Session<'_> {
-    fn evaluate(&self, t: TaskId, n: NodeId) -> Result<(bool, f64), String> {
+    fn evaluate(&self, t: TaskId, n: NodeId) -> Evaluation {
         let task = self.snap.task(t);
         let node = self.snap.node(n);
         Session::fits_future_idle(task, node).map_err(|s| s.reason)?;
@@ -166,7 +175,7 @@ impl Session<'_> {
 
     fn build_class(&mut self, t: TaskId) -> usize {
         let nodes = self.snap.nodes.len();
-        let results: Vec<Result<(bool, f64), String>> = if self.parallel(nodes) {
+        let results: Vec<Evaluation> = if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32))).collect()
         } else {
             (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32))).collect()
@@ -206,8 +215,7 @@ impl Session<'_> {
             let mut changed: Vec<NodeId> = self.index.log[start..end].to_vec();
             changed.sort_unstable();
             changed.dedup();
-            let results: Vec<(NodeId, Result<(bool, f64), String>)> =
-                changed.into_iter().map(|n| (n, self.evaluate(rep, n))).collect();
+            let results: Vec<(NodeId, Evaluation)> = changed.into_iter().map(|n| (n, self.evaluate(rep, n))).collect();
             let class = &mut self.index.classes[c];
             for (n, r) in results {
                 let fit = class.fit_of(r);
@@ -262,7 +270,7 @@ impl Session<'_> {
 }
 
 impl Class {
-    fn fit_of(&mut self, r: Result<(bool, f64), String>) -> Fit {
+    fn fit_of(&mut self, r: Evaluation) -> Fit {
         match r {
             Ok((true, s)) => Fit::Idle(s),
             Ok((false, s)) => Fit::Future(s),

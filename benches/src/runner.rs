@@ -1,0 +1,280 @@
+//! Runs a benchmark case and reports its figures.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use volcano_framework::{
+    run_cycle, ClusterObjects, CycleContext, Effect, Observer, Profile, Registries, Session,
+    SessionOptions, Snapshot,
+};
+
+use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
+
+/// Wall time of the phases of one cycle.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CycleTimes {
+    /// Building the snapshot from the objects.
+    pub snapshot_seconds: f64,
+    /// Opening the session (plugins' `on_session_open`).
+    pub open_seconds: f64,
+    /// Each action, in order.
+    pub actions: Vec<(String, f64)>,
+    /// Closing the session (statuses).
+    pub close_seconds: f64,
+    /// The whole cycle: snapshot + open + actions + close.
+    pub total_seconds: f64,
+}
+
+/// The figures of one case.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseReport {
+    /// Case name.
+    pub case: String,
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Pending pods at the start of the measured cycle.
+    pub pending_pods: usize,
+    /// Wall time of one whole cycle (for `steady-5k`: the median over the cycles).
+    pub cycle_seconds: f64,
+    /// Phase times of the (first) measured cycle.
+    pub phases: CycleTimes,
+    /// Pods bound in the measured cycle(s).
+    pub pods_bound: usize,
+    /// Pods bound per second of cycle time.
+    pub pods_per_second: f64,
+    /// Gangs placed whole.
+    pub gangs_whole: usize,
+    /// Gangs tried and rolled back (nothing bound).
+    pub gangs_rolled_back: usize,
+    /// Peak resident memory of the process, bytes (0 when unknown).
+    pub peak_rss_bytes: u64,
+    /// `steady-5k`: median cycle time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_seconds: Option<f64>,
+    /// `steady-5k`: 99th percentile cycle time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_seconds: Option<f64>,
+    /// Result checks: no node over allocatable, every gang whole or empty.
+    pub checks_passed: bool,
+    /// What the checks found, if anything.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub check_failures: Vec<String>,
+}
+
+struct Timer {
+    start: Instant,
+    last: Instant,
+    open: Option<Duration>,
+    actions: Vec<(String, f64)>,
+}
+
+impl Observer for Timer {
+    fn before_action(&mut self, _action: &str, _ssn: &Session<'_>) {
+        let now = Instant::now();
+        if self.open.is_none() {
+            self.open = Some(now - self.start);
+        }
+        self.last = now;
+    }
+    fn after_action(&mut self, action: &str, _ssn: &Session<'_>) {
+        let now = Instant::now();
+        self.actions.push((action.to_string(), (now - self.last).as_secs_f64()));
+        self.last = now;
+    }
+}
+
+/// The registries of the built-in plugins and actions.
+pub fn registries() -> Registries {
+    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
+}
+
+/// One measured cycle over `objects`: returns the effects and the phase times.
+pub fn timed_cycle(objects: &ClusterObjects, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
+    let start = Instant::now();
+    let snap = Snapshot::build(objects, &[SCHEDULER_NAME]).expect("the workload objects are valid");
+    let built = Instant::now();
+    let mut timer = Timer { start: built, last: built, open: None, actions: Vec::new() };
+    let cx = CycleContext {
+        cycle,
+        now_ms: 1_800_000_000_000 + cycle as i64 * 1000,
+        options: SessionOptions::default(),
+    };
+    let outcome = run_cycle(snap, profile, &cx, &mut timer);
+    let end = Instant::now();
+    let times = CycleTimes {
+        snapshot_seconds: (built - start).as_secs_f64(),
+        open_seconds: timer.open.unwrap_or_default().as_secs_f64(),
+        close_seconds: (end - timer.last).as_secs_f64(),
+        actions: timer.actions,
+        total_seconds: (end - start).as_secs_f64(),
+    };
+    (outcome.effects, times)
+}
+
+/// Applies binds (pod → node, Running) and PodGroup statuses to the objects, as a cluster
+/// would between cycles.
+pub fn apply(objects: &mut ClusterObjects, effects: &[Effect]) {
+    let mut pods: HashMap<String, usize> = HashMap::with_capacity(objects.pods.len());
+    for (i, p) in objects.pods.iter().enumerate() {
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        pods.insert(format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()), i);
+    }
+    let mut pgs: HashMap<String, usize> = HashMap::new();
+    for (i, p) in objects.pod_groups.iter().enumerate() {
+        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+        pgs.insert(format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()), i);
+    }
+    for e in effects {
+        match e {
+            Effect::Bind { pod, node } => {
+                if let Some(&i) = pods.get(pod) {
+                    let p = Arc::make_mut(&mut objects.pods[i]);
+                    p.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
+                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+                }
+            }
+            Effect::PodGroupStatus { pod_group, status } => {
+                if let Some(&i) = pgs.get(pod_group) {
+                    Arc::make_mut(&mut objects.pod_groups[i]).status = Some(status.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Checks a cycle's result: no node over allocatable, every gang bound whole or not at all.
+pub fn check(objects: &ClusterObjects) -> Vec<String> {
+    let snap = Snapshot::build(objects, &[SCHEDULER_NAME]).expect("valid objects");
+    let mut failures = Vec::new();
+    for n in &snap.nodes {
+        if !n.used.less_equal(&n.allocatable, volcano_framework::DimensionDefault::Zero) {
+            failures.push(format!("node {} is over allocatable: used {} of {}", n.name, n.used, n.allocatable));
+        }
+    }
+    for j in &snap.jobs {
+        let placed = j.ready_task_num();
+        if placed > 0 && placed < j.min_available {
+            failures.push(format!("job {} is partially placed: {placed} of minMember {}", j.key, j.min_available));
+        }
+    }
+    failures
+}
+
+fn gangs(effects: &[Effect], pending_jobs: &BTreeMap<String, usize>) -> (usize, usize) {
+    let mut bound: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in effects {
+        if let Effect::Bind { pod, .. } = e {
+            // Pod `bench/job-000123-4` belongs to job `bench/job-000123`.
+            if let Some((job, _)) = pod.rsplit_once('-') {
+                *bound.entry(job).or_default() += 1;
+            }
+        }
+    }
+    let whole = pending_jobs.keys().filter(|j| bound.contains_key(j.as_str())).count();
+    (whole, pending_jobs.len() - whole)
+}
+
+fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    // Nearest rank.
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn binds(effects: &[Effect]) -> usize {
+    effects.iter().filter(|e| matches!(e, Effect::Bind { .. })).count()
+}
+
+fn pending_jobs(objects: &ClusterObjects) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for p in &objects.pods {
+        let pending = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
+        if pending {
+            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
+            let name = p.metadata.name.as_deref().unwrap_or_default();
+            if let Some((job, _)) = name.rsplit_once('-') {
+                *m.entry(format!("{ns}/{job}")).or_default() += 1;
+            }
+        }
+    }
+    m
+}
+
+/// Runs one case: builds its objects, measures the cycle(s), checks the result.
+pub fn run_case(case: Case) -> CaseReport {
+    let profile = Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid");
+    let nodes = case.nodes();
+    let (mut objects, cycles) = match case {
+        Case::Steady5k => {
+            // An earlier session placed gang-30000; its jobs then run.
+            let first = workloads::gang(0, 30_000);
+            let next = first.len();
+            let mut objects = workloads::objects(nodes, first);
+            let (effects, _) = timed_cycle(&objects, &profile, 1);
+            apply(&mut objects, &effects);
+            let (effects, _) = timed_cycle(&objects, &profile, 2);
+            apply(&mut objects, &effects);
+            let new = workloads::objects(0, workloads::gang(next, case.pending_pods()));
+            objects.pod_groups.extend(new.pod_groups);
+            objects.pods.extend(new.pods);
+            (objects, 20)
+        }
+        _ => (workloads::objects(nodes, workloads::gang(0, case.pending_pods())), 1),
+    };
+    let pending = pending_jobs(&objects);
+    let pending_pods: usize = pending.values().sum();
+    let mut times = Vec::new();
+    let mut first_phases = None;
+    let mut bound = 0;
+    let mut whole = 0;
+    let mut rolled_back = 0;
+    for c in 0..cycles {
+        let (effects, t) = timed_cycle(&objects, &profile, 10 + c as u64);
+        if c == 0 {
+            let (w, r) = gangs(&effects, &pending);
+            whole = w;
+            rolled_back = r;
+        }
+        bound += binds(&effects);
+        times.push(t.total_seconds);
+        first_phases.get_or_insert(t);
+        apply(&mut objects, &effects);
+    }
+    let failures = check(&objects);
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = percentile(&sorted, 0.5);
+    let cycle_seconds = if case == Case::Steady5k { median } else { times[0] };
+    let total_time: f64 = times.iter().sum();
+    CaseReport {
+        case: case.name().to_string(),
+        nodes,
+        pending_pods,
+        cycle_seconds,
+        phases: first_phases.unwrap_or_default(),
+        pods_bound: bound,
+        pods_per_second: if total_time > 0.0 { bound as f64 / total_time } else { 0.0 },
+        gangs_whole: whole,
+        gangs_rolled_back: rolled_back,
+        peak_rss_bytes: peak_rss_bytes(),
+        p50_seconds: (case == Case::Steady5k).then_some(median),
+        p99_seconds: (case == Case::Steady5k).then(|| percentile(&sorted, 0.99)),
+        checks_passed: failures.is_empty(),
+        check_failures: failures,
+    }
+}
+

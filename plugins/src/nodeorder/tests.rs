@@ -1,0 +1,483 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm,
+    ResourceRequirements,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde_json::json;
+use volcano_api::conf::{Arguments, PluginOption};
+use volcano_framework::{
+    Action, ActionRegistry, Hooks, NodeId, Plugin, Profile, Registries, Session, SessionContext, SessionOptions,
+    Snapshot, Statement, TaskId, TaskStatus,
+};
+use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
+
+use super::*;
+
+fn ctx() -> SessionContext {
+    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
+}
+
+fn opt(args: serde_json::Value) -> PluginOption {
+    PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
+}
+
+/// A plugin opened on `snap`.
+fn open(args: serde_json::Value, snap: &Snapshot) -> Box<dyn Plugin> {
+    let mut p = factory(&opt(args)).expect("valid arguments").build();
+    p.on_session_open(snap, &ctx());
+    p
+}
+
+fn task(snap: &Snapshot, name: &str) -> TaskId {
+    TaskId(snap.tasks.iter().position(|t| t.name == name).expect("task exists") as u32)
+}
+
+fn node_id(snap: &Snapshot, name: &str) -> NodeId {
+    snap.node_id(name).expect("node exists")
+}
+
+/// The NODE_ORDER score of pod `p` on node `n1`.
+fn score(args: serde_json::Value, objs: Objects) -> f64 {
+    let snap = objs.snapshot();
+    open(args, &snap).node_order(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+}
+
+fn n1() -> NodeBuilder {
+    node("n1", "8", "16Gi")
+}
+
+const LEAST_ONLY: &str = r#"{"balancedresource.weight": 0}"#;
+const BALANCED_ONLY: &str = r#"{"leastrequested.weight": 0}"#;
+
+fn args(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap()
+}
+
+// ----- scoring functions -----
+
+#[test]
+fn kube_scheduler_integer_arithmetic() {
+    assert_eq!(least_requested_score(1000, 8000), 87);
+    assert_eq!(least_requested_score(9000, 8000), 0);
+    assert_eq!(least_requested_score(0, 0), 0);
+    assert_eq!(most_requested_score(1000, 8000), 12);
+    assert_eq!(most_requested_score(9000, 8000), 100);
+    assert_eq!(most_requested_score(5, 0), 0);
+    assert_eq!(balanced_resource_score(&[(1.0, 8.0), (1.0, 16.0)]), 96);
+    assert_eq!(balanced_resource_score(&[(1.0, 8.0)]), 100);
+    assert_eq!(balanced_resource_score(&[(1.0, 8.0), (1.0, 0.0)]), 100);
+    assert_eq!(balanced_resource_score(&[(1.0, 8.0), (1.0, 16.0), (4.0, 8.0)]), 80);
+    // Fractions are capped at 1.
+    assert_eq!(balanced_resource_score(&[(16.0, 8.0), (8.0, 16.0)]), 75);
+    assert_eq!(normalize_score(10, 15, false), 66);
+    assert_eq!(normalize_score(1, 2, true), 50);
+    assert_eq!(normalize_score(0, 0, true), 100);
+    assert_eq!(normalize_score(0, 0, false), 0);
+}
+
+#[test]
+fn default_score_is_least_plus_balanced() {
+    // cpu 1000/8000 → 87, memory 1Gi/16Gi → 93: least 90; fractions 0.125 / 0.0625: balanced 96.
+    let objs = || Objects::new().node(n1()).pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    assert_eq!(score(json!({}), objs()), 186.0);
+    assert_eq!(score(args(LEAST_ONLY), objs()), 90.0);
+    assert_eq!(score(args(BALANCED_ONLY), objs()), 96.0);
+}
+
+#[test]
+fn tasks_on_the_node_count() {
+    // 2 cpu / 4Gi running + 1 cpu / 1Gi: cpu 3000/8000 → 62, memory 5Gi/16Gi → 68; balanced 96.
+    let objs = Objects::new()
+        .node(n1())
+        .pod(pod("ns", "r").cpu_mem("2", "4Gi").running_on("n1"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    assert_eq!(score(json!({}), objs), 65.0 + 96.0);
+}
+
+#[test]
+fn weights_multiply() {
+    let objs = || Objects::new().node(n1()).pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    // MostAllocated: cpu 12, memory 6 → 9.
+    let most = json!({"leastrequested.weight": 0, "balancedresource.weight": 0, "mostrequested.weight": 2});
+    assert_eq!(score(most, objs()), 18.0);
+    let all = json!({"leastrequested.weight": 3, "balancedresource.weight": 2, "mostrequested.weight": 1});
+    assert_eq!(score(all, objs()), 90.0 * 3.0 + 96.0 * 2.0 + 9.0);
+    let none = json!({"leastrequested.weight": 0, "balancedresource.weight": 0});
+    assert_eq!(score(none, objs()), 0.0);
+    let negative = json!({"leastrequested.weight": -1, "balancedresource.weight": 0});
+    assert_eq!(score(negative, objs()), -90.0);
+}
+
+#[test]
+fn containers_without_requests_count_kube_scheduler_defaults() {
+    // 100m + 100m cpu, 200Mi + 200Mi memory: cpu 7800/8000 → 97, memory → 97.
+    let objs = Objects::new().node(n1()).pod(pod("ns", "r").running_on("n1")).pod(pod("ns", "p"));
+    assert_eq!(score(args(LEAST_ONLY), objs), 97.0);
+    // A best-effort pod gets no BalancedAllocation score.
+    let objs = Objects::new().node(n1()).pod(pod("ns", "p"));
+    assert_eq!(score(args(BALANCED_ONLY), objs), 0.0);
+}
+
+#[test]
+fn an_explicit_zero_request_is_not_defaulted() {
+    // cpu 0 → 100; memory defaults to 200Mi → 98.
+    let objs = Objects::new().node(n1()).pod(pod("ns", "p").req("cpu", "0"));
+    assert_eq!(score(args(LEAST_ONLY), objs), 99.0);
+}
+
+#[test]
+fn over_capacity_and_zero_allocatable() {
+    // cpu 12000 > 8000 → 0; memory 1Gi/16Gi → 93.
+    let objs = Objects::new().node(n1()).pod(pod("ns", "p").cpu_mem("12", "1Gi"));
+    assert_eq!(score(args(LEAST_ONLY), objs), 46.0);
+    // A node without cpu allocatable is scored on memory only.
+    let objs = Objects::new().node(node("n1", "0", "16Gi")).pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    assert_eq!(score(args(LEAST_ONLY), objs), 93.0);
+    let objs = Objects::new().node(node("n1", "0", "16Gi")).pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    assert_eq!(score(args(BALANCED_ONLY), objs), 100.0);
+}
+
+#[test]
+fn balanced_allocation_includes_gpu_only_when_requested() {
+    let gpu_node = || n1().gpu("8");
+    // Fractions 0.125, 0.0625, 0.5: population std 0.1932 → 80.
+    let objs = Objects::new().node(gpu_node()).pod(pod("ns", "p").cpu_mem("1", "1Gi").gpu("4"));
+    assert_eq!(score(args(BALANCED_ONLY), objs), 80.0);
+    let objs = Objects::new().node(gpu_node()).pod(pod("ns", "p").cpu_mem("1", "1Gi"));
+    assert_eq!(score(args(BALANCED_ONLY), objs), 96.0);
+    // A node without GPUs: cpu and memory only.
+    let objs = Objects::new().node(n1()).pod(pod("ns", "p").cpu_mem("1", "1Gi").gpu("4"));
+    assert_eq!(score(args(BALANCED_ONLY), objs), 96.0);
+    // GPUs already used on the node count.
+    let objs = Objects::new()
+        .node(gpu_node())
+        .pod(pod("ns", "r").gpu("4").running_on("n1"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi").gpu("4"));
+    // Fractions 0.125, 0.0625, 1.0 → std 0.4282 → 57.
+    assert_eq!(score(args(BALANCED_ONLY), objs), 57.0);
+}
+
+fn quantity(items: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    items.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+}
+
+fn container(name: &str, requests: &[(&str, &str)], restart: Option<&str>) -> Container {
+    Container {
+        name: name.into(),
+        restart_policy: restart.map(str::to_string),
+        resources: Some(ResourceRequirements { requests: Some(quantity(requests)), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn nonzero_request_follows_pod_requests() {
+    let p = pod("ns", "p")
+        .with_spec(|s| {
+            s.containers = vec![container("main", &[("cpu", "500m")], None)];
+            s.init_containers = Some(vec![
+                container("side", &[("cpu", "200m")], Some("Always")),
+                container("init", &[("cpu", "1"), ("memory", "1Gi")], None),
+            ]);
+            s.overhead = Some(quantity(&[("cpu", "100m"), ("memory", "10Mi")]));
+        })
+        .build();
+    // Containers 500m + sidecar 200m = 700m; the init container runs with the sidecar:
+    // 1000m + 200m = 1200m wins. Memory: 1Gi + 200Mi (sidecar default). Plus overhead.
+    assert_eq!(nonzero_request(&p), (1300, (1024 + 200 + 10) * 1024 * 1024));
+
+    // A limit without a request counts as the request (API server defaulting).
+    let limited = pod("ns", "p")
+        .with_spec(|s| {
+            s.containers[0].resources =
+                Some(ResourceRequirements { limits: Some(quantity(&[("cpu", "2")])), ..Default::default() })
+        })
+        .build();
+    assert_eq!(nonzero_request(&limited), (2000, DEFAULT_MEMORY_REQUEST));
+}
+
+#[test]
+fn fully_specified_pods_take_the_snapshot_request() {
+    let snap = Objects::new()
+        .node(n1())
+        .pod(pod("ns", "p").cpu_mem("1500m", "3Gi").with_spec(|s| {
+            s.init_containers = Some(vec![container("init", &[("cpu", "2"), ("memory", "1Gi")], None)]);
+            s.overhead = Some(quantity(&[("cpu", "100m")]));
+        }))
+        .snapshot();
+    let t = snap.task(task(&snap, "p"));
+    let r = TaskRequest::of(t);
+    // cpu max(1500, 2000) + 100; memory max(3Gi, 1Gi).
+    assert_eq!((r.nonzero_cpu, r.nonzero_memory), (2100, 3 * 1024 * 1024 * 1024));
+    assert_eq!((r.nonzero_cpu, r.nonzero_memory), nonzero_request(&t.pod));
+}
+
+// ----- event handlers -----
+
+#[test]
+fn requested_sums_follow_allocations() {
+    let mut snap = Objects::new()
+        .node(n1())
+        .node(node("n2", "8", "16Gi"))
+        .pod(pod("ns", "r").cpu_mem("2", "4Gi").running_on("n1"))
+        .pod(pod("ns", "q").cpu_mem("1", "1Gi"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
+        .snapshot();
+    let mut plugin = NodeOrder::new(Weights::default());
+    plugin.on_session_open(&snap, &ctx());
+    let (n1, q, p) = (node_id(&snap, "n1"), task(&snap, "q"), task(&snap, "p"));
+    let before = plugin.node_requested(&snap, n1);
+    assert_eq!(before.nonzero_cpu, 2000);
+    assert_eq!(before.memory, 4.0 * 1024.0 * 1024.0 * 1024.0);
+    assert_eq!(plugin.node_order(&snap, p, n1), 161.0);
+
+    // Allocate q on n1: p now sees 4 cpu / 6Gi requested.
+    snap.set_task_status(q, TaskStatus::Allocated);
+    snap.tasks[q.idx()].node = Some(n1);
+    snap.node_add_task(n1, q);
+    plugin.on_allocate(&snap, q);
+    let after = plugin.node_requested(&snap, n1);
+    assert_eq!(after.nonzero_cpu, 3000);
+    assert_eq!(after.nonzero_memory, 5 * 1024 * 1024 * 1024);
+    // cpu 4000/8000 → 50, memory 6Gi/16Gi → 62: least 56; fractions .5/.375 → 93.
+    assert_eq!(plugin.node_order(&snap, p, n1), 56.0 + 93.0);
+    // A second allocate event for the same placement changes nothing.
+    plugin.on_allocate(&snap, q);
+    assert_eq!(plugin.node_requested(&snap, n1), after);
+
+    // Undo: back to the first sums, even though the task no longer names its node.
+    snap.node_remove_task(n1, q);
+    snap.tasks[q.idx()].node = None;
+    snap.set_task_status(q, TaskStatus::Pending);
+    plugin.on_deallocate(&snap, q);
+    assert_eq!(plugin.node_requested(&snap, n1), before);
+    plugin.on_deallocate(&snap, q);
+    assert_eq!(plugin.node_requested(&snap, n1), before);
+}
+
+#[test]
+fn scoring_without_session_open_rescans_the_node() {
+    let snap = Objects::new()
+        .node(n1())
+        .pod(pod("ns", "r").cpu_mem("2", "4Gi").running_on("n1"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
+        .snapshot();
+    let plugin = NodeOrder::new(Weights::default());
+    assert_eq!(plugin.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 161.0);
+}
+
+// ----- batch scores -----
+
+fn preferred(terms: &[(i32, &str, &str)]) -> impl FnOnce(&mut k8s_openapi::api::core::v1::PodSpec) {
+    let terms: Vec<PreferredSchedulingTerm> = terms
+        .iter()
+        .map(|(w, k, v)| PreferredSchedulingTerm {
+            weight: *w,
+            preference: NodeSelectorTerm {
+                match_expressions: Some(vec![NodeSelectorRequirement {
+                    key: k.to_string(),
+                    operator: "In".into(),
+                    values: Some(vec![v.to_string()]),
+                }]),
+                match_fields: None,
+            },
+        })
+        .collect();
+    move |s| {
+        s.affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(terms),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+}
+
+/// BATCH_NODE_ORDER of pod `p` over every node, starting from `start`.
+fn batch(args: serde_json::Value, objs: Objects, start: f64) -> Vec<f64> {
+    let snap = objs.snapshot();
+    let plugin = open(args, &snap);
+    let nodes: Vec<NodeId> = (0..snap.nodes.len() as u32).map(NodeId).collect();
+    let mut scores = vec![start; nodes.len()];
+    plugin.batch_node_order(&snap, task(&snap, "p"), &nodes, &mut scores);
+    scores
+}
+
+const AFFINITY_ONLY: &str = r#"{"tainttoleration.weight": 0}"#;
+const TAINTS_ONLY: &str = r#"{"nodeaffinity.weight": 0}"#;
+
+#[test]
+fn preferred_node_affinity_is_normalised_to_the_best_node() {
+    let p = || pod("ns", "p").with_spec(preferred(&[(10, "zone", "a"), (5, "disk", "ssd"), (0, "zone", "a")]));
+    let objs = || {
+        Objects::new()
+            .node(node("n1", "8", "16Gi").label("zone", "a").label("disk", "ssd"))
+            .node(node("n2", "8", "16Gi").label("zone", "a"))
+            .node(node("n3", "8", "16Gi"))
+            .pod(p())
+    };
+    // Raw 15, 10, 0 → 100, 66, 0, times the default weight 2.
+    assert_eq!(batch(args(AFFINITY_ONLY), objs(), 0.0), vec![200.0, 132.0, 0.0]);
+    assert_eq!(
+        batch(json!({"tainttoleration.weight": 0, "nodeaffinity.weight": 1}), objs(), 1.0),
+        vec![101.0, 67.0, 1.0]
+    );
+    // No node matches, or no preferred terms: nothing is added.
+    let none = Objects::new().node(node("n1", "8", "16Gi")).pod(p());
+    assert_eq!(batch(args(AFFINITY_ONLY), none, 5.0), vec![5.0]);
+    let plain = Objects::new().node(node("n1", "8", "16Gi").label("zone", "a")).pod(pod("ns", "p"));
+    assert_eq!(batch(args(AFFINITY_ONLY), plain, 0.0), vec![0.0]);
+}
+
+#[test]
+fn prefer_no_schedule_taints_are_counted_and_reversed() {
+    let objs = |p: PodBuilder| {
+        Objects::new()
+            .node(node("n1", "8", "16Gi"))
+            .node(node("n2", "8", "16Gi").taint("a", "1", "PreferNoSchedule"))
+            .node(node("n3", "8", "16Gi").taint("a", "1", "PreferNoSchedule").taint("b", "", "PreferNoSchedule"))
+            .node(node("n4", "8", "16Gi").taint("c", "", "NoSchedule"))
+            .pod(p)
+    };
+    // Counts 0, 1, 2, 0 → 100, 50, 0, 100, times the default weight 3.
+    assert_eq!(batch(args(TAINTS_ONLY), objs(pod("ns", "p")), 0.0), vec![300.0, 150.0, 0.0, 300.0]);
+    // Only tolerations with an empty or PreferNoSchedule effect count.
+    let tolerates_a = pod("ns", "p").toleration("a", "Exists", "", "PreferNoSchedule");
+    assert_eq!(batch(args(TAINTS_ONLY), objs(tolerates_a), 0.0), vec![300.0, 300.0, 0.0, 300.0]);
+    let wrong_effect = pod("ns", "p").toleration("a", "Exists", "", "NoSchedule");
+    assert_eq!(batch(args(TAINTS_ONLY), objs(wrong_effect), 0.0), vec![300.0, 150.0, 0.0, 300.0]);
+    // Without such taints every node gets 100.
+    let clean = Objects::new().node(node("n1", "8", "16Gi")).node(node("n2", "8", "16Gi")).pod(pod("ns", "p"));
+    assert_eq!(batch(args(TAINTS_ONLY), clean, 1.0), vec![301.0, 301.0]);
+    let off = json!({"nodeaffinity.weight": 0, "tainttoleration.weight": 0});
+    assert_eq!(batch(off, objs(pod("ns", "p")), 0.0), vec![0.0; 4]);
+}
+
+// ----- through a session -----
+
+struct Noop;
+
+impl Action for Noop {
+    fn name(&self) -> &'static str {
+        "allocate"
+    }
+    fn execute(&self, _ssn: &mut Session<'_>) {}
+}
+
+fn noop(_: &Arguments) -> Result<Box<dyn Action>, volcano_framework::ArgsError> {
+    Ok(Box::new(Noop))
+}
+
+fn profile(yaml: &str) -> Profile {
+    let mut actions = ActionRegistry::default();
+    actions.register("allocate", noop).unwrap();
+    let mut plugins = volcano_framework::PluginRegistry::default();
+    plugins.register(NAME, factory).unwrap();
+    plugins.register(crate::predicates::NAME, crate::predicates::factory).unwrap();
+    plugins.register(crate::binpack::NAME, crate::binpack::factory).unwrap();
+    Profile::from_yaml(yaml, &Registries { plugins, actions }).expect("profile loads")
+}
+
+#[test]
+fn session_sums_node_and_batch_scores_and_tracks_statements() {
+    let profile = profile(
+        r#"
+actions: "allocate"
+tiers:
+- plugins:
+  - name: predicates
+  - name: nodeorder
+"#,
+    );
+    let snap = Objects::new()
+        .node(node("n1", "8", "16Gi").taint("soft", "", "PreferNoSchedule"))
+        .node(node("n2", "8", "16Gi"))
+        .node(node("n3", "8", "16Gi").taint("hard", "", "NoSchedule"))
+        .pod(pod("ns", "q").cpu_mem("4", "8Gi"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
+        .snapshot();
+    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let (p, q) = (task(&ssn.snap, "p"), task(&ssn.snap, "q"));
+    let (feasible, errors) = ssn.predicate_nodes(p, |_| Ok(()));
+    let names: Vec<&str> = feasible.iter().map(|n| ssn.snap.node(*n).name.as_str()).collect();
+    assert_eq!(names, ["n1", "n2"]);
+    assert_eq!(errors.to_string(), "0/3 nodes are unavailable: 1 node(s) had untolerated taint {hard: }.");
+    // Both empty: 186 each; the PreferNoSchedule taint costs n1 the 300 of TaintToleration.
+    assert_eq!(ssn.node_scores(p, &feasible), vec![186.0, 486.0]);
+
+    // q on n2 (4 cpu / 8Gi): p there sees 5 cpu / 9Gi → least (37 + 43) / 2 = 40, balanced 96.
+    let mut stmt = Statement::new();
+    let n2 = ssn.snap.node_id("n2").unwrap();
+    stmt.allocate(&mut ssn, q, n2);
+    assert_eq!(ssn.node_scores(p, &feasible), vec![186.0, 40.0 + 96.0 + 300.0]);
+    stmt.discard(&mut ssn);
+    assert_eq!(ssn.node_scores(p, &feasible), vec![186.0, 486.0]);
+}
+
+// ----- arguments -----
+
+#[test]
+fn defaults_match_volcano() {
+    let w = Args::parse(&Default::default()).unwrap().resolve();
+    assert_eq!(w, Weights::default());
+    assert_eq!(
+        (w.least_requested, w.most_requested, w.balanced_resource, w.node_affinity, w.taint_toleration),
+        (1, 0, 1, 2, 3)
+    );
+    assert_eq!((w.pod_affinity, w.image_locality, w.pod_topology_spread), (2, 1, 2));
+}
+
+#[test]
+fn every_volcano_key_is_accepted() {
+    let a = Args::parse(
+        &opt(json!({
+            "leastrequested.weight": 2,
+            "mostrequested.weight": 1,
+            "balancedresource.weight": 3,
+            "nodeaffinity.weight": 4,
+            "tainttoleration.weight": 5,
+            "podaffinity.weight": 6,
+            "imagelocality.weight": 7,
+            "podtopologyspread.weight": 8,
+            "selectorspread.weight": 9,
+        }))
+        .arguments,
+    )
+    .unwrap();
+    let w = a.resolve();
+    assert_eq!(
+        [w.least_requested, w.most_requested, w.balanced_resource, w.node_affinity, w.taint_toleration],
+        [2, 1, 3, 4, 5]
+    );
+    assert_eq!(a.selector_spread, Some(9));
+}
+
+#[test]
+fn weights_must_be_integers() {
+    let err = factory(&opt(json!({"leastrequested.weight": 1.5}))).err().unwrap();
+    assert_eq!(err.0, "argument \"leastrequested.weight\": expected an integer, got 1.5");
+    let err = factory(&opt(json!({"nodeaffinity.weight": "2"}))).err().unwrap();
+    assert_eq!(err.0, "argument \"nodeaffinity.weight\": expected an integer, got \"2\"");
+    assert!(factory(&opt(json!({"nodeaffinity.weight": 2.0}))).is_err());
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name() {
+    let err = factory(&opt(json!({"leastrequested.weigth": 1}))).err().unwrap();
+    assert!(err.0.starts_with("unknown field `leastrequested.weigth`, expected one of"), "{}", err.0);
+}
+
+#[test]
+fn plugin_hooks() {
+    let snap = Objects::new().node(n1()).snapshot();
+    let p = open(json!({}), &snap);
+    assert_eq!(p.name(), "nodeorder");
+    assert_eq!(p.hooks(), Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::EVENT_HANDLER);
+    fn assert_sync<T: Send + Sync>() {}
+    assert_sync::<NodeOrder>();
+    let _ = Arc::new(NodeOrder::new(Weights::default()));
+}

@@ -1,0 +1,171 @@
+//! The `predicates` plugin: kube-scheduler's node filters, as Volcano's `predicates`
+//! plugin runs them (spec §3.6).
+//!
+//! Checks, in the order a failure is reported (the first check that makes a node
+//! `UnschedulableAndUnresolvable` wins over the `Unschedulable` ones, so preempt and reclaim
+//! see the same code Volcano's aggregated fit error has):
+//!
+//! 1. NodeUnschedulable (always on): a cordoned node takes only pods tolerating
+//!    `node.kubernetes.io/unschedulable:NoSchedule`.
+//! 2. NodeAffinity (`predicate.NodeAffinityEnable`): `nodeSelector` and required node
+//!    affinity.
+//! 3. TaintToleration (`predicate.TaintTolerationEnable`): every `NoSchedule` and
+//!    `NoExecute` taint must be tolerated.
+//! 4. Required inter-pod (anti-)affinity (`predicate.PodAffinityEnable`) and `DoNotSchedule`
+//!    topology spread (`predicate.PodTopologySpreadEnable`) are not implemented yet: pods
+//!    that need them fit no node, rather than being placed without the check.
+//! 5. Pod count (always on): a node holds at most its allocatable `pods`.
+//! 6. NodePorts (`predicate.NodePortsEnable`): no host port conflict with the tasks
+//!    already on the node.
+//!
+//! Resource fit is not checked here: the actions compare the request with the node's idle
+//! resources themselves. Nothing here allocates unless a check fails.
+
+use std::sync::Arc;
+
+use volcano_api::conf::PluginOption;
+use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, Snapshot, Status, TaskId};
+
+mod args;
+pub mod matching;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use args::{parse_keyed, unknown_key};
+pub use args::{Args, Enabled, ShapePoint, KEYS};
+
+/// Configuration name.
+pub const NAME: &str = "predicates";
+
+/// Reason of NodeUnschedulable (`UnschedulableAndUnresolvable`).
+pub const REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";
+/// Reason of NodeAffinity (`UnschedulableAndUnresolvable`).
+pub const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity/selector";
+/// Reason of the pod-count check (`Unschedulable`, Volcano's wording).
+pub const REASON_POD_NUMBER: &str = "node(s) pod number exceeded";
+/// Reason of NodePorts (`Unschedulable`).
+pub const REASON_NODE_PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
+/// Reason given to pods with required inter-pod (anti-)affinity (`UnschedulableAndUnresolvable`).
+pub const REASON_POD_AFFINITY_UNSUPPORTED: &str = "volcano-rs does not support required inter-pod affinity yet";
+/// Reason given to pods with `DoNotSchedule` topology spread constraints
+/// (`UnschedulableAndUnresolvable`).
+pub const REASON_TOPOLOGY_SPREAD_UNSUPPORTED: &str =
+    "volcano-rs does not support DoNotSchedule topology spread constraints yet";
+
+/// The reason of TaintToleration for an untolerated taint (`UnschedulableAndUnresolvable`).
+pub fn untolerated_taint_reason(key: &str, value: &str) -> String {
+    format!("node(s) had untolerated taint {{{key}: {value}}}")
+}
+
+/// The plugin for one session: only the resolved switches, no per-session state.
+#[derive(Clone, Copy, Debug)]
+pub struct Predicates {
+    enabled: Enabled,
+}
+
+impl Predicates {
+    /// A plugin with these checks.
+    pub fn new(enabled: Enabled) -> Self {
+        Predicates { enabled }
+    }
+
+    /// The checks this plugin runs.
+    pub fn enabled(&self) -> Enabled {
+        self.enabled
+    }
+
+    fn host_ports_conflict(snap: &Snapshot, task: TaskId, node: NodeId) -> bool {
+        let pod = &snap.task(task).pod;
+        let mut wanted = matching::host_ports(pod).peekable();
+        if wanted.peek().is_none() {
+            return false;
+        }
+        let node = snap.node(node);
+        for want in wanted {
+            for &other in &node.tasks {
+                if other == task {
+                    continue;
+                }
+                if matching::host_ports(&snap.task(other).pod).any(|used| matching::ports_conflict(want, used)) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl Plugin for Predicates {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::PREDICATE
+    }
+
+    fn shape_local(&self) -> bool {
+        // Every check reads the node and the pod's selector, affinity, tolerations, topology
+        // spread constraints and host ports only.
+        true
+    }
+
+    fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        let t = snap.task(task);
+        let n = snap.node(node);
+        let spec = t.pod.spec.as_ref();
+        let tolerations = matching::pod_tolerations(&t.pod);
+
+        if n.unschedulable
+            && !matching::tolerations_tolerate(
+                tolerations,
+                matching::TAINT_NODE_UNSCHEDULABLE,
+                "",
+                matching::EFFECT_NO_SCHEDULE,
+            )
+        {
+            return Err(Status::unresolvable(NAME, REASON_UNSCHEDULABLE));
+        }
+
+        if self.enabled.node_affinity {
+            if let Some(spec) = spec {
+                if !matching::required_node_affinity_matches(spec, n.labels(), &n.name) {
+                    return Err(Status::unresolvable(NAME, REASON_NODE_AFFINITY));
+                }
+            }
+        }
+
+        if self.enabled.taint_toleration {
+            let taints = n.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+            if let Some(taint) = matching::first_untolerated_taint(taints, tolerations) {
+                let reason = untolerated_taint_reason(&taint.key, taint.value.as_deref().unwrap_or(""));
+                return Err(Status::unresolvable(NAME, reason));
+            }
+        }
+
+        if let Some(spec) = spec {
+            if self.enabled.pod_affinity && matching::has_required_pod_affinity(spec) {
+                return Err(Status::unresolvable(NAME, REASON_POD_AFFINITY_UNSUPPORTED));
+            }
+            if self.enabled.pod_topology_spread && matching::has_hard_topology_spread(spec) {
+                return Err(Status::unresolvable(NAME, REASON_TOPOLOGY_SPREAD_UNSUPPORTED));
+            }
+        }
+
+        // Volcano: `node.Allocatable.MaxTaskNum <= len(nodeInfo.Pods)`.
+        if n.allocatable.get(volcano_framework::resource::PODS) <= n.tasks.len() as f64 {
+            return Err(Status::unschedulable(NAME, REASON_POD_NUMBER));
+        }
+
+        if self.enabled.node_ports && Self::host_ports_conflict(snap, task, node) {
+            return Err(Status::unschedulable(NAME, REASON_NODE_PORTS));
+        }
+        Ok(())
+    }
+}
+
+/// Checks the arguments and returns the builder.
+pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
+    let enabled = Args::parse(&opt.arguments)?.resolve();
+    Ok(Arc::new(move || Box::new(Predicates::new(enabled)) as Box<dyn Plugin>))
+}

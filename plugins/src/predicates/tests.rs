@@ -1,0 +1,472 @@
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, ContainerPort, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
+    PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm,
+};
+use serde_json::json;
+use volcano_api::conf::PluginOption;
+use volcano_framework::{Code, NodeId, Plugin, Snapshot, Status, TaskId};
+use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
+
+use super::*;
+
+fn opt(args: serde_json::Value) -> PluginOption {
+    PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
+}
+
+fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
+    factory(&opt(args)).expect("valid arguments").build()
+}
+
+fn task(snap: &Snapshot, name: &str) -> TaskId {
+    TaskId(snap.tasks.iter().position(|t| t.name == name).expect("task exists") as u32)
+}
+
+fn node_id(snap: &Snapshot, name: &str) -> NodeId {
+    snap.node_id(name).expect("node exists")
+}
+
+/// Runs the predicate of pod `p` (pending) on node `n1` with the given arguments.
+fn check_with(args: serde_json::Value, n: NodeBuilder, others: Vec<PodBuilder>, p: PodBuilder) -> Result<(), Status> {
+    let mut objs = Objects::new().node(n).pod(p);
+    for o in others {
+        objs = objs.pod(o);
+    }
+    let snap = objs.snapshot();
+    plugin(args).predicate(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+}
+
+fn check(n: NodeBuilder, p: PodBuilder) -> Result<(), Status> {
+    check_with(json!({}), n, vec![], p)
+}
+
+fn n1() -> NodeBuilder {
+    node("n1", "8", "16Gi")
+}
+
+fn p() -> PodBuilder {
+    pod("ns", "p").cpu_mem("1", "1Gi")
+}
+
+fn unresolvable(reason: &str) -> Result<(), Status> {
+    Err(Status { code: Code::UnschedulableAndUnresolvable, reason: reason.into(), plugin: NAME })
+}
+
+fn unschedulable(reason: &str) -> Result<(), Status> {
+    Err(Status { code: Code::Unschedulable, reason: reason.into(), plugin: NAME })
+}
+
+fn expr(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
+    NodeSelectorRequirement {
+        key: key.into(),
+        operator: op.into(),
+        values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+    }
+}
+
+fn term(exprs: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+    NodeSelectorTerm { match_expressions: Some(exprs), match_fields: None }
+}
+
+fn fields(fs: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+    NodeSelectorTerm { match_expressions: None, match_fields: Some(fs) }
+}
+
+fn required(terms: Vec<NodeSelectorTerm>) -> impl FnOnce(&mut PodSpec) {
+    move |s: &mut PodSpec| {
+        s.affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: Some(NodeSelector { node_selector_terms: terms }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    }
+}
+
+fn affinity_fits(n: NodeBuilder, terms: Vec<NodeSelectorTerm>) -> bool {
+    check(n, p().with_spec(required(terms))).is_ok()
+}
+
+// ----- NodeUnschedulable -----
+
+#[test]
+fn cordoned_node_is_unresolvable() {
+    assert_eq!(check(n1().unschedulable(), p()), unresolvable(REASON_UNSCHEDULABLE));
+}
+
+#[test]
+fn cordoned_node_takes_pods_tolerating_unschedulable() {
+    let tolerating = p().toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoSchedule");
+    assert_eq!(check(n1().unschedulable(), tolerating), Ok(()));
+    let everything = p().toleration("", "Exists", "", "");
+    assert_eq!(check(n1().unschedulable(), everything), Ok(()));
+    let equal_empty = p().toleration("node.kubernetes.io/unschedulable", "Equal", "", "");
+    assert_eq!(check(n1().unschedulable(), equal_empty), Ok(()));
+    let wrong_effect = p().toleration("node.kubernetes.io/unschedulable", "Exists", "", "NoExecute");
+    assert_eq!(check(n1().unschedulable(), wrong_effect), unresolvable(REASON_UNSCHEDULABLE));
+}
+
+#[test]
+fn cordon_check_is_always_on() {
+    let off = json!({"predicate.NodeAffinityEnable": false, "predicate.TaintTolerationEnable": false});
+    assert_eq!(check_with(off, n1().unschedulable(), vec![], p()), unresolvable(REASON_UNSCHEDULABLE));
+}
+
+// ----- NodeAffinity -----
+
+#[test]
+fn node_selector_needs_every_label() {
+    let labelled = || n1().label("zone", "a").label("disk", "ssd");
+    assert_eq!(check(labelled(), p().node_selector("zone", "a")), Ok(()));
+    assert_eq!(check(labelled(), p().node_selector("zone", "a").node_selector("disk", "ssd")), Ok(()));
+    assert_eq!(check(labelled(), p().node_selector("zone", "b")), unresolvable(REASON_NODE_AFFINITY));
+    assert_eq!(check(labelled(), p().node_selector("gpu", "true")), unresolvable(REASON_NODE_AFFINITY));
+}
+
+#[test]
+fn node_affinity_operators() {
+    let n = || n1().label("zone", "a").label("cores", "16");
+    assert!(affinity_fits(n(), vec![term(vec![expr("zone", "In", &["a", "b"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "In", &["b"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "NotIn", &["a"])])]));
+    assert!(affinity_fits(n(), vec![term(vec![expr("missing", "NotIn", &["a"])])]));
+    assert!(affinity_fits(n(), vec![term(vec![expr("zone", "Exists", &[])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("missing", "Exists", &[])])]));
+    assert!(affinity_fits(n(), vec![term(vec![expr("missing", "DoesNotExist", &[])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "DoesNotExist", &[])])]));
+    assert!(affinity_fits(n(), vec![term(vec![expr("cores", "Gt", &["8"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("cores", "Gt", &["16"])])]));
+    assert!(affinity_fits(n(), vec![term(vec![expr("cores", "Lt", &["17"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("cores", "Lt", &["16"])])]));
+    // A label that is not an integer never satisfies Gt/Lt; neither does a missing one.
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "Gt", &["1"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("missing", "Lt", &["1"])])]));
+}
+
+#[test]
+fn node_affinity_terms_are_ored_and_expressions_anded() {
+    let n = || n1().label("zone", "a").label("disk", "ssd");
+    let both = term(vec![expr("zone", "In", &["a"]), expr("disk", "In", &["ssd"])]);
+    let one_wrong = term(vec![expr("zone", "In", &["a"]), expr("disk", "In", &["hdd"])]);
+    assert!(affinity_fits(n(), vec![both]));
+    assert!(!affinity_fits(n(), vec![one_wrong.clone()]));
+    assert!(affinity_fits(n(), vec![one_wrong, term(vec![expr("zone", "In", &["a"])])]));
+    // nodeSelector and affinity must both match.
+    let terms = vec![term(vec![expr("zone", "In", &["a"])])];
+    assert_eq!(
+        check(n(), p().node_selector("disk", "hdd").with_spec(required(terms))),
+        unresolvable(REASON_NODE_AFFINITY)
+    );
+}
+
+#[test]
+fn node_affinity_invalid_or_empty_terms_match_nothing() {
+    let n = || n1().label("zone", "a");
+    assert!(!affinity_fits(n(), vec![]));
+    assert!(!affinity_fits(n(), vec![term(vec![])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "Like", &["a"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "In", &[])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("zone", "Exists", &["a"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("cores", "Gt", &["1", "2"])])]));
+    assert!(!affinity_fits(n(), vec![term(vec![expr("cores", "Gt", &["x"])])]));
+    // An invalid requirement fails its own term only.
+    let invalid = term(vec![expr("zone", "Like", &["a"])]);
+    assert!(affinity_fits(n(), vec![invalid, term(vec![expr("zone", "In", &["a"])])]));
+}
+
+#[test]
+fn node_affinity_match_fields_on_node_name() {
+    assert!(affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "In", &["n1"])])]));
+    assert!(!affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "In", &["n2"])])]));
+    assert!(affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "NotIn", &["n2"])])]));
+    assert!(!affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "NotIn", &["n1"])])]));
+    // Only In/NotIn with exactly one value are valid field requirements.
+    assert!(!affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "In", &["n1", "n2"])])]));
+    assert!(!affinity_fits(n1(), vec![fields(vec![expr("metadata.name", "Exists", &[])])]));
+    // Fields and expressions of one term are ANDed.
+    let mixed = NodeSelectorTerm {
+        match_expressions: Some(vec![expr("zone", "In", &["a"])]),
+        match_fields: Some(vec![expr("metadata.name", "In", &["n1"])]),
+    };
+    assert!(affinity_fits(n1().label("zone", "a"), vec![mixed.clone()]));
+    assert!(!affinity_fits(n1().label("zone", "b"), vec![mixed]));
+}
+
+#[test]
+fn node_affinity_can_be_disabled() {
+    let off = json!({"predicate.NodeAffinityEnable": false});
+    assert_eq!(check_with(off, n1(), vec![], p().node_selector("zone", "b")), Ok(()));
+}
+
+// ----- TaintToleration -----
+
+#[test]
+fn untolerated_taints_name_the_taint() {
+    assert_eq!(
+        check(n1().taint("dedicated", "gpu", "NoSchedule"), p()),
+        unresolvable("node(s) had untolerated taint {dedicated: gpu}")
+    );
+    assert_eq!(
+        check(n1().taint("node.kubernetes.io/not-ready", "", "NoExecute"), p()),
+        unresolvable("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
+    );
+    assert_eq!(check(n1().taint("soft", "x", "PreferNoSchedule"), p()), Ok(()));
+}
+
+#[test]
+fn tolerations_follow_kubernetes_rules() {
+    let tainted = || n1().taint("dedicated", "gpu", "NoSchedule");
+    let fits = |pb: PodBuilder| check(tainted(), pb).is_ok();
+    assert!(fits(p().toleration("dedicated", "Equal", "gpu", "NoSchedule")));
+    assert!(fits(p().toleration("dedicated", "", "gpu", "")));
+    assert!(!fits(p().toleration("dedicated", "Equal", "cpu", "NoSchedule")));
+    assert!(fits(p().toleration("dedicated", "Exists", "", "NoSchedule")));
+    assert!(!fits(p().toleration("dedicated", "Exists", "", "NoExecute")));
+    assert!(!fits(p().toleration("other", "Exists", "", "")));
+    assert!(fits(p().toleration("", "Exists", "", "")));
+    assert!(!fits(p().toleration("dedicated", "Gt", "gpu", "")));
+}
+
+#[test]
+fn the_first_untolerated_taint_is_reported() {
+    let n = n1().taint("a", "1", "NoSchedule").taint("b", "2", "NoSchedule");
+    assert_eq!(check(n, p().toleration("a", "Exists", "", "")), unresolvable("node(s) had untolerated taint {b: 2}"));
+}
+
+#[test]
+fn taint_check_can_be_disabled() {
+    let off = json!({"predicate.TaintTolerationEnable": false});
+    assert_eq!(check_with(off, n1().taint("dedicated", "gpu", "NoSchedule"), vec![], p()), Ok(()));
+}
+
+// ----- pod count -----
+
+#[test]
+fn pod_count_is_checked_against_allocatable_pods() {
+    let small = || n1().res("pods", "2");
+    let running = |name: &str| pod("ns", name).cpu_mem("1", "1Gi").running_on("n1");
+    assert_eq!(check_with(json!({}), small(), vec![running("r1")], p()), Ok(()));
+    assert_eq!(
+        check_with(json!({}), small(), vec![running("r1"), running("r2")], p()),
+        unschedulable(REASON_POD_NUMBER)
+    );
+}
+
+#[test]
+fn unresolvable_failures_win_over_pod_count() {
+    let full = n1().res("pods", "1").taint("dedicated", "gpu", "NoSchedule");
+    let running = pod("ns", "r1").running_on("n1");
+    assert_eq!(
+        check_with(json!({}), full, vec![running], p()),
+        unresolvable("node(s) had untolerated taint {dedicated: gpu}")
+    );
+}
+
+// ----- NodePorts -----
+
+fn port(host_port: i32, protocol: &str, host_ip: &str) -> ContainerPort {
+    ContainerPort {
+        container_port: 80,
+        host_port: (host_port != 0).then_some(host_port),
+        protocol: (!protocol.is_empty()).then(|| protocol.into()),
+        host_ip: (!host_ip.is_empty()).then(|| host_ip.into()),
+        ..Default::default()
+    }
+}
+
+fn with_port(pb: PodBuilder, pt: ContainerPort) -> PodBuilder {
+    pb.with_spec(move |s| s.containers[0].ports.get_or_insert_with(Vec::new).push(pt))
+}
+
+fn ports_fit(used: ContainerPort, wanted: ContainerPort) -> bool {
+    let running = with_port(pod("ns", "r1").running_on("n1"), used);
+    check_with(json!({}), n1(), vec![running], with_port(p(), wanted)).is_ok()
+}
+
+#[test]
+fn host_port_conflicts() {
+    assert!(!ports_fit(port(8080, "TCP", ""), port(8080, "TCP", "")));
+    // Protocol defaults to TCP, host IP to 0.0.0.0.
+    assert!(!ports_fit(port(8080, "", ""), port(8080, "TCP", "0.0.0.0")));
+    assert!(ports_fit(port(8080, "TCP", ""), port(8080, "UDP", "")));
+    assert!(ports_fit(port(8080, "TCP", ""), port(8081, "TCP", "")));
+    assert!(ports_fit(port(8080, "TCP", "10.0.0.1"), port(8080, "TCP", "10.0.0.2")));
+    assert!(!ports_fit(port(8080, "TCP", "10.0.0.1"), port(8080, "TCP", "10.0.0.1")));
+    assert!(!ports_fit(port(8080, "TCP", "10.0.0.1"), port(8080, "TCP", "")));
+    assert!(!ports_fit(port(8080, "TCP", ""), port(8080, "TCP", "10.0.0.2")));
+    // Container ports without a host port never conflict.
+    assert!(ports_fit(port(0, "TCP", ""), port(0, "TCP", "")));
+}
+
+#[test]
+fn host_port_conflict_is_unschedulable() {
+    let running = with_port(pod("ns", "r1").running_on("n1"), port(8080, "TCP", ""));
+    assert_eq!(
+        check_with(json!({}), n1(), vec![running.clone()], with_port(p(), port(8080, "TCP", ""))),
+        unschedulable(REASON_NODE_PORTS)
+    );
+    let off = json!({"predicate.NodePortsEnable": false});
+    assert_eq!(check_with(off, n1(), vec![running], with_port(p(), port(8080, "TCP", ""))), Ok(()));
+}
+
+#[test]
+fn sidecar_init_container_ports_count() {
+    let sidecar = |restart: Option<&str>| {
+        let restart = restart.map(str::to_string);
+        pod("ns", "r1").running_on("n1").with_spec(move |s| {
+            s.init_containers = Some(vec![Container {
+                name: "side".into(),
+                restart_policy: restart,
+                ports: Some(vec![port(9000, "TCP", "")]),
+                ..Default::default()
+            }])
+        })
+    };
+    let wanted = || with_port(p(), port(9000, "TCP", ""));
+    assert_eq!(check_with(json!({}), n1(), vec![sidecar(Some("Always"))], wanted()), unschedulable(REASON_NODE_PORTS));
+    assert_eq!(check_with(json!({}), n1(), vec![sidecar(None)], wanted()), Ok(()));
+}
+
+// ----- not implemented: inter-pod affinity, topology spread -----
+
+fn pod_affinity_term() -> PodAffinityTerm {
+    PodAffinityTerm { topology_key: "kubernetes.io/hostname".into(), ..Default::default() }
+}
+
+#[test]
+fn required_pod_affinity_is_refused_until_implemented() {
+    let affine = || {
+        p().with_spec(|s| {
+            s.affinity = Some(Affinity {
+                pod_affinity: Some(PodAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![pod_affinity_term()]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        })
+    };
+    assert_eq!(check(n1(), affine()), unresolvable(REASON_POD_AFFINITY_UNSUPPORTED));
+    let off = json!({"predicate.PodAffinityEnable": false});
+    assert_eq!(check_with(off, n1(), vec![], affine()), Ok(()));
+
+    let anti = p().with_spec(|s| {
+        s.affinity = Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![pod_affinity_term()]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    });
+    assert_eq!(check(n1(), anti), unresolvable(REASON_POD_AFFINITY_UNSUPPORTED));
+
+    let preferred_only = p().with_spec(|s| {
+        s.affinity = Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                    weight: 10,
+                    pod_affinity_term: pod_affinity_term(),
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    });
+    assert_eq!(check(n1(), preferred_only), Ok(()));
+}
+
+#[test]
+fn hard_topology_spread_is_refused_until_implemented() {
+    let spread = |when: &str| {
+        let when = when.to_string();
+        p().with_spec(move |s| {
+            s.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: "zone".into(),
+                when_unsatisfiable: when,
+                ..Default::default()
+            }])
+        })
+    };
+    assert_eq!(check(n1(), spread("DoNotSchedule")), unresolvable(REASON_TOPOLOGY_SPREAD_UNSUPPORTED));
+    assert_eq!(check(n1(), spread("ScheduleAnyway")), Ok(()));
+    let off = json!({"predicate.PodTopologySpreadEnable": false});
+    assert_eq!(check_with(off, n1(), vec![], spread("DoNotSchedule")), Ok(()));
+}
+
+// ----- arguments -----
+
+#[test]
+fn defaults_match_volcano() {
+    assert_eq!(Args::parse(&Default::default()).unwrap().resolve(), Enabled::default());
+    let e = Enabled::default();
+    assert!(e.node_affinity && e.node_ports && e.taint_toleration && e.pod_affinity && e.pod_topology_spread);
+}
+
+#[test]
+fn bools_accept_strings() {
+    let a = Args::parse(&opt(json!({"predicate.NodePortsEnable": "false", "predicate.CacheEnable": "TRUE"})).arguments)
+        .unwrap();
+    assert_eq!(a.node_ports_enable, Some(false));
+    assert_eq!(a.cache_enable, Some(true));
+    assert!(!a.resolve().node_ports);
+}
+
+#[test]
+fn wrong_types_name_the_key() {
+    let err = factory(&opt(json!({"predicate.NodeAffinityEnable": 1}))).err().unwrap();
+    assert_eq!(err.0, "argument \"predicate.NodeAffinityEnable\": expected true or false, got 1");
+    let err = factory(&opt(json!({"volumebinding.weight": 1.5}))).err().unwrap();
+    assert_eq!(err.0, "argument \"volumebinding.weight\": expected an integer, got 1.5");
+    let err = factory(&opt(json!({"predicate.resources.nvidia.com/gpu.cpu": "4"}))).err().unwrap();
+    assert_eq!(err.0, "argument \"predicate.resources.nvidia.com/gpu.cpu\": expected a number, got \"4\"");
+}
+
+#[test]
+fn unknown_keys_are_rejected_by_name() {
+    let err = factory(&opt(json!({"predicate.NodeAffinityEnabled": true}))).err().unwrap();
+    assert!(err.0.starts_with("unknown field `predicate.NodeAffinityEnabled`, expected one of"), "{}", err.0);
+    let err = factory(&opt(json!({"predicate.resources.nvidia.com/gpu.disk": 1}))).err().unwrap();
+    assert!(err.0.starts_with("unknown field `predicate.resources.nvidia.com/gpu.disk`"), "{}", err.0);
+}
+
+#[test]
+fn accepted_volcano_keys_parse() {
+    let a = Args::parse(
+        &opt(json!({
+            "predicate.NodeVolumeLimitsEnable": false,
+            "predicate.VolumeZoneEnable": true,
+            "predicate.VolumeBindingEnable": "true",
+            "predicate.DynamicResourceAllocationEnable": false,
+            "predicate.GPUSharingEnable": true,
+            "predicate.GPUNumberEnable": true,
+            "predicate.ProportionalEnable": true,
+            "predicate.resources": "nvidia.com/gpu",
+            "predicate.resources.nvidia.com/gpu.cpu": 4,
+            "predicate.resources.nvidia.com/gpu.memory": 8.5,
+            "volumebinding.bindTimeoutSeconds": 600,
+            "volumebinding.weight": 1,
+            "volumebinding.shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}],
+            "dynamicresources.filterTimeoutSeconds": 15,
+        }))
+        .arguments,
+    )
+    .unwrap();
+    assert_eq!(a.volume_binding_shape.as_ref().map(Vec::len), Some(2));
+    assert_eq!(a.resources.as_deref(), Some("nvidia.com/gpu"));
+    assert_eq!(a.resolve(), Enabled::default());
+}
+
+#[test]
+fn plugin_registers_only_the_predicate_hook() {
+    let p = plugin(json!({}));
+    assert_eq!(p.name(), "predicates");
+    assert_eq!(p.hooks(), volcano_framework::Hooks::PREDICATE);
+}
+
+#[test]
+fn predicates_are_sync() {
+    fn assert_sync<T: Send + Sync>() {}
+    assert_sync::<Predicates>();
+}

@@ -1,0 +1,418 @@
+//! The `proportion` plugin: weight-based fair share between queues (spec §3.4).
+//!
+//! When the session opens, every queue that has at least one job gets an attribute record
+//! ([`QueueAttr`]): capability, guarantee, real capability, allocated, request, inqueue and
+//! elastic resources. The cluster's resources are then shared out by weighted
+//! water-filling into each queue's `deserved`, once per session ([`water_fill`]).
+//! The hooks keep queues within their deserved share: queue order by share, overused
+//! queues skipped, allocations refused beyond deserved, reclaim victims taken from queues
+//! above deserved, and admission (`enqueue`) bounded by the queue's real capability.
+//!
+//! Like Volcano, `deserved` is purely weight-derived: `spec.deserved` is ignored
+//! (Volcano issue #5814); the `capacity` plugin honours it.
+
+mod args;
+pub(crate) mod reserve;
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use volcano_api::conf::PluginOption;
+use volcano_api::crd::PodGroupPhase;
+use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE};
+use volcano_framework::{
+    parse_args, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport, SessionContext,
+    Snapshot, TaskId, Vote,
+};
+
+pub use args::Args;
+use reserve::{deduct_gated, exceeded_dims, exceeded_part, observed_phase, running_reservation, unallocated_min};
+
+/// Configuration name.
+pub const NAME: &str = "proportion";
+
+/// Prefix of the PodGroup event message when admission is refused for lack of queue quota.
+pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";
+
+/// Upper bound on water-filling rounds. Volcano loops until every queue is met or the
+/// remaining resources are empty or stop changing; with extreme weight ratios the
+/// remainder can shrink geometrically for a very long time, so volcano-rs stops after this
+/// many rounds (never reached with realistic queues).
+pub const MAX_WATER_FILL_ROUNDS: usize = 10_000;
+
+/// What the plugin knows about one queue in this session.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueAttr {
+    /// Whether the queue has at least one job in the session (only those take part).
+    pub active: bool,
+    /// `spec.weight`.
+    pub weight: i32,
+    /// Max over `deserved`'s dimensions of allocated / deserved.
+    pub share: f64,
+    /// The queue's fair share, from water-filling.
+    pub deserved: Resource,
+    /// Σ requests of the queue's tasks in allocated statuses (kept current by events).
+    pub allocated: Resource,
+    /// `allocated` + Σ requests of pending tasks (at session open).
+    pub request: Resource,
+    /// Σ over jobs of the part of allocated above `minResources`.
+    pub elastic: Resource,
+    /// `minResources` reserved by admitted jobs that are not allocated yet.
+    pub inqueue: Resource,
+    /// `spec.capability`, cpu/memory ≤ 0 (or absent) meaning unlimited; `None` if unset.
+    pub capability: Option<Resource>,
+    /// (total − Σ all queues' guarantees, floored at 0) + own guarantee, capped by capability.
+    pub real_capability: Resource,
+    /// `spec.guarantee.resource`.
+    pub guarantee: Resource,
+}
+
+impl QueueAttr {
+    fn update_share(&mut self) {
+        let mut s = 0.0f64;
+        for (name, d) in self.deserved.dims() {
+            if d >= MIN_RESOURCE {
+                s = s.max(share(self.allocated.get(name), d));
+            }
+        }
+        self.share = s;
+    }
+}
+
+/// The plugin state of one session.
+#[derive(Debug, Default)]
+pub struct Proportion {
+    queues: Vec<QueueAttr>,
+    rejections: reserve::Rejections,
+}
+
+impl Proportion {
+    /// A plugin value for one session (state is built by `on_session_open`).
+    pub fn new(_args: Args) -> Self {
+        Self::default()
+    }
+
+    /// The attributes of a queue that takes part in this session.
+    pub fn attr(&self, q: QueueId) -> Option<&QueueAttr> {
+        self.queues.get(q.idx()).filter(|a| a.active)
+    }
+
+    /// Whether the queue may take `req` more without exceeding its deserved share on the
+    /// dimensions `req` asks for.
+    fn within_deserved(attr: &QueueAttr, req: &Resource) -> bool {
+        exceeded_dims(req, &attr.deserved, |n| attr.allocated.get(n) + req.get(n)).next().is_none()
+    }
+
+    fn queue_allocatable(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
+        if !snap.queue(q).is_open() {
+            tracing::trace!(queue = %snap.queue(q).name, "queue is not open: cannot allocate");
+            return false;
+        }
+        let Some(attr) = self.attr(q) else { return false };
+        let req = &snap.task(t).resreq;
+        let ok = Self::within_deserved(attr, req);
+        if !ok {
+            tracing::trace!(
+                queue = %snap.queue(q).name,
+                deserved = %attr.deserved,
+                allocated = %attr.allocated,
+                request = %req,
+                "queue would exceed deserved"
+            );
+        }
+        ok
+    }
+
+    fn attr_of_task_mut(&mut self, snap: &Snapshot, t: TaskId) -> Option<&mut QueueAttr> {
+        let j = snap.task(t).job?;
+        let q = snap.job(j).queue;
+        self.queues.get_mut(q.idx()).filter(|a| a.active)
+    }
+}
+
+/// Builds the attribute records of the queues that have jobs (spec §3.4).
+pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
+    let mut total_guarantee = Resource::empty();
+    for q in &snap.queues {
+        total_guarantee.add(&q.guarantee);
+    }
+    let unguaranteed = exceeded_part(&snap.total_resource, &total_guarantee);
+
+    let mut attrs = vec![QueueAttr::default(); snap.queues.len()];
+    for job in &snap.jobs {
+        let attr = &mut attrs[job.queue.idx()];
+        if !attr.active {
+            let q = snap.queue(job.queue);
+            attr.active = true;
+            attr.weight = q.weight;
+            attr.guarantee = q.guarantee.clone();
+            attr.capability = q.capability.as_ref().map(|c| {
+                let mut c = c.clone();
+                if c.milli_cpu <= 0.0 {
+                    c.milli_cpu = f64::MAX;
+                }
+                if c.memory <= 0.0 {
+                    c.memory = f64::MAX;
+                }
+                c
+            });
+            let mut real = unguaranteed.clone();
+            real.add(&attr.guarantee);
+            if let Some(cap) = &attr.capability {
+                real.min_dimension(cap, DimensionDefault::Infinity);
+            }
+            attr.real_capability = real;
+        }
+        for &t in &job.tasks {
+            let task = snap.task(t);
+            if task.status.is_allocated() {
+                attr.allocated.add(&task.resreq);
+                attr.request.add(&task.resreq);
+            } else if task.status == volcano_framework::TaskStatus::Pending {
+                attr.request.add(&task.resreq);
+            }
+        }
+        if let Some(min) = &job.min_resources {
+            if observed_phase(job) == Some(PodGroupPhase::Inqueue) {
+                attr.inqueue.add(&deduct_gated(snap, job, unallocated_min(min, &job.allocated)));
+            }
+        }
+        if let Some(r) = running_reservation(snap, job) {
+            attr.inqueue.add(&r);
+        }
+        // Volcano `GetElasticResources`: a job without minResources is elastic as a whole.
+        let min = job.min_resources.clone().unwrap_or_default();
+        attr.elastic.add(&exceeded_part(&job.allocated, &min));
+    }
+    attrs
+}
+
+/// Weighted water-filling of `total` into the `deserved` of the active queues (spec §3.4):
+/// each round, every unmet queue gets `remaining × weight / Σ unmet weights`, capped by its
+/// real capability (missing dimensions unlimited) and by its request (missing dimensions
+/// 0), raised to its guarantee; a queue is met once its request fits its deserved or its
+/// deserved stops changing. Stops when no queue is unmet, or the remaining resources are
+/// empty (ignoring `pods`) or unchanged. Shares are updated at the end.
+pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr]) {
+    let mut met: Vec<bool> = attrs.iter().map(|a| !a.active).collect();
+    let mut remaining = total.clone();
+    for round in 0.. {
+        if round == MAX_WATER_FILL_ROUNDS {
+            tracing::warn!(
+                rounds = round,
+                remaining = %remaining,
+                "proportion: water-filling stopped at the round limit"
+            );
+            break;
+        }
+        let total_weight: i64 = attrs.iter().zip(&met).filter(|(_, m)| !**m).map(|(a, _)| i64::from(a.weight)).sum();
+        if total_weight == 0 {
+            break;
+        }
+        let old_remaining = remaining.clone();
+        let mut increased = Resource::empty();
+        let mut decreased = Resource::empty();
+        for (attr, met) in attrs.iter_mut().zip(met.iter_mut()) {
+            if *met {
+                continue;
+            }
+            let old = attr.deserved.clone();
+            let mut portion = remaining.clone();
+            portion.multi(f64::from(attr.weight) / total_weight as f64);
+            attr.deserved.add(&portion);
+            attr.deserved.min_dimension(&attr.real_capability, DimensionDefault::Infinity);
+            attr.deserved.min_dimension(&attr.request, DimensionDefault::Zero);
+            attr.deserved.set_max(&attr.guarantee);
+            if attr.request.less_equal(&attr.deserved, DimensionDefault::Zero) || attr.deserved == old {
+                *met = true;
+            }
+            increased.add(&exceeded_part(&attr.deserved, &old));
+            decreased.add(&exceeded_part(&old, &attr.deserved));
+        }
+        remaining.add(&decreased);
+        remaining = exceeded_part(&remaining, &increased);
+        if remaining.is_empty() || remaining == old_remaining {
+            break;
+        }
+    }
+    for attr in attrs.iter_mut().filter(|a| a.active) {
+        attr.update_share();
+    }
+}
+
+impl Plugin for Proportion {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::QUEUE_ORDER
+            | Hooks::OVERUSED
+            | Hooks::ALLOCATABLE
+            | Hooks::PREEMPTIVE
+            | Hooks::RECLAIMABLE
+            | Hooks::JOB_ENQUEUEABLE
+            | Hooks::JOB_ENQUEUED
+            | Hooks::EVENT_HANDLER
+    }
+
+    fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
+        let mut attrs = build_queue_attrs(snap);
+        water_fill(&snap.total_resource, &mut attrs);
+        for (i, a) in attrs.iter().enumerate().filter(|(_, a)| a.active) {
+            tracing::debug!(
+                queue = %snap.queues[i].name,
+                weight = a.weight,
+                deserved = %a.deserved,
+                allocated = %a.allocated,
+                request = %a.request,
+                inqueue = %a.inqueue,
+                elastic = %a.elastic,
+                real_capability = %a.real_capability,
+                share = a.share,
+                "proportion: queue attributes"
+            );
+        }
+        self.queues = attrs;
+    }
+
+    fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
+        for (i, a) in self.queues.iter().enumerate().filter(|(_, a)| a.active) {
+            out.queue_reports.push((
+                QueueId(i as u32),
+                QueueReport {
+                    allocated: a.allocated.clone(),
+                    deserved: Some(a.deserved.clone()),
+                    share: Some(a.share),
+                },
+            ));
+        }
+        for (job, message) in self.rejections.drain() {
+            out.job_events.push((job, "Normal", "Unschedulable".to_string(), message));
+        }
+    }
+
+    fn queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {
+        let (lq, rq) = (snap.queue(l), snap.queue(r));
+        if lq.priority != rq.priority {
+            return rq.priority.cmp(&lq.priority);
+        }
+        let ls = self.queues.get(l.idx()).map_or(0.0, |a| a.share);
+        let rs = self.queues.get(r.idx()).map_or(0.0, |a| a.share);
+        cmp_f64(ls, rs)
+    }
+
+    fn overused(&self, snap: &Snapshot, q: QueueId) -> bool {
+        let Some(attr) = self.attr(q) else { return false };
+        let overused = attr.deserved.less_equal(&attr.allocated, DimensionDefault::Zero);
+        if overused {
+            tracing::debug!(
+                queue = %snap.queue(q).name,
+                deserved = %attr.deserved,
+                allocated = %attr.allocated,
+                share = attr.share,
+                "queue is overused"
+            );
+        }
+        overused
+    }
+
+    fn allocatable(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
+        self.queue_allocatable(snap, q, t)
+    }
+
+    fn preemptive(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
+        self.queue_allocatable(snap, q, t)
+    }
+
+    fn reclaimable(&self, snap: &Snapshot, _reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        // A running copy of `allocated` per victim queue: take victims while the queue is
+        // above its deserved share on some dimension.
+        let mut running: Vec<(QueueId, Resource)> = Vec::new();
+        let mut victims = Vec::new();
+        for &c in candidates {
+            let task = snap.task(c);
+            let Some(j) = task.job else { continue };
+            let q = snap.job(j).queue;
+            let Some(attr) = self.attr(q) else { continue };
+            let pos = match running.iter().position(|(x, _)| *x == q) {
+                Some(p) => p,
+                None => {
+                    running.push((q, attr.allocated.clone()));
+                    running.len() - 1
+                }
+            };
+            let allocated = &mut running[pos].1;
+            if !allocated.less_equal(&attr.deserved, DimensionDefault::Zero) {
+                allocated.sub_unchecked(&task.resreq);
+                victims.push(c);
+            }
+        }
+        Some(victims)
+    }
+
+    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {
+        let job = snap.job(j);
+        let queue = snap.queue(job.queue);
+        if !queue.is_open() {
+            tracing::debug!(job = %job.key, queue = %queue.name, "queue is not open: job rejected");
+            return Vote::Reject;
+        }
+        let Some(min) = &job.min_resources else { return Vote::Permit };
+        let Some(attr) = self.attr(job.queue) else { return Vote::Permit };
+        let used = |n: &str| min.get(n) + attr.allocated.get(n) + attr.inqueue.get(n) - attr.elastic.get(n);
+        if exceeded_dims(min, &attr.real_capability, used).next().is_none() {
+            return Vote::Permit;
+        }
+        let message = reserve::format_resource_names(
+            QUOTA_INSUFFICIENT,
+            "insufficient",
+            exceeded_dims(min, &attr.real_capability, used),
+        );
+        tracing::debug!(
+            job = %job.key,
+            queue = %queue.name,
+            min = %min,
+            real_capability = %attr.real_capability,
+            allocated = %attr.allocated,
+            inqueue = %attr.inqueue,
+            elastic = %attr.elastic,
+            "job rejected: {message}"
+        );
+        self.rejections.record(j, message);
+        Vote::Reject
+    }
+
+    fn job_enqueued(&mut self, snap: &Snapshot, j: JobId) {
+        let job = snap.job(j);
+        let Some(min) = &job.min_resources else { return };
+        let reserved = deduct_gated(snap, job, min.clone());
+        if let Some(attr) = self.queues.get_mut(job.queue.idx()).filter(|a| a.active) {
+            attr.inqueue.add(&reserved);
+        }
+    }
+
+    fn on_allocate(&mut self, snap: &Snapshot, t: TaskId) {
+        let req = &snap.task(t).resreq;
+        if let Some(attr) = self.attr_of_task_mut(snap, t) {
+            attr.allocated.add(req);
+            attr.update_share();
+        }
+    }
+
+    fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
+        let req = &snap.task(t).resreq;
+        if let Some(attr) = self.attr_of_task_mut(snap, t) {
+            attr.allocated.sub_unchecked(req);
+            attr.update_share();
+        }
+    }
+}
+
+/// Checks the arguments (none are accepted) and returns the builder.
+pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
+    let args: Args = parse_args(&opt.arguments)?;
+    Ok(Arc::new(move || Box::new(Proportion::new(args)) as Box<dyn Plugin>))
+}

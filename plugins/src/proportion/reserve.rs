@@ -1,0 +1,167 @@
+//! What admitted jobs hold in reserve, and resource comparisons on the dimensions a
+//! request asks for. Shared by `proportion` and `overcommit`, which both keep an
+//! "inqueue" account of the `minResources` of admitted jobs (Volcano's
+//! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`).
+
+use volcano_api::crd::PodGroupPhase;
+use volcano_framework::resource::{Resource, MIN_RESOURCE, PODS};
+use volcano_framework::{JobInfo, Snapshot, TaskStatus};
+
+/// The scheduling gate Volcano's webhook puts on pods waiting for queue capacity; pods
+/// gated only by it still count as reserved.
+pub(crate) const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allocation-gate";
+
+/// The PodGroup phase as observed (Volcano reads `job.PodGroup.Status.Phase`).
+pub(crate) fn observed_phase(job: &JobInfo) -> Option<PodGroupPhase> {
+    job.pod_group.status.as_ref().and_then(|s| s.phase)
+}
+
+/// Tasks in allocated statuses (Allocated, Binding, Bound, Running).
+pub(crate) fn allocated_task_num(job: &JobInfo) -> i32 {
+    job.count(TaskStatus::Allocated)
+        + job.count(TaskStatus::Binding)
+        + job.count(TaskStatus::Bound)
+        + job.count(TaskStatus::Running)
+}
+
+/// Kubernetes' notion of a scalar resource name (extended, prefixed native, hugepages,
+/// attachable volumes); other names (`ephemeral-storage`, `storage`) are never reserved.
+fn reservable_scalar(name: &str) -> bool {
+    name.contains('/') || name.starts_with("hugepages-") || name.starts_with("attachable-volumes-")
+}
+
+/// The part of `min` not covered by `allocated`, per dimension of `min` (Volcano
+/// `GetInqueueResource`).
+pub(crate) fn unallocated_min(min: &Resource, allocated: &Resource) -> Resource {
+    let mut r = Resource::new((min.milli_cpu - allocated.milli_cpu).max(0.0), (min.memory - allocated.memory).max(0.0));
+    for (name, v) in min.scalars() {
+        if &**name == PODS {
+            let d = v - allocated.get(PODS);
+            if d > 0.0 {
+                r.set(name, d);
+            }
+            continue;
+        }
+        if !reservable_scalar(name) {
+            continue;
+        }
+        match allocated.scalar(name) {
+            None => r.set(name, v),
+            Some(a) if v - a > 0.0 => r.set(name, v - a),
+            Some(_) => {}
+        }
+    }
+    r
+}
+
+fn only_queue_allocation_gate(snap: &Snapshot, t: volcano_framework::TaskId) -> bool {
+    let gates = snap.task(t).pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref());
+    matches!(gates, Some(g) if g.len() == 1 && g[0].name == QUEUE_ALLOCATION_GATE)
+}
+
+/// `res` minus the requests of the job's scheduling-gated tasks, floored at zero (Volcano
+/// `DeductSchGatedResources`): gated pods are not created against the reservation, so they
+/// must not block other jobs. Tasks gated only by the queue-allocation gate still count.
+pub(crate) fn deduct_gated(snap: &Snapshot, job: &JobInfo, mut res: Resource) -> Resource {
+    let mut gated = Resource::empty();
+    for &t in &job.tasks {
+        if snap.task(t).sch_gated && !only_queue_allocation_gate(snap, t) {
+            gated.add(&snap.task(t).resreq);
+        }
+    }
+    if gated.is_empty() {
+        return res;
+    }
+    res.milli_cpu = (res.milli_cpu - gated.milli_cpu).max(0.0);
+    res.memory = (res.memory - gated.memory).max(0.0);
+    let names: Vec<(String, f64)> = res.scalars().map(|(n, v)| (n.to_string(), v)).collect();
+    for (name, v) in names {
+        if let Some(g) = gated.scalar(&name) {
+            res.set(&name, (v - g).max(0.0));
+        }
+    }
+    res
+}
+
+/// What a Running job still reserves: its unallocated `minResources` when it has at least
+/// minMember tasks allocated (a finished Spark driver must not re-reserve), else nothing.
+pub(crate) fn running_reservation(snap: &Snapshot, job: &JobInfo) -> Option<Resource> {
+    let min = job.min_resources.as_ref()?;
+    if observed_phase(job) != Some(PodGroupPhase::Running) || allocated_task_num(job) < job.min_available {
+        return None;
+    }
+    Some(deduct_gated(snap, job, unallocated_min(min, &job.allocated)))
+}
+
+fn le(l: f64, r: f64) -> bool {
+    l < r || (l - r).abs() < MIN_RESOURCE
+}
+
+/// The dimensions `req` asks for (above the epsilon, `pods` ignored) on which
+/// `lhs(dim) ≤ limit` fails; a dimension missing on `limit` is 0. Empty iff Volcano's
+/// `LessEqualWithDimension(lhs, limit, req)` holds. Allocates nothing.
+pub(crate) fn exceeded_dims<'a>(
+    req: &'a Resource,
+    limit: &'a Resource,
+    lhs: impl Fn(&str) -> f64 + 'a,
+) -> impl Iterator<Item = &'a str> + 'a {
+    req.dims()
+        .filter(|(n, v)| *n != PODS && *v > MIN_RESOURCE)
+        .filter(move |(n, _)| !le(lhs(n), limit.get(n)))
+        .map(|(n, _)| n)
+}
+
+/// Volcano's `FormatResourceNames(prefix, verb, names)`: `prefix: verb a, verb b`.
+pub(crate) fn format_resource_names<'a>(prefix: &str, verb: &str, names: impl Iterator<Item = &'a str>) -> String {
+    let parts: Vec<String> = names.map(|n| format!("{verb} {n}")).collect();
+    if parts.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}: {}", parts.join(", "))
+    }
+}
+
+/// Volcano `ExceededPart`: the positive part of `l − r`, keeping only the scalar
+/// dimensions where `l` is strictly greater (a dimension that runs out disappears, which
+/// matters for later comparisons that treat a missing dimension as unlimited).
+pub(crate) fn exceeded_part(l: &Resource, r: &Resource) -> Resource {
+    let mut out = Resource::new((l.milli_cpu - r.milli_cpu).max(0.0), (l.memory - r.memory).max(0.0));
+    for (name, v) in l.scalars() {
+        let d = v - r.scalar(name).unwrap_or(0.0);
+        if d > 0.0 {
+            out.set(name, d);
+        }
+    }
+    for (name, v) in r.scalars() {
+        if !l.has_scalar(name) && -v > 0.0 {
+            out.set(name, -v);
+        }
+    }
+    out
+}
+
+/// Records jobs rejected at admission from `&self` hooks; drained at session close.
+#[derive(Debug, Default)]
+pub(crate) struct Rejections(std::sync::Mutex<Vec<(volcano_framework::JobId, String)>>);
+
+impl Rejections {
+    /// Remembers a rejection and its event message.
+    pub(crate) fn record(&self, job: volcano_framework::JobId, message: String) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((job, message));
+    }
+
+    /// The rejections in job order, one per job (the last message wins).
+    pub(crate) fn drain(&mut self) -> Vec<(volcano_framework::JobId, String)> {
+        let mut v = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
+        // Stable sort keeps recording order within a job; keep the last one.
+        v.sort_by_key(|(j, _)| *j);
+        let mut out: Vec<(volcano_framework::JobId, String)> = Vec::with_capacity(v.len());
+        for (j, m) in v {
+            match out.last_mut() {
+                Some(last) if last.0 == j => last.1 = m,
+                _ => out.push((j, m)),
+            }
+        }
+        out
+    }
+}
