@@ -214,12 +214,14 @@ pub trait Plugin: Send + Sync {
         false
     }
 
-    /// Whether this plugin's predicates and node scores depend only on the node's state and
-    /// on the task's requests, node selector, affinity, tolerations, namespace and host
-    /// ports — so equivalent tasks get equal answers and the session may use its
-    /// incremental node index. Plugins that look at anything else keep the default (false),
-    /// which makes the session scan every node for every task.
-    fn shape_local(&self) -> bool {
+    /// Whether, for this task, the plugin's predicates and node scores depend only on the
+    /// node's state and on the task's container requests, node selector, affinity,
+    /// tolerations, topology spread constraints, namespace and host ports — so equivalent
+    /// tasks get equal answers and the session may use its incremental node index
+    /// ([`crate::select`]). The default (false) makes the session scan every node for the
+    /// task; a plugin whose answer depends on the task's job (say) returns false only for
+    /// the tasks concerned.
+    fn shape_local(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }
 

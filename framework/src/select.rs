@@ -126,7 +126,9 @@ fn same_constraints(a: &crate::model::TaskInfo, b: &crate::model::TaskInfo) -> b
             .map(|p| (p.host_port, p.protocol.clone(), p.host_ip.clone()))
             .collect::<Vec<_>>()
     };
-    fn requests(s: &k8s_openapi::api::core::v1::PodSpec) -> Vec<&Option<k8s_openapi::api::core::v1::ResourceRequirements>> {
+    fn requests(
+        s: &k8s_openapi::api::core::v1::PodSpec,
+    ) -> Vec<&Option<k8s_openapi::api::core::v1::ResourceRequirements>> {
         s.containers.iter().chain(s.init_containers.iter().flatten()).map(|c| &c.resources).collect()
     }
     x.node_selector == y.node_selector
@@ -249,7 +251,9 @@ impl Session<'_> {
     /// Whether the index gives the same answer as a scan for this task: every plugin that
     /// filters or scores nodes is shape-local, and batch scores are uniform for the task.
     fn index_usable(&self, t: TaskId) -> bool {
-        self.index_enabled && self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t))
+        self.index_enabled
+            && self.node_plugins().all(|p| p.shape_local(&self.snap, t))
+            && self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t))
     }
 
     /// The same answer as [`Session::find_node`], by checking and scoring every node.

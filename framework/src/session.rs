@@ -70,11 +70,7 @@ impl<'p> Session<'p> {
             }
             tiers.push(slots);
         }
-        let index_enabled = options.node_index
-            && tiers.iter().flatten().all(|s| {
-                !s.active.intersects(Hooks::PREDICATE | Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER)
-                    || s.plugin.shape_local()
-            });
+        let index_enabled = options.node_index;
         let mut ssn = Session {
             snap,
             ctx,
@@ -201,6 +197,14 @@ impl<'p> Session<'p> {
 
     pub(crate) fn batch_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + '_ {
         self.active(Hooks::BATCH_NODE_ORDER)
+    }
+
+    pub(crate) fn node_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + '_ {
+        self.tiers
+            .iter()
+            .flatten()
+            .filter(|s| s.active.intersects(Hooks::PREDICATE | Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER))
+            .map(|s| s.plugin.as_ref())
     }
 
     /// Σ node scores of every plugin for each node (node order + batch node order).

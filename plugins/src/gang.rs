@@ -20,8 +20,8 @@ use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupCondition;
 use volcano_framework::plugin::CloseOutput;
 use volcano_framework::{
-    parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot,
-    TaskId, TaskStatus, Vote,
+    parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId,
+    TaskStatus, Vote,
 };
 
 /// Configuration name.
@@ -44,7 +44,12 @@ pub struct Gang;
 
 /// Per-role counts of tasks whose status satisfies `pred` (pending best-effort tasks count
 /// when `best_effort` is true).
-fn role_counts(snap: &Snapshot, job: &JobInfo, pred: impl Fn(TaskStatus) -> bool, best_effort: bool) -> BTreeMap<String, i32> {
+fn role_counts(
+    snap: &Snapshot,
+    job: &JobInfo,
+    pred: impl Fn(TaskStatus) -> bool,
+    best_effort: bool,
+) -> BTreeMap<String, i32> {
     let mut m = BTreeMap::new();
     for t in &job.tasks {
         let t = snap.task(*t);
@@ -80,7 +85,10 @@ fn task_pipelined(snap: &Snapshot, job: &JobInfo) -> bool {
 
 fn task_starving(snap: &Snapshot, job: &JobInfo) -> bool {
     roles_checked(job)
-        && !roles_reach(job, &role_counts(snap, job, |s| allocated_or_succeeded(s) || s == TaskStatus::Pipelined, false))
+        && !roles_reach(
+            job,
+            &role_counts(snap, job, |s| allocated_or_succeeded(s) || s == TaskStatus::Pipelined, false),
+        )
 }
 
 fn task_valid(snap: &Snapshot, job: &JobInfo) -> bool {
@@ -316,8 +324,20 @@ mod tests {
         let s = Objects::new()
             .node(node("n1", "16", "64Gi"))
             .pod_group(pod_group("ns", "pg", 2).min_task_member("ps", 1).min_task_member("worker", 1))
-            .pod(pod("ns", "pg-ps-0").group("pg").annotation("volcano.sh/task-spec", "ps").cpu_mem("1", "1Gi").running_on("n1"))
-            .pod(pod("ns", "pg-ps-1").group("pg").annotation("volcano.sh/task-spec", "ps").cpu_mem("1", "1Gi").running_on("n1"))
+            .pod(
+                pod("ns", "pg-ps-0")
+                    .group("pg")
+                    .annotation("volcano.sh/task-spec", "ps")
+                    .cpu_mem("1", "1Gi")
+                    .running_on("n1"),
+            )
+            .pod(
+                pod("ns", "pg-ps-1")
+                    .group("pg")
+                    .annotation("volcano.sh/task-spec", "ps")
+                    .cpu_mem("1", "1Gi")
+                    .running_on("n1"),
+            )
             .pod(pod("ns", "pg-worker-0").group("pg").annotation("volcano.sh/task-spec", "worker").cpu_mem("1", "1Gi"))
             .snapshot();
         // Two pods run, but no worker: not ready.

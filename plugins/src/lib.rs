@@ -16,7 +16,6 @@ pub mod predicates;
 pub mod priority;
 pub mod proportion;
 
-
 /// Every in-tree plugin, by configuration name.
 pub fn in_tree() -> PluginRegistry {
     let mut r = PluginRegistry::default();

@@ -72,7 +72,7 @@ impl Plugin for Binpack {
         NAME
     }
 
-    fn shape_local(&self) -> bool {
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
         // The score reads the task's request and the node's used and allocatable resources.
         true
     }

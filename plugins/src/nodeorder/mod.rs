@@ -395,7 +395,7 @@ impl Plugin for NodeOrder {
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource) as f64
     }
 
-    fn shape_local(&self) -> bool {
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
         // Scores read the task's container requests and preferred affinity, and the node's
         // labels, taints and requested resources (kept per node by the event handlers).
         true

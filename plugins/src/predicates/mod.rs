@@ -104,7 +104,7 @@ impl Plugin for Predicates {
         Hooks::PREDICATE
     }
 
-    fn shape_local(&self) -> bool {
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
         // Every check reads the node and the pod's selector, affinity, tolerations, topology
         // spread constraints and host ports only.
         true
