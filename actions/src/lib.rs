@@ -8,13 +8,21 @@ use volcano_framework::ActionRegistry;
 pub mod allocate;
 pub mod backfill;
 pub mod enqueue;
+mod evict;
+pub mod preempt;
+pub mod reclaim;
 
 /// Every in-tree action, by configuration name.
 pub fn in_tree() -> ActionRegistry {
     let mut r = ActionRegistry::default();
-    let entries: [(&'static str, volcano_framework::ActionFactory); 3] =
-        [(allocate::NAME, allocate::factory), (backfill::NAME, backfill::factory), (enqueue::NAME, enqueue::factory)];
-    for (name, f) in entries {
+    let entries: &[(&'static str, volcano_framework::ActionFactory)] = &[
+        (allocate::NAME, allocate::factory),
+        (backfill::NAME, backfill::factory),
+        (enqueue::NAME, enqueue::factory),
+        (preempt::NAME, preempt::factory),
+        (reclaim::NAME, reclaim::factory),
+    ];
+    for &(name, f) in entries {
         r.register(name, f).expect("in-tree action names are unique");
     }
     r

@@ -45,3 +45,51 @@ fn two_gangs_one_fits() {
     assert_eq!(b.len(), 6, "{b:?}");
     assert!(b.iter().all(|(p, _)| p.starts_with("ns/a-")), "{b:?}");
 }
+
+fn evictions(effects: &[Effect]) -> Vec<(String, &'static str)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Evict { pod, action, .. } => Some((pod.clone(), *action)),
+            _ => None,
+        })
+        .collect()
+}
+
+const PREEMPT_CONF: &str = r#"
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"#;
+
+#[test]
+fn high_priority_gang_preempts_low_priority_pods_of_its_queue() {
+    let mut o = Objects::new()
+        .priority_class("high", 1000)
+        .priority_class("low", 1)
+        .node(node("n1", "8", "32Gi").gpu("4"))
+        .pod_group(pod_group("ns", "low", 1).priority_class("low"))
+        .pod_group(pod_group("ns", "high", 2).priority_class("high"));
+    for i in 0..4 {
+        o = o
+            .pod(pod("ns", &format!("low-{i}")).group("low").cpu_mem("1", "1Gi").gpu("1").priority(1).running_on("n1"));
+    }
+    for i in 0..2 {
+        o = o.pod(pod("ns", &format!("high-{i}")).group("high").cpu_mem("1", "1Gi").gpu("1").priority(1000));
+    }
+    let (effects, violations) = run(o, Some(PREEMPT_CONF));
+    assert!(violations.is_empty(), "{violations:?}");
+    let ev = evictions(&effects);
+    assert_eq!(ev.len(), 2, "{effects:#?}");
+    assert!(ev.iter().all(|(p, a)| p.starts_with("ns/low-") && *a == "preempt"), "{ev:?}");
+    let pipelined = effects.iter().filter(|e| matches!(e, Effect::Pipeline { .. })).count();
+    assert_eq!(pipelined, 2);
+}

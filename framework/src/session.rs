@@ -190,6 +190,19 @@ impl<'p> Session<'p> {
         Ok(())
     }
 
+    /// The predicates as preempt and reclaim use them: only a failure that evicting pods
+    /// cannot cure (`UnschedulableAndUnresolvable`) rules the node out.
+    pub fn predicate_for_eviction(&self, t: TaskId, n: NodeId) -> Result<(), Status> {
+        for p in self.active(Hooks::PREDICATE) {
+            if let Err(s) = p.predicate(&self.snap, t, n) {
+                if s.code == Code::UnschedulableAndUnresolvable {
+                    return Err(s);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Σ of the per-node scores of every plugin (batch scores aside).
     pub fn node_order_sum(&self, t: TaskId, n: NodeId) -> f64 {
         self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, n)).sum()

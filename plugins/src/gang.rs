@@ -256,7 +256,7 @@ impl Plugin for Gang {
 
 /// Candidates that may go without breaking their job's gang: per job, only while the job
 /// keeps more than `minMember` ready pods.
-fn above_min_available(snap: &Snapshot, candidates: &[TaskId]) -> Vec<TaskId> {
+pub(crate) fn above_min_available(snap: &Snapshot, candidates: &[TaskId]) -> Vec<TaskId> {
     let mut occupied: BTreeMap<JobId, i32> = BTreeMap::new();
     let mut victims = Vec::new();
     for &c in candidates {

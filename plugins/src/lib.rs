@@ -9,6 +9,7 @@ use volcano_framework::PluginRegistry;
 pub mod binpack;
 pub mod conformance;
 pub mod drf;
+pub mod elastic;
 pub mod gang;
 pub mod nodeorder;
 pub mod overcommit;
@@ -19,10 +20,11 @@ pub mod proportion;
 /// Every in-tree plugin, by configuration name.
 pub fn in_tree() -> PluginRegistry {
     let mut r = PluginRegistry::default();
-    let entries: [(&'static str, volcano_framework::PluginFactory); 9] = [
+    let entries: &[(&'static str, volcano_framework::PluginFactory)] = &[
         (binpack::NAME, binpack::factory),
         (conformance::NAME, conformance::factory),
         (drf::NAME, drf::factory),
+        (elastic::NAME, elastic::factory),
         (gang::NAME, gang::factory),
         (nodeorder::NAME, nodeorder::factory),
         (overcommit::NAME, overcommit::factory),
@@ -30,7 +32,7 @@ pub fn in_tree() -> PluginRegistry {
         (priority::NAME, priority::factory),
         (proportion::NAME, proportion::factory),
     ];
-    for (name, f) in entries {
+    for &(name, f) in entries {
         r.register(name, f).expect("in-tree plugin names are unique");
     }
     r

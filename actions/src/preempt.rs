@@ -1,0 +1,224 @@
+//! The `preempt` action: within a queue, starving jobs take resources from lower-priority
+//! work (spec §2.4).
+//!
+//! Phase 1, between jobs: for each queue in queue order, each starving job (job order) opens
+//! a statement; while it is still starving, its pending tasks (task order) try to preempt
+//! Running or Bound, preemptable pods of *other* jobs of the *same* queue. The job's
+//! statement is committed only if the job is then pipelined (its minimum placed or
+//! reserved); otherwise every eviction is undone. Phase 2, within a job: each starving job's
+//! pending tasks may preempt lower-priority pods of their own job, one committed statement
+//! per task, until one fails.
+//!
+//! For a task, nodes are taken by score; on each node the plugins' `preemptable` vote
+//! picks the victims, which are evicted one by one in victim order (§2.8) until the task
+//! fits; then the task is pipelined onto the node (bound in a later cycle, once the
+//! victims are gone). A node where the victims do not suffice is left untouched.
+
+use serde::Deserialize;
+use volcano_api::conf::{args, Arguments};
+use volcano_framework::pq::CmpHeap;
+use volcano_framework::{
+    parse_args, Action, ArgsError, JobId, NodeId, QueueId, Session, Statement, TaskId, TaskStatus,
+};
+
+use crate::evict::{free_node_for, victims_suffice};
+
+/// Configuration name.
+pub const NAME: &str = "preempt";
+
+/// Arguments of `preempt` (from `configurations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Accepted for compatibility (predicate results are not cached across preemptors).
+    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
+    pub predicate_error_cache_enable: Option<bool>,
+    /// Volcano's topology-aware (dry-run) preemption: not implemented; `true` is refused.
+    #[serde(rename = "enableTopologyAwarePreemption", default, deserialize_with = "args::bool")]
+    pub enable_topology_aware_preemption: Option<bool>,
+    /// Accepted for compatibility with topology-aware preemption settings.
+    #[serde(rename = "topologyAwarePreemptWorkerNum", default, deserialize_with = "args::int")]
+    pub topology_aware_preempt_worker_num: Option<i64>,
+    /// Accepted for compatibility with topology-aware preemption settings.
+    #[serde(rename = "minCandidateNodesPercentage", default, deserialize_with = "args::int")]
+    pub min_candidate_nodes_percentage: Option<i64>,
+    /// Accepted for compatibility with topology-aware preemption settings.
+    #[serde(rename = "minCandidateNodesAbsolute", default, deserialize_with = "args::int")]
+    pub min_candidate_nodes_absolute: Option<i64>,
+    /// Accepted for compatibility with topology-aware preemption settings.
+    #[serde(rename = "maxCandidateNodesAbsolute", default, deserialize_with = "args::int")]
+    pub max_candidate_nodes_absolute: Option<i64>,
+}
+
+/// Checks the arguments and builds the action.
+pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
+    let a: Args = parse_args(a)?;
+    if a.enable_topology_aware_preemption == Some(true) {
+        return Err(ArgsError(
+            "enableTopologyAwarePreemption: topology-aware preemption is not implemented yet in volcano-rs".into(),
+        ));
+    }
+    Ok(Box::new(Preempt))
+}
+
+/// The preempt action.
+#[derive(Debug)]
+pub struct Preempt;
+
+/// Pending, non-gated tasks of a job in a task-order heap.
+pub(crate) fn pending_tasks(ssn: &Session<'_>, j: JobId) -> CmpHeap<TaskId> {
+    let mut heap = CmpHeap::new();
+    for &t in &ssn.snap.job(j).tasks {
+        let task = ssn.snap.task(t);
+        if task.status == TaskStatus::Pending && !task.sch_gated {
+            heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
+        }
+    }
+    heap
+}
+
+/// Whether a task may take part in an eviction at all: not `preemptionPolicy: Never`, and
+/// not already served by its nominated node (it fits there now, or a lower-priority pod is
+/// already terminating there for it).
+pub(crate) fn may_evict_for(ssn: &Session<'_>, t: TaskId) -> bool {
+    let task = ssn.snap.task(t);
+    if task.preemption_never {
+        return false;
+    }
+    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
+        let node = ssn.snap.node(n);
+        if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
+            return false;
+        }
+        let terminating_lower = node.tasks.iter().any(|x| {
+            let v = ssn.snap.task(*x);
+            v.status == TaskStatus::Releasing && v.priority < task.priority
+        });
+        if terminating_lower {
+            return false;
+        }
+    }
+    true
+}
+
+/// Nodes that pass the eviction predicates, best score first (ties by node order).
+pub(crate) fn candidate_nodes(ssn: &Session<'_>, t: TaskId, scored: bool) -> Vec<NodeId> {
+    let nodes: Vec<NodeId> =
+        (0..ssn.snap.nodes.len() as u32).map(NodeId).filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
+    if !scored || nodes.len() < 2 {
+        return nodes;
+    }
+    let scores = ssn.node_scores(t, &nodes);
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+    order.into_iter().map(|i| nodes[i]).collect()
+}
+
+/// Tries to free a node for `t` by evicting candidates accepted by `filter`; on success the
+/// node's evictions and the pipelined task are merged into `stmt`.
+fn preempt_task(
+    ssn: &mut Session<'_>,
+    stmt: &mut Statement,
+    t: TaskId,
+    filter: impl Fn(&Session<'_>, TaskId) -> bool,
+) -> bool {
+    if !may_evict_for(ssn, t) || ssn.pre_predicate(t).is_err() {
+        return false;
+    }
+    let queue = ssn.snap.task(t).job.map(|j| ssn.snap.job(j).queue).expect("preemptors belong to a job");
+    for n in candidate_nodes(ssn, t, true) {
+        let preemptees: Vec<TaskId> = ssn.snap.node(n).tasks.iter().copied().filter(|v| filter(ssn, *v)).collect();
+        if preemptees.is_empty() {
+            continue;
+        }
+        let victims = ssn.preemptable(t, &preemptees);
+        if !victims_suffice(ssn, t, n, &victims) {
+            continue;
+        }
+        let fits = |s: &Session<'_>| {
+            let task = s.snap.task(t);
+            s.allocatable(queue, t)
+                && Session::fits_future_idle(task, s.snap.node(n)).is_ok()
+                && s.predicate(t, n).is_ok()
+        };
+        if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "preempt", fits) {
+            stmt.merge(node_stmt);
+            return true;
+        }
+    }
+    false
+}
+
+fn victim_status_ok(ssn: &Session<'_>, preemptor: TaskId, v: TaskId) -> bool {
+    let (p, task) = (ssn.snap.task(preemptor), ssn.snap.task(v));
+    task.status.is_preemptable() && task.preemptable && (!p.best_effort || task.best_effort)
+}
+
+impl Action for Preempt {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn execute(&self, ssn: &mut Session<'_>) {
+        let nq = ssn.snap.queues.len();
+        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
+        let mut queued = vec![false; nq];
+        let mut preemptors: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
+        let mut under_request: Vec<Vec<JobId>> = vec![Vec::new(); nq];
+        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        for i in 0..ssn.snap.jobs.len() {
+            let j = JobId(i as u32);
+            if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() || !ssn.job_starving(j) {
+                continue;
+            }
+            let heap = pending_tasks(ssn, j);
+            if heap.is_empty() {
+                continue;
+            }
+            tasks[i] = Some(heap);
+            let q = ssn.snap.job(j).queue;
+            if !queued[q.idx()] {
+                queued[q.idx()] = true;
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+            preemptors[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+            under_request[q.idx()].push(j);
+        }
+
+        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+            // Phase 1: between jobs of the queue.
+            while let Some(j) = preemptors[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) {
+                let mut stmt = Statement::new();
+                let mut heap = tasks[j.idx()].take().unwrap_or_default();
+                while ssn.job_starving(j) {
+                    let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
+                    let filter = |s: &Session<'_>, v: TaskId| {
+                        victim_status_ok(s, t, v)
+                            && s.snap.task(v).job.is_some_and(|vj| vj != j && s.snap.job(vj).queue == q)
+                    };
+                    preempt_task(ssn, &mut stmt, t, filter);
+                }
+                tasks[j.idx()] = Some(heap);
+                if ssn.job_pipelined(j) {
+                    stmt.commit(ssn);
+                } else {
+                    stmt.discard(ssn);
+                }
+            }
+            // Phase 2: within each starving job.
+            for &j in &under_request[q.idx()] {
+                let mut heap = pending_tasks(ssn, j);
+                while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
+                    let mut stmt = Statement::new();
+                    let filter =
+                        |s: &Session<'_>, v: TaskId| victim_status_ok(s, t, v) && s.snap.task(v).job == Some(j);
+                    let assigned = preempt_task(ssn, &mut stmt, t, filter);
+                    stmt.commit(ssn);
+                    if !assigned {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}

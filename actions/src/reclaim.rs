@@ -1,0 +1,126 @@
+//! The `reclaim` action: across queues, a starving job of a queue that is owed resources
+//! takes them back from reclaimable queues that use more than they deserve (spec §2.5).
+//!
+//! Queues are taken in queue order (an overused queue reclaims nothing); for each starving
+//! job a statement collects, task by task, evictions of **Running**, preemptable pods of
+//! jobs in **other**, **reclaimable** queues chosen by the plugins' `reclaimable` vote, and
+//! the pipelined preemptor; it is committed only if the job is then pipelined.
+
+use serde::Deserialize;
+use volcano_api::conf::{args, Arguments};
+use volcano_framework::pq::CmpHeap;
+use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus};
+
+use crate::evict::{free_node_for, victims_suffice};
+use crate::preempt::{candidate_nodes, may_evict_for, pending_tasks};
+
+/// Configuration name.
+pub const NAME: &str = "reclaim";
+
+/// Arguments of `reclaim` (from `configurations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// Accepted for compatibility (predicate results are not cached across reclaimers).
+    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
+    pub predicate_error_cache_enable: Option<bool>,
+}
+
+/// Checks the arguments and builds the action.
+pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
+    let _: Args = parse_args(a)?;
+    Ok(Box::new(Reclaim))
+}
+
+/// The reclaim action.
+#[derive(Debug)]
+pub struct Reclaim;
+
+fn reclaim_task(ssn: &mut Session<'_>, stmt: &mut Statement, q: QueueId, t: TaskId) -> bool {
+    for n in candidate_nodes(ssn, t, false) {
+        let reclaimees: Vec<TaskId> = ssn
+            .snap
+            .node(n)
+            .tasks
+            .iter()
+            .copied()
+            .filter(|v| {
+                let task = ssn.snap.task(*v);
+                task.status == TaskStatus::Running
+                    && task.preemptable
+                    && task.job.is_some_and(|vj| {
+                        let vq = ssn.snap.job(vj).queue;
+                        vq != q && ssn.snap.queue(vq).reclaimable
+                    })
+            })
+            .collect();
+        if reclaimees.is_empty() {
+            continue;
+        }
+        let victims = ssn.reclaimable(t, &reclaimees);
+        if !victims_suffice(ssn, t, n, &victims) {
+            continue;
+        }
+        let fits = |s: &Session<'_>| Session::fits_future_idle(s.snap.task(t), s.snap.node(n)).is_ok();
+        if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "reclaim", fits) {
+            stmt.merge(node_stmt);
+            return true;
+        }
+    }
+    false
+}
+
+impl Action for Reclaim {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn execute(&self, ssn: &mut Session<'_>) {
+        let nq = ssn.snap.queues.len();
+        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
+        let mut queued = vec![false; nq];
+        let mut preemptors: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
+        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        for i in 0..ssn.snap.jobs.len() {
+            let j = JobId(i as u32);
+            if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() {
+                continue;
+            }
+            let q = ssn.snap.job(j).queue;
+            if !queued[q.idx()] {
+                queued[q.idx()] = true;
+                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            }
+            if ssn.job_starving(j) {
+                let heap = pending_tasks(ssn, j);
+                if !heap.is_empty() {
+                    tasks[i] = Some(heap);
+                    preemptors[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+                }
+            }
+        }
+
+        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+            if ssn.overused(q) {
+                tracing::debug!(queue = %ssn.snap.queue(q).name, "overused queue reclaims nothing");
+                continue;
+            }
+            let Some(j) = preemptors[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
+            let mut stmt = Statement::new();
+            let mut heap = tasks[j.idx()].take().unwrap_or_default();
+            while ssn.job_starving(j) {
+                let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
+                if !may_evict_for(ssn, t) || !ssn.preemptive(q, t) || ssn.pre_predicate(t).is_err() {
+                    continue;
+                }
+                reclaim_task(ssn, &mut stmt, q, t);
+            }
+            if ssn.job_pipelined(j) {
+                stmt.commit(ssn);
+            } else {
+                stmt.discard(ssn);
+            }
+            queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+        }
+    }
+}
