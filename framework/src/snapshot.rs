@@ -169,9 +169,8 @@ fn task_status(pod: &Pod) -> TaskStatus {
 }
 
 fn name_index(name: &str) -> Option<i64> {
-    let parts: Vec<&str> = name.split('-').collect();
-    if parts.len() >= 3 {
-        parts.last().and_then(|p| p.parse().ok())
+    if name.matches('-').count() >= 2 {
+        name.rsplit('-').next().and_then(|p| p.parse().ok())
     } else {
         None
     }
@@ -265,7 +264,7 @@ impl Snapshot {
             objects.priority_classes.iter().filter(|pc| pc.global_default == Some(true)).map(|pc| pc.value).max();
 
         let mut pgs: Vec<&Arc<PodGroup>> = objects.pod_groups.iter().collect();
-        pgs.sort_by_key(|pg| meta_key(&pg.metadata));
+        pgs.sort_by_cached_key(|pg| meta_key(&pg.metadata));
         for pg in pgs {
             let key = meta_key(&pg.metadata);
             let queue_name = pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or("default");
@@ -319,7 +318,7 @@ impl Snapshot {
         }
 
         let mut pods: Vec<&Arc<Pod>> = objects.pods.iter().collect();
-        pods.sort_by_key(|p| meta_key(&p.metadata));
+        pods.sort_by_cached_key(|p| meta_key(&p.metadata));
         for pod in pods {
             let spec = pod.spec.as_ref();
             let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
