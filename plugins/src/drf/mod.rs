@@ -6,10 +6,14 @@
 //! the move, the preemptor's job would still not have a larger share than the victim's
 //! (Preemptable). Shares follow every allocate and deallocate event of the session.
 //!
-//! Hierarchical DRF (`enableHierarchy: true` on the plugin entry) is not implemented yet:
-//! such a configuration is rejected at load.
+//! With `enableHierarchy: true` on the plugin entry the plugin also runs hierarchical DRF
+//! (HDRF): queues form a tree from their `volcano.sh/hierarchy` and
+//! `volcano.sh/hierarchy-weights` annotations, jobs are the leaves, and the plugin orders
+//! queues (QueueOrder) and picks reclaim victims (Reclaimable) on that tree. See the
+//! `hdrf` module and `docs/plugins/drf.md`.
 
 mod args;
+mod hdrf;
 #[cfg(test)]
 mod tests;
 
@@ -18,7 +22,9 @@ use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, share, Resource, MIN_RESOURCE};
-use volcano_framework::{parse_args, ArgsError, Hooks, JobId, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId};
+use volcano_framework::{
+    parse_args, ArgsError, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext, Snapshot, TaskId,
+};
 
 pub use args::Args;
 
@@ -27,10 +33,6 @@ pub const NAME: &str = "drf";
 
 /// Two shares closer than this are equal when choosing victims (Volcano `shareDelta`).
 pub const SHARE_DELTA: f64 = 1e-6;
-
-/// The error returned for `enableHierarchy: true`.
-pub const HIERARCHY_NOT_IMPLEMENTED: &str =
-    "drf enableHierarchy (hierarchical DRF) is not implemented yet in volcano-rs";
 
 /// The plugin state of one session.
 #[derive(Debug, Default)]
@@ -41,12 +43,40 @@ pub struct Drf {
     allocated: Vec<Resource>,
     /// Dominant share per job, by `JobId::idx()`.
     shares: Vec<f64>,
+    /// Whether the entry has `enableHierarchy: true`.
+    hierarchy: bool,
+    /// The queue tree (hierarchical mode, once the session is open).
+    hdrf: Option<hdrf::Hdrf>,
 }
 
 impl Drf {
     /// A plugin value for one session (state is built by `on_session_open`).
     pub fn new(_args: Args) -> Self {
         Self::default()
+    }
+
+    /// A plugin value for one session in hierarchical mode (`enableHierarchy: true`).
+    pub fn hierarchical(args: Args) -> Self {
+        Self { hierarchy: true, ..Self::new(args) }
+    }
+
+    /// Whether this value runs hierarchical DRF.
+    pub fn is_hierarchical(&self) -> bool {
+        self.hierarchy
+    }
+
+    /// The dominant share of the queue's node in the hierarchy (`None` outside
+    /// hierarchical mode or for an unknown queue). Internal nodes hold their children's
+    /// allocations scaled to the smallest unsaturated dominant share, as Volcano's HDRF does.
+    pub fn queue_share(&self, q: QueueId) -> Option<f64> {
+        self.hdrf.as_ref().and_then(|h| h.queue_share(q))
+    }
+
+    /// Whether the queue's node in the hierarchy is saturated (every job below it got all
+    /// it asked for on some resource, or asks for a resource the cluster has no more of).
+    /// `None` outside hierarchical mode or for an unknown queue.
+    pub fn queue_saturated(&self, q: QueueId) -> Option<bool> {
+        self.hdrf.as_ref().and_then(|h| h.queue_saturated(q))
     }
 
     /// The dominant share of `allocated` against the cluster total.
@@ -69,6 +99,9 @@ impl Drf {
             alloc.sub_unchecked(&task.resreq);
         }
         self.shares[j.idx()] = dominant_share(&self.total_dims, &self.allocated[j.idx()]);
+        if let Some(h) = self.hdrf.as_mut() {
+            h.on_task(snap, &self.total_dims, &self.allocated, j, &task.resreq, add);
+        }
     }
 }
 
@@ -86,7 +119,12 @@ impl Plugin for Drf {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::JOB_ORDER | Hooks::PREEMPTABLE | Hooks::EVENT_HANDLER
+        let flat = Hooks::JOB_ORDER | Hooks::PREEMPTABLE | Hooks::EVENT_HANDLER;
+        if self.hierarchy {
+            flat | Hooks::QUEUE_ORDER | Hooks::RECLAIMABLE
+        } else {
+            flat
+        }
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
@@ -94,10 +132,27 @@ impl Plugin for Drf {
             snap.total_resource.dims().filter(|(_, v)| *v >= MIN_RESOURCE).map(|(n, v)| (n.to_string(), v)).collect();
         self.allocated = snap.jobs.iter().map(|j| j.allocated.clone()).collect();
         self.shares = self.allocated.iter().map(|a| dominant_share(&self.total_dims, a)).collect();
+        if self.hierarchy {
+            self.hdrf = Some(hdrf::Hdrf::build(snap, &self.total_dims, &self.allocated));
+        }
     }
 
     fn job_order(&self, _snap: &Snapshot, l: JobId, r: JobId) -> Ordering {
         cmp_f64(self.job_share(l), self.job_share(r))
+    }
+
+    fn queue_order(&self, _snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {
+        match &self.hdrf {
+            Some(h) => h.compare_queues(l, r),
+            None => Ordering::Equal,
+        }
+    }
+
+    fn reclaimable(&self, snap: &Snapshot, reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        let h = self.hdrf.as_ref()?;
+        let victims = h.reclaimable(snap, &self.total_dims, &self.allocated, reclaimer, candidates);
+        tracing::trace!(reclaimer = %snap.task(reclaimer).key, victims = victims.len(), "drf: reclaimable");
+        Some(victims)
     }
 
     fn preemptable(&self, snap: &Snapshot, preemptor: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
@@ -140,12 +195,13 @@ impl Plugin for Drf {
     }
 }
 
-/// Checks the entry (no arguments; `enableHierarchy: true` is not supported yet) and
-/// returns the builder.
+/// Checks the entry (no arguments) and returns the builder; `enableHierarchy: true`
+/// builds the hierarchical variant.
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    if opt.enabled_hierarchy == Some(true) {
-        return Err(ArgsError(HIERARCHY_NOT_IMPLEMENTED.to_string()));
-    }
     let args: Args = parse_args(&opt.arguments)?;
-    Ok(Arc::new(move || Box::new(Drf::new(args)) as Box<dyn Plugin>))
+    let hierarchy = opt.enabled_hierarchy == Some(true);
+    Ok(Arc::new(move || {
+        let plugin = if hierarchy { Drf::hierarchical(args) } else { Drf::new(args) };
+        Box::new(plugin) as Box<dyn Plugin>
+    }))
 }
