@@ -1,12 +1,19 @@
 //! The `backfill` action: places best-effort pods (no resource request) that `allocate`
 //! leaves alone, in queue → job → task order, on the best-scoring node that passes the
-//! predicates. Placements are not transactional: a job's allocated pods go to the binder
-//! as soon as the job is ready.
+//! predicates and has a free pod slot.
+//!
+//! Unlike Volcano, whose backfill binds each best-effort pod as soon as its job counts as
+//! ready — which, since pending best-effort pods count towards readiness, can leave a
+//! best-effort gang partly placed — volcano-rs places a job's best-effort pods in one
+//! transaction and commits it only when the job then really has its `minMember` placed (or
+//! all its best-effort pods are placed).
 
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::pq::CmpHeap;
-use volcano_framework::{parse_args, Action, ArgsError, JobId, NodeChoice, QueueId, Session, TaskId, TaskStatus};
+use volcano_framework::{
+    parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
+};
 
 /// Configuration name.
 pub const NAME: &str = "backfill";
@@ -76,37 +83,39 @@ impl Action for Backfill {
             }
             jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
         }
-        let mut order = Vec::new();
         while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
             while let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) {
                 let mut heap = tasks[j.idx()].take().unwrap_or_default();
+                let mut stmt = Statement::new();
                 while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
-                    order.push(t);
+                    if let Err(s) = ssn.pre_predicate(t) {
+                        let e = FitErrors { nodes: ssn.snap.nodes.len(), error: Some(s.reason), ..Default::default() };
+                        ssn.record_fit_errors(t, e);
+                        continue;
+                    }
+                    match ssn.find_node(t) {
+                        Ok(NodeChoice::Idle(n)) => stmt.allocate(ssn, t, n),
+                        Ok(NodeChoice::Future(_)) => {
+                            let e = FitErrors {
+                                nodes: ssn.snap.nodes.len(),
+                                error: Some("no node has a free pod slot until releasing pods are gone".into()),
+                                ..Default::default()
+                            };
+                            ssn.record_fit_errors(t, e);
+                        }
+                        Err(errors) => ssn.record_fit_errors(t, errors),
+                    }
                 }
-            }
-        }
-
-        for t in order {
-            if let Err(s) = ssn.pre_predicate(t) {
-                let e = volcano_framework::FitErrors {
-                    nodes: ssn.snap.nodes.len(),
-                    error: Some(s.reason),
-                    ..Default::default()
-                };
-                ssn.record_fit_errors(t, e);
-                continue;
-            }
-            match ssn.find_node(t) {
-                Ok(NodeChoice::Idle(n)) => ssn.allocate(t, n),
-                Ok(NodeChoice::Future(_)) => {
-                    let e = volcano_framework::FitErrors {
-                        nodes: ssn.snap.nodes.len(),
-                        error: Some("no node has a free pod slot until releasing pods are gone".into()),
-                        ..Default::default()
-                    };
-                    ssn.record_fit_errors(t, e);
+                // The gang rule holds for best-effort pods too: commit only when the job
+                // then has its minimum really placed (pending best-effort pods no longer
+                // count), or when every best-effort pod of the job was placed.
+                let job = ssn.snap.job(j);
+                let all_placed = job.pending_best_effort == 0;
+                if job.ready_task_num() >= job.min_available || all_placed {
+                    stmt.commit(ssn);
+                } else {
+                    stmt.discard(ssn);
                 }
-                Err(errors) => ssn.record_fit_errors(t, errors),
             }
         }
     }

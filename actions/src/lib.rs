@@ -3,6 +3,10 @@
 //! Start at [`in_tree`], the explicit registry. Each action is a module with its typed
 //! arguments (from the configuration's `configurations` list) and its `execute`.
 
+// Actions walk jobs by index and keep several per-job arrays side by side (worksheets,
+// heaps); an index loop says that more plainly than zipped iterators.
+#![allow(clippy::needless_range_loop)]
+
 use volcano_framework::ActionRegistry;
 
 pub mod allocate;

@@ -156,12 +156,7 @@ impl SchedulerConfiguration {
 
     /// The action names in order, trimmed, empty entries dropped.
     pub fn action_names(&self) -> Vec<String> {
-        self.actions
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
+        self.actions.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
     }
 
     /// The built-in default configuration (used when no file is given).
@@ -195,10 +190,9 @@ pub mod args {
     pub fn int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
         match serde_json::Value::deserialize(d)? {
             serde_json::Value::Null => Ok(None),
-            serde_json::Value::Number(n) => n
-                .as_i64()
-                .map(Some)
-                .ok_or_else(|| D::Error::custom(format!("expected an integer, got {n}"))),
+            serde_json::Value::Number(n) => {
+                n.as_i64().map(Some).ok_or_else(|| D::Error::custom(format!("expected an integer, got {n}")))
+            }
             other => Err(D::Error::custom(format!("expected an integer, got {other}"))),
         }
     }

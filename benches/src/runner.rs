@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use volcano_framework::{
-    run_cycle, ClusterObjects, CycleContext, Effect, Observer, Profile, Registries, Session,
-    SessionOptions, Snapshot,
+    run_cycle, ClusterObjects, CycleContext, Effect, Observer, Profile, Registries, Session, SessionOptions, Snapshot,
 };
 
 use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
@@ -96,11 +95,8 @@ pub fn timed_cycle(objects: &ClusterObjects, profile: &Profile, cycle: u64) -> (
     let snap = Snapshot::build(objects, &[SCHEDULER_NAME]).expect("the workload objects are valid");
     let built = Instant::now();
     let mut timer = Timer { start: built, last: built, open: None, actions: Vec::new() };
-    let cx = CycleContext {
-        cycle,
-        now_ms: 1_800_000_000_000 + cycle as i64 * 1000,
-        options: SessionOptions::default(),
-    };
+    let cx =
+        CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() };
     let outcome = run_cycle(snap, profile, &cx, &mut timer);
     let end = Instant::now();
     let times = CycleTimes {
@@ -277,4 +273,3 @@ pub fn run_case(case: Case) -> CaseReport {
         check_failures: failures,
     }
 }
-

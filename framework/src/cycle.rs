@@ -288,8 +288,12 @@ impl InvariantChecker {
             }
         }
         for job in &snap.jobs {
+            // Placement, not eviction, is checked here: pods evicted in this cycle
+            // (Releasing) still count, since whether a gang may lose pods is the victim
+            // rules' decision (the gang plugin's preemptable/reclaimable votes).
             let committed = job.count(TaskStatus::Binding);
-            if committed > 0 && (job.ready_task_num() + job.pending_best_effort as i32) < job.min_available {
+            let placed = job.ready_task_num() + job.count(TaskStatus::Releasing) + job.pending_best_effort as i32;
+            if committed > 0 && placed < job.min_available {
                 self.violations.push(format!(
                     "after {action}: job {} committed {committed} pods but only {} of minMember {} are placed",
                     job.key,

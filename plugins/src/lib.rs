@@ -7,6 +7,7 @@
 use volcano_framework::PluginRegistry;
 
 pub mod binpack;
+pub mod capacity;
 pub mod conformance;
 pub mod drf;
 pub mod elastic;
@@ -16,12 +17,15 @@ pub mod overcommit;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
+pub mod sla;
+pub mod task_topology;
 
 /// Every in-tree plugin, by configuration name.
 pub fn in_tree() -> PluginRegistry {
     let mut r = PluginRegistry::default();
     let entries: &[(&'static str, volcano_framework::PluginFactory)] = &[
         (binpack::NAME, binpack::factory),
+        (capacity::NAME, capacity::factory),
         (conformance::NAME, conformance::factory),
         (drf::NAME, drf::factory),
         (elastic::NAME, elastic::factory),
@@ -31,6 +35,8 @@ pub fn in_tree() -> PluginRegistry {
         (predicates::NAME, predicates::factory),
         (priority::NAME, priority::factory),
         (proportion::NAME, proportion::factory),
+        (sla::NAME, sla::factory),
+        (task_topology::NAME, task_topology::factory),
     ];
     for &(name, f) in entries {
         r.register(name, f).expect("in-tree plugin names are unique");

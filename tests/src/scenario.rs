@@ -423,11 +423,13 @@ impl Cluster {
                     if let Some(r) = role {
                         b = b.annotation(crd::TASK_SPEC_KEY, r);
                     }
-                    let selector = if shape.node_selector.is_empty() { &j.pod.node_selector } else { &shape.node_selector };
+                    let selector =
+                        if shape.node_selector.is_empty() { &j.pod.node_selector } else { &shape.node_selector };
                     for (k, v) in selector {
                         b = b.node_selector(k, v);
                     }
-                    let tolerations = if shape.tolerations.is_empty() { &j.pod.tolerations } else { &shape.tolerations };
+                    let tolerations =
+                        if shape.tolerations.is_empty() { &j.pod.tolerations } else { &shape.tolerations };
                     for t in tolerations {
                         b = b.toleration(
                             t.key.as_deref().unwrap_or(""),

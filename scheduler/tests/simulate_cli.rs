@@ -1,0 +1,132 @@
+//! `volcano-rs simulate` as a user runs it: the built binary on the examples and on bad
+//! input, checking exit codes, stderr and the output formats.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_volcano-rs"))
+        .args(args)
+        .current_dir(root())
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("the binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn temp_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volcano-rs-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn the_gpu_example_simulates_with_its_configuration() {
+    let o = run(&[
+        "simulate",
+        "--config",
+        "examples/volcano-scheduler.conf",
+        "--output",
+        "json",
+        "examples/gpu-cluster.yaml",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["cycles", "podGroups", "pods", "queues"], "(sorted by serde_json)");
+    // The text keeps the order of DESIGN.md.
+    let text = String::from_utf8_lossy(&o.stdout);
+    let at = |k: &str| text.find(&format!("\n  \"{k}\":")).unwrap_or_else(|| panic!("top-level key {k}"));
+    assert!(at("cycles") < at("pods") && at("pods") < at("podGroups") && at("podGroups") < at("queues"));
+    let pods = v["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 14, "every pod of the input is listed");
+    let inference = pods.iter().find(|p| p["pod"] == "prod/inference-0").unwrap();
+    assert_eq!((inference["node"].as_str(), inference["phase"].as_str()), (Some("gpu-a1"), Some("Running")));
+    let weights: Vec<(&str, i64)> = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| (q["name"].as_str().unwrap(), q["weight"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(weights, [("default", 1), ("prod", 1), ("research", 3), ("root", 1)]);
+    assert!(v["cycles"].as_array().unwrap().len() <= 100);
+}
+
+#[test]
+fn default_configuration_table_and_yaml() {
+    let o = run(&["simulate", "examples/gpu-cluster.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(table.contains("Queues:"), "{table}");
+    assert!(table.starts_with("Cycle 1 (2026-01-01T00:00:00Z)"), "{table}");
+
+    let o = run(&["simulate", "-o", "yaml", "--cycles", "2", "examples/gpu-cluster.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_yaml::from_slice(&o.stdout).expect("YAML on stdout");
+    assert_eq!(v["cycles"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn unknown_kind_fails_naming_file_and_document() {
+    let f = temp_file(
+        "unknown.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
+    );
+    let o = run(&["simulate", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = stderr(&o);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains("unknown.yaml: document 2 (line 5): object web: unknown kind \"Deployment\""), "{err}");
+}
+
+#[test]
+fn invalid_configuration_is_rejected_before_the_first_cycle() {
+    let conf = temp_file("bad.conf", "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: no-such-plugin\n");
+    let o = run(&["simulate", "--config", conf.to_str().unwrap(), "examples/gpu-cluster.yaml"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("bad.conf: invalid scheduler configuration: tiers[0].plugins[0].name: unknown plugin"),
+        "{err}"
+    );
+    assert!(o.stdout.is_empty());
+
+    let o = run(&["simulate", "--config", "no/such.conf", "examples/gpu-cluster.yaml"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).starts_with("error: cannot read no/such.conf: "), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_quantity_names_file_document_object_and_field() {
+    let f = temp_file(
+        "quantity.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  schedulerName: volcano-rs\n  containers: [{name: c, image: i, resources: {requests: {nvidia.com/gpu: two}}}]\n",
+    );
+    let o = run(&["simulate", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("quantity.yaml: document 1 (line 1): Pod ml/p: field spec.containers[0].resources.requests[nvidia.com/gpu]: invalid quantity \"two\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = run(&["simulate"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["simulate", "--output", "xml", "examples/gpu-cluster.yaml"]);
+    assert_eq!(o.status.code(), Some(2));
+}

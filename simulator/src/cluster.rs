@@ -1,0 +1,221 @@
+//! The in-memory cluster: every object by key, and [`Cluster::apply_effects`], the one place
+//! where the effects of a cycle change the cluster the way a real cluster would.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
+use volcano_framework::{ClusterObjects, Effect};
+
+use crate::error::EffectError;
+
+/// The cluster state between cycles: objects by key (`namespace/name` for pods and
+/// PodGroups, `name` for the others), so each effect costs a lookup, not a scan.
+#[derive(Clone, Debug, Default)]
+pub struct Cluster {
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Arc<Node>>,
+    /// Pods by `namespace/name`.
+    pub pods: BTreeMap<String, Arc<Pod>>,
+    /// PodGroups by `namespace/name`.
+    pub pod_groups: BTreeMap<String, Arc<PodGroup>>,
+    /// Queues by name.
+    pub queues: BTreeMap<String, Arc<Queue>>,
+    /// PriorityClasses by name.
+    pub priority_classes: BTreeMap<String, Arc<PriorityClass>>,
+}
+
+/// A pod placed on a node (bound or pipelined).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// The node.
+    pub node: String,
+}
+
+/// A pod evicted from a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Eviction {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// The node it ran on.
+    pub node: String,
+    /// The action that evicted it (`preempt`, `reclaim`, …).
+    pub action: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A Kubernetes event a cycle recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventRecord {
+    /// `Kind/namespace/name` of the object.
+    pub object: String,
+    /// `Normal` or `Warning`.
+    pub type_: String,
+    /// Reason.
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}
+
+/// What one cycle changed in the cluster.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CycleRecord {
+    /// Cycle number, from 1.
+    pub cycle: u64,
+    /// The cycle's virtual time, milliseconds since the Unix epoch.
+    pub time_ms: i64,
+    /// Pods bound, in effect order.
+    pub binds: Vec<Placement>,
+    /// Pods evicted (deleted), in effect order.
+    pub evictions: Vec<Eviction>,
+    /// Pods given a nominated node, in effect order.
+    pub pipelined: Vec<Placement>,
+    /// PodGroups whose status changed.
+    pub pod_group_updates: Vec<String>,
+    /// Queues whose `status.allocated` changed.
+    pub queue_updates: Vec<String>,
+    /// Events, in effect order.
+    pub events: Vec<EventRecord>,
+}
+
+impl CycleRecord {
+    /// Whether the cycle changed anything but events: a bind, an eviction, a nominated node,
+    /// a PodGroup or a Queue status.
+    pub fn changed(&self) -> bool {
+        !(self.binds.is_empty()
+            && self.evictions.is_empty()
+            && self.pipelined.is_empty()
+            && self.pod_group_updates.is_empty()
+            && self.queue_updates.is_empty())
+    }
+}
+
+/// Conditions equal but for their transition time and session ID.
+fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
+    let cond = |x: &PodGroupCondition, y: &PodGroupCondition| {
+        x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
+    };
+    a.phase.unwrap_or_default() == b.phase.unwrap_or_default()
+        && a.running == b.running
+        && a.succeeded == b.succeeded
+        && a.failed == b.failed
+        && a.conditions.len() == b.conditions.len()
+        && a.conditions.iter().zip(&b.conditions).all(|(x, y)| cond(x, y))
+}
+
+fn fail(effect: String, message: impl Into<String>) -> EffectError {
+    EffectError { effect, message: message.into() }
+}
+
+impl Cluster {
+    /// The objects a snapshot is built from (shared, not copied).
+    pub fn objects(&self) -> ClusterObjects {
+        ClusterObjects {
+            nodes: self.nodes.values().cloned().collect(),
+            pods: self.pods.values().cloned().collect(),
+            pod_groups: self.pod_groups.values().cloned().collect(),
+            queues: self.queues.values().cloned().collect(),
+            priority_classes: self.priority_classes.values().cloned().collect(),
+        }
+    }
+
+    /// Applies a cycle's effects in order, as a cluster would, and records what changed:
+    ///
+    /// - `Bind`: the pod gets `spec.nodeName`, phase `Running` and a start time, and loses its
+    ///   nominated node;
+    /// - `Evict`: the pod is deleted;
+    /// - `Pipeline`: the pod gets `status.nominatedNodeName`;
+    /// - `PodGroupStatus`: the PodGroup's status is replaced;
+    /// - `QueueStatus`: the Queue's `status.allocated` is replaced;
+    /// - `Event`: recorded only.
+    ///
+    /// An effect naming an object that does not exist, or binding a pod that already has a
+    /// node, is an error: the effects before it have been applied.
+    pub fn apply_effects(&mut self, effects: &[Effect], cycle: u64, now_ms: i64) -> Result<CycleRecord, EffectError> {
+        let now = Time(k8s_openapi::jiff::Timestamp::from_millisecond(now_ms).unwrap_or_default());
+        let mut rec = CycleRecord { cycle, time_ms: now_ms, ..CycleRecord::default() };
+        for effect in effects {
+            match effect {
+                Effect::Bind { pod, node } => {
+                    let what = || format!("bind {pod} to {node}");
+                    if !self.nodes.contains_key(node) {
+                        return Err(fail(what(), format!("node {node} does not exist")));
+                    }
+                    let p = self.pods.get_mut(pod).ok_or_else(|| fail(what(), format!("pod {pod} does not exist")))?;
+                    let p = Arc::make_mut(p);
+                    let spec = p.spec.get_or_insert_with(Default::default);
+                    if let Some(bound) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+                        return Err(fail(what(), format!("the pod is already bound to {bound}")));
+                    }
+                    spec.node_name = Some(node.clone());
+                    let status = p.status.get_or_insert_with(Default::default);
+                    status.phase = Some("Running".into());
+                    status.nominated_node_name = None;
+                    status.start_time = Some(now.clone());
+                    rec.binds.push(Placement { pod: pod.clone(), node: node.clone() });
+                }
+                Effect::Evict { pod, node, action, reason } => {
+                    if self.pods.remove(pod).is_none() {
+                        return Err(fail(format!("evict {pod} from {node}"), format!("pod {pod} does not exist")));
+                    }
+                    rec.evictions.push(Eviction {
+                        pod: pod.clone(),
+                        node: node.clone(),
+                        action: action.to_string(),
+                        reason: reason.clone(),
+                    });
+                }
+                Effect::Pipeline { pod, node } => {
+                    let what = || format!("nominate {node} for {pod}");
+                    if !self.nodes.contains_key(node) {
+                        return Err(fail(what(), format!("node {node} does not exist")));
+                    }
+                    let p = self.pods.get_mut(pod).ok_or_else(|| fail(what(), format!("pod {pod} does not exist")))?;
+                    let current = p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref());
+                    if current != Some(node.as_str()) {
+                        let status = Arc::make_mut(p).status.get_or_insert_with(Default::default);
+                        status.nominated_node_name = Some(node.clone());
+                        rec.pipelined.push(Placement { pod: pod.clone(), node: node.clone() });
+                    }
+                }
+                Effect::PodGroupStatus { pod_group, status } => {
+                    let pg = self.pod_groups.get_mut(pod_group).ok_or_else(|| {
+                        fail(format!("status of PodGroup {pod_group}"), format!("PodGroup {pod_group} does not exist"))
+                    })?;
+                    let changed = !same_status(&pg.status.clone().unwrap_or_default(), status);
+                    Arc::make_mut(pg).status = Some(status.clone());
+                    if changed {
+                        rec.pod_group_updates.push(pod_group.clone());
+                    }
+                }
+                Effect::QueueStatus { queue, allocated } => {
+                    let q = self.queues.get_mut(queue).ok_or_else(|| {
+                        fail(format!("status of Queue {queue}"), format!("queue {queue} does not exist"))
+                    })?;
+                    let old = q.status.as_ref().and_then(|s| s.allocated.as_ref());
+                    if old != Some(allocated) {
+                        Arc::make_mut(q).status.get_or_insert_with(Default::default).allocated =
+                            Some(allocated.clone());
+                        rec.queue_updates.push(queue.clone());
+                    }
+                }
+                Effect::Event { object, type_, reason, message } => {
+                    tracing::debug!(cycle, object = %object, type_ = *type_, reason = %reason, "{message}");
+                    rec.events.push(EventRecord {
+                        object: object.clone(),
+                        type_: type_.to_string(),
+                        reason: reason.clone(),
+                        message: message.clone(),
+                    });
+                }
+            }
+        }
+        Ok(rec)
+    }
+}

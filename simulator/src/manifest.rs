@@ -1,0 +1,513 @@
+//! Reading Kubernetes manifests: YAML files of one or more documents (`---`), JSON files of
+//! one or more objects, `List`s of objects, and directories of such files.
+//!
+//! Every object keeps its [`Origin`] (file, document, line, List item) so that any later
+//! error can name where the object was written. Unknown kinds are an error, never skipped.
+
+use std::fmt;
+use std::io::Read;
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use volcano_api::crd::{PodGroup, Queue};
+
+use crate::error::InputError;
+
+/// The kinds the simulator reads, in words (for error messages).
+pub const SUPPORTED_KINDS: &str = "v1 Node, Pod and List, scheduling.k8s.io/v1 PriorityClass, \
+     scheduling.volcano.sh/v1beta1 PodGroup and Queue";
+
+/// Where an object was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The file as named on the command line (`<stdin>` for standard input).
+    pub file: String,
+    /// 1-based index of the document (YAML) or top-level value (JSON) in the file.
+    pub document: usize,
+    /// 1-based line where the document starts, when known.
+    pub line: Option<usize>,
+    /// 1-based index in the `items` of a List, for objects inside a List.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.file, self.document)?;
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
+        if let Some(item) = self.item {
+            write!(f, ", item {item}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The kinds of object the simulator reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    /// `v1` Node.
+    Node,
+    /// `v1` Pod.
+    Pod,
+    /// `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass,
+    /// `scheduling.volcano.sh/v1beta1` PodGroup.
+    PodGroup,
+    /// `scheduling.volcano.sh/v1beta1` Queue.
+    Queue,
+}
+
+impl ObjectKind {
+    /// Every kind.
+    pub const ALL: [ObjectKind; 5] =
+        [ObjectKind::Node, ObjectKind::Pod, ObjectKind::PriorityClass, ObjectKind::PodGroup, ObjectKind::Queue];
+
+    /// The kind as written in manifests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Node => "Node",
+            ObjectKind::Pod => "Pod",
+            ObjectKind::PriorityClass => "PriorityClass",
+            ObjectKind::PodGroup => "PodGroup",
+            ObjectKind::Queue => "Queue",
+        }
+    }
+
+    /// The apiVersion the simulator reads for this kind.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            ObjectKind::Node | ObjectKind::Pod => "v1",
+            ObjectKind::PriorityClass => "scheduling.k8s.io/v1",
+            ObjectKind::PodGroup | ObjectKind::Queue => "scheduling.volcano.sh/v1beta1",
+        }
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    pub fn namespaced(self) -> bool {
+        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup)
+    }
+
+    /// The kind with this name (as in [`ObjectKind::as_str`]).
+    pub fn from_name(kind: &str) -> Option<ObjectKind> {
+        ObjectKind::ALL.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    fn from_type(api_version: &str, kind: &str) -> Option<ObjectKind> {
+        ObjectKind::from_name(kind).filter(|k| k.api_version() == api_version)
+    }
+}
+
+/// One Kubernetes object of a kind the simulator reads.
+#[derive(Clone, Debug)]
+pub enum Object {
+    /// A node.
+    Node(Box<Node>),
+    /// A pod.
+    Pod(Box<Pod>),
+    /// A priority class.
+    PriorityClass(Box<PriorityClass>),
+    /// A PodGroup.
+    PodGroup(Box<PodGroup>),
+    /// A queue.
+    Queue(Box<Queue>),
+}
+
+impl Object {
+    /// The object's kind.
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Object::Node(_) => ObjectKind::Node,
+            Object::Pod(_) => ObjectKind::Pod,
+            Object::PriorityClass(_) => ObjectKind::PriorityClass,
+            Object::PodGroup(_) => ObjectKind::PodGroup,
+            Object::Queue(_) => ObjectKind::Queue,
+        }
+    }
+
+    /// The object's metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            Object::Node(o) => &o.metadata,
+            Object::Pod(o) => &o.metadata,
+            Object::PriorityClass(o) => &o.metadata,
+            Object::PodGroup(o) => &o.metadata,
+            Object::Queue(o) => &o.metadata,
+        }
+    }
+
+    /// The object's metadata, to change it.
+    pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Object::Node(o) => &mut o.metadata,
+            Object::Pod(o) => &mut o.metadata,
+            Object::PriorityClass(o) => &mut o.metadata,
+            Object::PodGroup(o) => &mut o.metadata,
+            Object::Queue(o) => &mut o.metadata,
+        }
+    }
+
+    /// `namespace/name` for namespaced objects, `name` otherwise.
+    pub fn key(&self) -> String {
+        object_key(self.kind(), self.metadata())
+    }
+}
+
+/// `namespace/name` for namespaced kinds (namespace `default` when missing), `name` otherwise.
+pub fn object_key(kind: ObjectKind, meta: &ObjectMeta) -> String {
+    let name = meta.name.as_deref().unwrap_or_default();
+    if kind.namespaced() {
+        let ns = meta.namespace.as_deref().filter(|n| !n.is_empty()).unwrap_or("default");
+        format!("{ns}/{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// An object with the place it was written.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// Where it was written.
+    pub origin: Origin,
+    /// The object as written.
+    pub object: Object,
+}
+
+/// The objects of one or more manifest files, in input order.
+#[derive(Clone, Debug, Default)]
+pub struct Manifest {
+    /// The objects, in the order of the files, documents and List items.
+    pub entries: Vec<Entry>,
+}
+
+/// One parsed top-level value of a file.
+struct Document {
+    index: usize,
+    line: Option<usize>,
+    value: Value,
+}
+
+impl Manifest {
+    /// An empty manifest.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads every path in order (see [`Manifest::load_path`]).
+    pub fn from_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Self, InputError> {
+        let mut m = Manifest::new();
+        for p in paths {
+            m.load_path(p.as_ref())?;
+        }
+        Ok(m)
+    }
+
+    /// Reads a file, a directory (its `.yaml`, `.yml` and `.json` files, by name, not
+    /// recursively) or, for `-`, standard input.
+    pub fn load_path(&mut self, path: &Path) -> Result<(), InputError> {
+        let name = path.display().to_string();
+        let read_err = |source| InputError::Read { file: name.clone(), source };
+        if name == "-" {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).map_err(read_err)?;
+            return self.load_str("<stdin>", &text);
+        }
+        if path.is_dir() {
+            let mut files = Vec::new();
+            for entry in std::fs::read_dir(path).map_err(read_err)? {
+                let p = entry.map_err(read_err)?.path();
+                let manifest_ext =
+                    p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+                if p.is_file() && manifest_ext {
+                    files.push(p);
+                }
+            }
+            files.sort();
+            for f in files {
+                self.load_path(&f)?;
+            }
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(path).map_err(read_err)?;
+        self.load_str(&name, &text)
+    }
+
+    /// Parses the text of one file named `file` (JSON when the name ends in `.json` or the
+    /// text starts with `{`, YAML otherwise) and appends its objects.
+    pub fn load_str(&mut self, file: &str, text: &str) -> Result<(), InputError> {
+        let docs = if is_json(file, text) { json_documents(file, text)? } else { yaml_documents(file, text)? };
+        for doc in docs {
+            let origin = Origin { file: file.to_string(), document: doc.index, line: doc.line, item: None };
+            match doc.value {
+                // An empty document (`---` at the end of a file, say).
+                Value::Null => {}
+                Value::Object(map) => self.top_level(origin, map)?,
+                other => return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
+            }
+        }
+        Ok(())
+    }
+
+    fn top_level(&mut self, origin: Origin, mut map: Map<String, Value>) -> Result<(), InputError> {
+        let (api_version, kind) = type_of(&origin, &map)?;
+        let item_kind = kind.strip_suffix("List");
+        let typed_list = item_kind.and_then(|k| ObjectKind::from_type(&api_version, k));
+        if !(api_version == "v1" && kind == "List") && typed_list.is_none() {
+            return self.object(origin, map);
+        }
+        let items = match map.remove("items") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items,
+            Some(other) => {
+                return Err(InputError::Field {
+                    origin: Some(Box::new(origin)),
+                    kind: "List",
+                    object: name_of(&map).unwrap_or_else(|| "(unnamed)".into()),
+                    field: "items".into(),
+                    message: format!("expected a list of objects, found {}", value_type(&other)),
+                })
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            let origin = Origin { item: Some(i + 1), ..origin.clone() };
+            match item {
+                Value::Object(mut m) => {
+                    // Items of a typed list (`PodList`) may leave out their apiVersion and kind.
+                    if let Some(k) = typed_list {
+                        m.entry("apiVersion").or_insert_with(|| k.api_version().into());
+                        m.entry("kind").or_insert_with(|| k.as_str().into());
+                    }
+                    self.object(origin, m)?;
+                }
+                other => return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
+            }
+        }
+        Ok(())
+    }
+
+    fn object(&mut self, origin: Origin, mut map: Map<String, Value>) -> Result<(), InputError> {
+        let (api_version, kind) = type_of(&origin, &map)?;
+        let name = name_of(&map);
+        let Some(k) = ObjectKind::from_type(&api_version, &kind) else {
+            if api_version.starts_with("batch.volcano.sh/") && kind == "Job" {
+                return Err(InputError::UnsupportedKind {
+                    origin: Box::new(origin),
+                    object: name,
+                    api_version,
+                    kind,
+                    why: "the Job controller is not part of the simulator yet; \
+                          give the Job's pods and PodGroup instead",
+                });
+            }
+            return Err(InputError::UnknownKind { origin: Box::new(origin), object: name, api_version, kind });
+        };
+        let display = display_name(k, &map);
+        if matches!(k, ObjectKind::PodGroup | ObjectKind::Queue) {
+            // Both CRDs accept an object without a spec.
+            map.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+        }
+        let value = Value::Object(map);
+        let object = match k {
+            ObjectKind::Node => Object::Node(decode(&origin, k, &display, value)?),
+            ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value)?),
+            ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value)?),
+            ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value)?),
+            ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value)?),
+        };
+        validate(&origin, &object, &display)?;
+        self.entries.push(Entry { origin, object });
+        Ok(())
+    }
+}
+
+fn is_json(file: &str, text: &str) -> bool {
+    file.ends_with(".json") || text.trim_start().starts_with('{')
+}
+
+fn value_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+fn name_of(map: &Map<String, Value>) -> Option<String> {
+    map.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str).map(str::to_string)
+}
+
+/// The object's name for messages: `namespace/name` for namespaced kinds.
+fn display_name(kind: ObjectKind, map: &Map<String, Value>) -> String {
+    let Some(name) = name_of(map).filter(|n| !n.is_empty()) else { return "(unnamed)".into() };
+    if kind.namespaced() {
+        let ns = map
+            .get("metadata")
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("default");
+        format!("{ns}/{name}")
+    } else {
+        name
+    }
+}
+
+fn type_of(origin: &Origin, map: &Map<String, Value>) -> Result<(String, String), InputError> {
+    let field = |field: &'static str| match map.get(field) {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        other => Err(InputError::MissingType {
+            origin: Box::new(origin.clone()),
+            object: name_of(map),
+            field,
+            found: match other {
+                None | Some(Value::Null) => "found nothing",
+                Some(Value::String(_)) => "found an empty string",
+                Some(Value::Bool(_)) => "found a boolean",
+                Some(Value::Number(_)) => "found a number",
+                Some(Value::Array(_)) => "found a list",
+                Some(Value::Object(_)) => "found a mapping",
+            },
+        }),
+    };
+    Ok((field("apiVersion")?, field("kind")?))
+}
+
+fn decode<T: DeserializeOwned>(origin: &Origin, kind: ObjectKind, object: &str, value: Value) -> Result<T, InputError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        InputError::Field {
+            origin: Some(Box::new(origin.clone())),
+            kind: kind.as_str(),
+            object: object.to_string(),
+            field: if path == "." { String::new() } else { path },
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+/// What the API server requires of every object before anything else looks at it.
+fn validate(origin: &Origin, object: &Object, display: &str) -> Result<(), InputError> {
+    let err = |field: &str, message: &str| InputError::Field {
+        origin: Some(Box::new(origin.clone())),
+        kind: object.kind().as_str(),
+        object: display.to_string(),
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    if object.metadata().name.as_deref().is_none_or(str::is_empty) {
+        return Err(err("metadata.name", "required: every object needs a name"));
+    }
+    if let Object::Pod(pod) = object {
+        let Some(spec) = &pod.spec else {
+            return Err(err("spec", "required: a pod needs a spec with at least one container"));
+        };
+        if spec.containers.is_empty() {
+            return Err(err("spec.containers", "required: a pod needs at least one container"));
+        }
+    }
+    Ok(())
+}
+
+fn yaml_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    let mut docs = Vec::new();
+    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        // On a syntax error the iterator would repeat the error forever: stop at the first.
+        let value = Value::deserialize(de).map_err(|source| InputError::Yaml {
+            file: file.to_string(),
+            document: i + 1,
+            source,
+        })?;
+        docs.push(Document { index: i + 1, line: None, value });
+    }
+    let lines = yaml_document_lines(text);
+    if lines.len() == docs.len() {
+        for (d, line) in docs.iter_mut().zip(lines) {
+            d.line = Some(line);
+        }
+    }
+    Ok(docs)
+}
+
+/// The 1-based line where each YAML document starts: its first line of content (the
+/// `---` line itself when content follows the marker on that line, or when the document is
+/// empty). Only used when it finds as many documents as the parser did.
+fn yaml_document_lines(text: &str) -> Vec<usize> {
+    fn marker<'a>(line: &'a str, m: &str) -> Option<&'a str> {
+        line.strip_prefix(m).filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r'])).map(str::trim)
+    }
+    let mut starts = Vec::new();
+    // A `---` whose document has no content line yet.
+    let mut pending: Option<usize> = None;
+    let mut open = false;
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if let Some(rest) = marker(line, "---") {
+            starts.extend(pending.take());
+            if rest.is_empty() || rest.starts_with('#') {
+                pending = Some(n);
+            } else {
+                starts.push(n);
+            }
+            open = true;
+        } else if marker(line, "...").is_some() {
+            starts.extend(pending.take());
+            open = false;
+        } else {
+            let t = line.trim_start();
+            let content = !(t.is_empty() || t.starts_with('#') || (!open && line.starts_with('%')));
+            if content && pending.take().is_some() {
+                starts.push(n);
+            } else if content && !open {
+                starts.push(n);
+                open = true;
+            }
+        }
+    }
+    starts.extend(pending);
+    starts
+}
+
+fn json_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
+    let mut docs = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    loop {
+        let start = stream.byte_offset();
+        let Some(next) = stream.next() else { break };
+        let value = next.map_err(|source| InputError::Json { file: file.to_string(), source })?;
+        let rest = &text[start..];
+        let skipped = rest.len() - rest.trim_start().len();
+        let line = text[..start + skipped].matches('\n').count() + 1;
+        docs.push(Document { index: docs.len() + 1, line: Some(line), value });
+    }
+    Ok(docs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_lines_follow_markers_and_content() {
+        assert_eq!(yaml_document_lines("a: 1\n---\nb: 2\n"), vec![1, 3]);
+        assert_eq!(yaml_document_lines("# c\n---\na: 1\n...\n---\nb: 2"), vec![3, 6]);
+        assert_eq!(yaml_document_lines("---\na: 1\n---\n---\nb: 2\n---\n"), vec![2, 3, 5, 6]);
+        assert_eq!(yaml_document_lines("--- {a: 1}\n--- # c\n\nb: 2\n"), vec![1, 4]);
+        assert_eq!(yaml_document_lines("x: |\n  ---- not a marker\n"), vec![1]);
+    }
+
+    #[test]
+    fn origin_display() {
+        let o = Origin { file: "a.yaml".into(), document: 2, line: Some(7), item: Some(3) };
+        assert_eq!(o.to_string(), "a.yaml: document 2 (line 7), item 3");
+        let o = Origin { file: "a.yaml".into(), document: 1, line: None, item: None };
+        assert_eq!(o.to_string(), "a.yaml: document 1");
+    }
+}

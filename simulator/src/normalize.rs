@@ -1,0 +1,452 @@
+//! What a cluster does to objects before the scheduler sees them: API-server defaults, the
+//! Priority admission plugin, the scheduler cache's default queues and Volcano's PodGroup
+//! controller. Each rule is documented in `docs/simulate.md`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, ResourceList};
+use volcano_api::quantity;
+use volcano_framework::resource::PODS;
+use volcano_framework::SnapshotError;
+
+use crate::cluster::Cluster;
+use crate::error::InputError;
+use crate::manifest::{object_key, Manifest, Object, ObjectKind, Origin};
+use crate::SCHEDULER_NAME;
+
+/// 2026-01-01T00:00:00Z: the virtual clock never starts earlier, and objects without a
+/// `creationTimestamp` are dated just before it.
+pub const SIM_EPOCH_MS: i64 = 1_767_225_600_000;
+
+/// Kubernetes' built-in PriorityClasses, which exist in every cluster.
+const SYSTEM_PRIORITY_CLASSES: [(&str, i32); 2] =
+    [("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
+
+/// Annotations Volcano's PodGroup controller copies from a pod to the PodGroup it creates.
+const COPIED_ANNOTATIONS: [&str; 5] = [
+    crd::PREEMPTABLE_KEY,
+    "volcano.sh/cooldown-time",
+    "volcano.sh/revocable-zone",
+    "volcano.sh/jdb-min-available",
+    "volcano.sh/jdb-max-unavailable",
+];
+
+/// Where each input object was written, to turn later errors into messages that name the
+/// file and document.
+#[derive(Clone, Debug, Default)]
+pub struct Origins {
+    map: HashMap<(ObjectKind, String), Origin>,
+}
+
+impl Origins {
+    /// The origin of an object (`None` for objects the simulator created).
+    pub fn get(&self, kind: ObjectKind, key: &str) -> Option<&Origin> {
+        self.map.get(&(kind, key.to_string()))
+    }
+
+    /// Records an origin; returns the earlier one if the object is already known.
+    fn insert(&mut self, kind: ObjectKind, key: String, origin: Origin) -> Option<Origin> {
+        match self.map.entry((kind, key)) {
+            std::collections::hash_map::Entry::Occupied(e) => Some(e.get().clone()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(origin);
+                None
+            }
+        }
+    }
+
+    /// Turns a snapshot error (kind, object, field) into an input error naming the file and
+    /// document the object came from.
+    pub fn snapshot_error(&self, e: SnapshotError) -> InputError {
+        let origin = ObjectKind::from_name(e.kind).and_then(|k| self.get(k, &e.name)).cloned().map(Box::new);
+        InputError::Field { origin, kind: e.kind, object: e.name, field: e.field, message: e.source.to_string() }
+    }
+}
+
+/// The cluster after normalisation, with the origins of its objects.
+#[derive(Clone, Debug, Default)]
+pub struct Normalised {
+    /// The objects as the scheduler will see them.
+    pub cluster: Cluster,
+    /// Where each input object was written.
+    pub origins: Origins,
+    /// The latest `creationTimestamp` of any object, milliseconds since the Unix epoch.
+    pub latest_creation_ms: i64,
+}
+
+fn time(ms: i64) -> Time {
+    Time(Timestamp::from_millisecond(ms).unwrap_or_default())
+}
+
+/// A deterministic UID from the object's kind and key: FNV-1a over the bytes, each half
+/// finished with MurmurHash3's `fmix64` so that similar keys get unlike UIDs, printed as an
+/// RFC 9562 version-8 UUID.
+pub fn deterministic_uid(kind: ObjectKind, key: &str) -> String {
+    fn fmix64(mut k: u64) -> u64 {
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
+    }
+    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
+    for b in kind.as_str().bytes().chain([b'/']).chain(key.bytes()) {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
+    }
+    let hi = fmix64((h >> 64) as u64);
+    let lo = fmix64(h as u64 ^ hi);
+    // Version 8 (custom) and the RFC variant bits.
+    let hi = (hi & !0xf000) | 0x8000;
+    let lo = (lo & !(0b11 << 62)) | (0b10 << 62);
+    let hex = format!("{hi:016x}{lo:016x}");
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+fn generated_queue(name: &str, reclaimable: bool) -> Object {
+    Object::Queue(Box::new(Queue {
+        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+        spec: QueueSpec { weight: Some(1), reclaimable: Some(reclaimable), ..Default::default() },
+        status: None,
+    }))
+}
+
+/// Applies the cluster's normalisation to the objects of a manifest (see `docs/simulate.md`):
+/// namespaces, duplicates, the built-in PriorityClasses and default queues, creation
+/// timestamps, UIDs, pod defaults, pod priorities and the PodGroups of plain pods.
+pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
+    let mut origins = Origins::default();
+    let mut entries = manifest.entries;
+
+    // Namespaces, then duplicates.
+    for e in &mut entries {
+        let kind = e.object.kind();
+        let meta = e.object.metadata_mut();
+        if kind.namespaced() {
+            if meta.namespace.as_deref().is_none_or(str::is_empty) {
+                meta.namespace = Some("default".into());
+            }
+        } else {
+            // The API server ignores a namespace on a cluster-scoped object.
+            meta.namespace = None;
+        }
+        let key = e.object.key();
+        if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
+            return Err(InputError::Duplicate {
+                kind: kind.as_str(),
+                object: key,
+                first: Box::new(first),
+                second: Box::new(e.origin.clone()),
+            });
+        }
+        check_quantities(&e.object).map_err(|(field, message)| InputError::Field {
+            origin: Some(Box::new(e.origin.clone())),
+            kind: kind.as_str(),
+            object: key,
+            field,
+            message,
+        })?;
+    }
+
+    // Objects the cluster has before any input: system PriorityClasses, queues root and default.
+    let has = |kind: ObjectKind, key: &str| origins.get(kind, key).is_some();
+    let mut generated: Vec<Object> = Vec::new();
+    for (name, value) in SYSTEM_PRIORITY_CLASSES {
+        if !has(ObjectKind::PriorityClass, name) {
+            generated.push(Object::PriorityClass(Box::new(PriorityClass {
+                metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+                value,
+                description: Some("Built-in Kubernetes priority class.".into()),
+                ..Default::default()
+            })));
+        }
+    }
+    if !has(ObjectKind::Queue, "root") {
+        generated.push(generated_queue("root", false));
+    }
+    if !has(ObjectKind::Queue, "default") {
+        generated.push(generated_queue("default", true));
+    }
+
+    // Creation timestamps: one second apart, in input order, ending just before the epoch.
+    let missing = generated
+        .iter()
+        .chain(entries.iter().map(|e| &e.object))
+        .filter(|o| o.metadata().creation_timestamp.is_none())
+        .count() as i64;
+    let mut next = SIM_EPOCH_MS - missing * 1000;
+    for o in generated.iter_mut().chain(entries.iter_mut().map(|e| &mut e.object)) {
+        let meta = o.metadata_mut();
+        if meta.creation_timestamp.is_none() {
+            meta.creation_timestamp = Some(time(next));
+            next += 1000;
+        }
+    }
+
+    // UIDs.
+    for o in generated.iter_mut().chain(entries.iter_mut().map(|e| &mut e.object)) {
+        if o.metadata().uid.as_deref().is_none_or(str::is_empty) {
+            let uid = deterministic_uid(o.kind(), &o.key());
+            o.metadata_mut().uid = Some(uid);
+        }
+    }
+
+    // The Priority admission plugin needs every PriorityClass.
+    let mut classes: BTreeMap<String, (i32, Option<String>)> = BTreeMap::new();
+    let mut global_default: Option<(String, i32)> = None;
+    let all_classes =
+        generated.iter().map(|o| (None, o)).chain(entries.iter().map(|e| (Some(&e.origin), &e.object))).filter_map(
+            |(origin, o)| match o {
+                Object::PriorityClass(pc) => Some((origin, pc)),
+                _ => None,
+            },
+        );
+    for (origin, pc) in all_classes {
+        let name = pc.metadata.name.clone().unwrap_or_default();
+        if pc.global_default == Some(true) {
+            if let Some((first, _)) = &global_default {
+                return Err(InputError::Field {
+                    origin: origin.cloned().map(Box::new),
+                    kind: "PriorityClass",
+                    object: name,
+                    field: "globalDefault".into(),
+                    message: format!("PriorityClass {first} is already the global default; only one may be"),
+                });
+            }
+            global_default = Some((name.clone(), pc.value));
+        }
+        classes.insert(name, (pc.value, pc.preemption_policy.clone()));
+    }
+
+    let mut cluster = Cluster::default();
+    let mut latest_creation_ms = i64::MIN;
+    let mut pod_order: Vec<String> = Vec::new();
+    for (origin, object) in
+        generated.into_iter().map(|o| (None, o)).chain(entries.into_iter().map(|e| (Some(e.origin), e.object)))
+    {
+        let created = object.metadata().creation_timestamp.as_ref().map(|t| t.0.as_millisecond());
+        latest_creation_ms = latest_creation_ms.max(created.unwrap_or(i64::MIN));
+        let key = object.key();
+        match object {
+            Object::Node(n) => {
+                cluster.nodes.insert(key, Arc::from(n));
+            }
+            Object::Pod(mut pod) => {
+                pod_defaults(&mut pod, origin.as_ref(), &classes, global_default.as_ref())?;
+                pod_order.push(key.clone());
+                cluster.pods.insert(key, Arc::from(pod));
+            }
+            Object::PriorityClass(pc) => {
+                cluster.priority_classes.insert(key, Arc::from(pc));
+            }
+            Object::PodGroup(mut pg) => {
+                if pg.spec.queue.as_deref().is_none_or(str::is_empty) {
+                    pg.spec.queue = Some("default".into());
+                }
+                cluster.pod_groups.insert(key, Arc::from(pg));
+            }
+            Object::Queue(q) => {
+                cluster.queues.insert(key, Arc::from(q));
+            }
+        }
+    }
+
+    // Volcano's PodGroup controller: a PodGroup for every pod of ours without one.
+    for key in pod_order {
+        let pod = &cluster.pods[&key];
+        let ours = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(SCHEDULER_NAME);
+        let grouped = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crd::GROUP_NAME_ANNOTATION));
+        if !ours || grouped {
+            continue;
+        }
+        let origin = origins.get(ObjectKind::Pod, &key);
+        let pg = auto_pod_group(pod, origin, &origins)?;
+        let pg_name = pg.metadata.name.clone().unwrap_or_default();
+        let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
+        cluster.pod_groups.entry(pg_key).or_insert_with(|| Arc::new(pg));
+        let pod = cluster.pods.get_mut(&key).expect("the pod is in the cluster");
+        Arc::make_mut(pod)
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(crd::GROUP_NAME_ANNOTATION.into(), pg_name);
+    }
+
+    Ok(Normalised { cluster, origins, latest_creation_ms })
+}
+
+/// Checks one resource list: every quantity parses and none is negative.
+fn check_list(path: &str, list: Option<&ResourceList>) -> Result<(), (String, String)> {
+    for (name, q) in list.into_iter().flatten() {
+        let field = || format!("{path}[{name}]");
+        match quantity::parse(&q.0) {
+            Err(e) => return Err((field(), format!("{e}; expected a Kubernetes quantity such as 500m, 4, 64Gi"))),
+            Ok(v) if v < 0.0 => return Err((field(), format!("{:?} is negative; expected a quantity ≥ 0", q.0))),
+            Ok(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// What the API server checks of every quantity: the field and the message of the first
+/// invalid one.
+fn check_quantities(object: &Object) -> Result<(), (String, String)> {
+    match object {
+        Object::Pod(pod) => {
+            let Some(spec) = &pod.spec else { return Ok(()) };
+            let groups = [("containers", Some(&spec.containers)), ("initContainers", spec.init_containers.as_ref())];
+            for (group, containers) in groups {
+                for (i, c) in containers.into_iter().flatten().enumerate() {
+                    let Some(r) = &c.resources else { continue };
+                    check_list(&format!("spec.{group}[{i}].resources.requests"), r.requests.as_ref())?;
+                    check_list(&format!("spec.{group}[{i}].resources.limits"), r.limits.as_ref())?;
+                }
+            }
+            check_list("spec.overhead", spec.overhead.as_ref())
+        }
+        Object::Node(node) => {
+            let Some(status) = &node.status else { return Ok(()) };
+            check_list("status.capacity", status.capacity.as_ref())?;
+            check_list("status.allocatable", status.allocatable.as_ref())
+        }
+        Object::PodGroup(pg) => check_list("spec.minResources", pg.spec.min_resources.as_ref()),
+        Object::Queue(q) => {
+            check_list("spec.capability", q.spec.capability.as_ref())?;
+            check_list("spec.deserved", q.spec.deserved.as_ref())?;
+            check_list("spec.guarantee.resource", q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()))?;
+            check_list("status.allocated", q.status.as_ref().and_then(|s| s.allocated.as_ref()))
+        }
+        Object::PriorityClass(_) => Ok(()),
+    }
+}
+
+/// API-server defaults of a pod and the Priority admission plugin.
+fn pod_defaults(
+    pod: &mut Pod,
+    origin: Option<&Origin>,
+    classes: &BTreeMap<String, (i32, Option<String>)>,
+    global_default: Option<&(String, i32)>,
+) -> Result<(), InputError> {
+    let key = object_key(ObjectKind::Pod, &pod.metadata);
+    let status = pod.status.get_or_insert_with(PodStatus::default);
+    if status.phase.as_deref().is_none_or(str::is_empty) {
+        status.phase = Some("Pending".into());
+    }
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+        spec.scheduler_name = Some("default-scheduler".into());
+    }
+    match spec.priority_class_name.as_deref().filter(|n| !n.is_empty()) {
+        Some(name) => {
+            let Some((value, policy)) = classes.get(name) else {
+                return Err(InputError::Field {
+                    origin: origin.cloned().map(Box::new),
+                    kind: "Pod",
+                    object: key,
+                    field: "spec.priorityClassName".into(),
+                    message: format!(
+                        "no PriorityClass named {name:?}: the Priority admission plugin rejects the pod \
+                         (known: {})",
+                        classes.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            };
+            spec.priority.get_or_insert(*value);
+            if spec.preemption_policy.is_none() {
+                spec.preemption_policy = policy.clone();
+            }
+        }
+        None => {
+            if let Some((name, value)) = global_default {
+                spec.priority_class_name = Some(name.clone());
+                spec.priority.get_or_insert(*value);
+                if spec.preemption_policy.is_none() {
+                    spec.preemption_policy = classes.get(name).and_then(|c| c.1.clone());
+                }
+            } else {
+                spec.priority.get_or_insert(0);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The PodGroup Volcano's controller creates for a plain pod: `podgroup-<owner UID>` (the
+/// controlling owner's UID, else the pod's), minMember 1, the queue of the pod's annotation,
+/// minResources = the pod's requests.
+fn auto_pod_group(pod: &Pod, origin: Option<&Origin>, origins: &Origins) -> Result<PodGroup, InputError> {
+    let owner_uid = pod
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+        .filter(|u| !u.is_empty());
+    let uid = owner_uid.or_else(|| pod.metadata.uid.clone()).unwrap_or_default();
+    let name = format!("podgroup-{uid}");
+    let namespace = pod.metadata.namespace.clone();
+    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
+    let queue = annotations.get(crd::QUEUE_NAME_ANNOTATION).cloned().unwrap_or_else(|| "default".into());
+    let copied: BTreeMap<String, String> =
+        COPIED_ANNOTATIONS.iter().filter_map(|k| annotations.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
+    let request = volcano_framework::snapshot::pod_request(pod).map_err(|e| {
+        let mut err = origins.snapshot_error(e);
+        if let InputError::Field { origin: o, .. } = &mut err {
+            *o = o.take().or_else(|| origin.cloned().map(Box::new));
+        }
+        err
+    })?;
+    let min_resources: ResourceList = request.to_list().into_iter().filter(|(k, q)| k != PODS && q.0 != "0").collect();
+    let meta = ObjectMeta {
+        name: Some(name.clone()),
+        namespace,
+        uid: Some(deterministic_uid(
+            ObjectKind::PodGroup,
+            &format!("{}/{name}", pod.metadata.namespace.as_deref().unwrap_or("default")),
+        )),
+        creation_timestamp: pod.metadata.creation_timestamp.clone(),
+        annotations: (!copied.is_empty()).then_some(copied),
+        ..Default::default()
+    };
+    Ok(PodGroup {
+        metadata: meta,
+        spec: PodGroupSpec {
+            min_member: 1,
+            queue: Some(queue),
+            priority_class_name: pod.spec.as_ref().and_then(|s| s.priority_class_name.clone()),
+            min_resources: Some(min_resources),
+            ..Default::default()
+        },
+        status: Some(PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uids_are_stable_and_distinct() {
+        let a = deterministic_uid(ObjectKind::Pod, "default/a");
+        assert_eq!(a, deterministic_uid(ObjectKind::Pod, "default/a"));
+        assert_ne!(a, deterministic_uid(ObjectKind::Pod, "default/b"));
+        assert_ne!(a, deterministic_uid(ObjectKind::PodGroup, "default/a"));
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.matches('-').count(), 4);
+        assert_eq!(&a[14..15], "8", "version 8");
+        // Similar keys differ early, not only in a few digits.
+        let b = deterministic_uid(ObjectKind::Pod, "default/b");
+        assert_ne!(a[..8], b[..8]);
+    }
+
+    #[test]
+    fn epoch_is_2026() {
+        assert_eq!(time(SIM_EPOCH_MS).0.to_string(), "2026-01-01T00:00:00Z");
+    }
+}

@@ -1,0 +1,520 @@
+//! The result of a simulation, for people (a table) and for programs (JSON, YAML).
+//!
+//! The JSON and YAML shapes are the contract of `volcano-rs simulate` (DESIGN.md):
+//! `cycles`, `pods`, `podGroups` and `queues`, with these keys and no others.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use volcano_api::crd::{PodGroupPhase, ResourceList};
+use volcano_framework::Resource;
+
+use crate::cluster::{Cluster, CycleRecord};
+use crate::sim::{LastCycle, Stop};
+use crate::SCHEDULER_NAME;
+
+/// A pod after the last cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodLine {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// `status.phase`.
+    pub phase: String,
+    /// `status.nominatedNodeName`.
+    pub nominated_node: Option<String>,
+    /// `spec.schedulerName`.
+    pub scheduler: String,
+    /// `namespace/name` of its PodGroup.
+    pub pod_group: Option<String>,
+    /// Why it waits, for a pending pod without a node.
+    pub pending_reason: Option<String>,
+}
+
+/// A PodGroup condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConditionLine {
+    /// `Unschedulable` or `Scheduled`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Machine-readable reason (empty when none).
+    pub reason: String,
+    /// Human-readable message (empty when none).
+    pub message: String,
+}
+
+/// A PodGroup after the last cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodGroupLine {
+    /// `namespace/name`.
+    pub name: String,
+    /// `status.phase` (Pending when unset).
+    pub phase: String,
+    /// `spec.minMember`.
+    pub min_member: i32,
+    /// `status.running`.
+    pub running: i32,
+    /// `spec.queue`.
+    pub queue: String,
+    /// `status.conditions`.
+    pub conditions: Vec<ConditionLine>,
+}
+
+/// A queue after the last cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueLine {
+    /// Name.
+    pub name: String,
+    /// `spec.weight` (1 when unset).
+    pub weight: i32,
+    /// Deserved resources computed by the queue policy plugin, if one did.
+    pub deserved: Option<ResourceList>,
+    /// Resources allocated to the queue's pods.
+    pub allocated: ResourceList,
+    /// Share computed by the queue policy plugin, if one did.
+    pub share: Option<f64>,
+}
+
+/// Everything a simulation prints.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// What each cycle changed.
+    pub cycles: Vec<CycleRecord>,
+    /// How the run ended (`None` if no run happened).
+    pub stop: Option<Stop>,
+    /// Every pod, sorted by namespace and name.
+    pub pods: Vec<PodLine>,
+    /// Every PodGroup, sorted by namespace and name.
+    pub pod_groups: Vec<PodGroupLine>,
+    /// Every queue, sorted by name.
+    pub queues: Vec<QueueLine>,
+}
+
+fn ns_name(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
+
+fn canonical(list: &ResourceList) -> ResourceList {
+    Resource::from_list(list).map(|r| r.to_list()).unwrap_or_else(|_| list.clone())
+}
+
+impl Report {
+    /// Builds the report from the cluster after the last cycle.
+    pub fn new(cluster: &Cluster, cycles: &[CycleRecord], last: Option<&LastCycle>, stop: Option<Stop>) -> Report {
+        let pod_groups: Vec<PodGroupLine> = {
+            let mut v: Vec<PodGroupLine> = cluster
+                .pod_groups
+                .iter()
+                .map(|(key, pg)| {
+                    let status = pg.status.clone().unwrap_or_default();
+                    PodGroupLine {
+                        name: key.clone(),
+                        phase: status.phase.unwrap_or(PodGroupPhase::Pending).as_str().to_string(),
+                        min_member: pg.spec.min_member,
+                        running: status.running,
+                        queue: pg.spec.queue.clone().unwrap_or_else(|| "default".into()),
+                        conditions: status
+                            .conditions
+                            .iter()
+                            .map(|c| ConditionLine {
+                                type_: c.type_.clone(),
+                                status: c.status.clone(),
+                                reason: c.reason.clone().unwrap_or_default(),
+                                message: c.message.clone().unwrap_or_default(),
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            v.sort_by(|a, b| ns_name(&a.name).cmp(&ns_name(&b.name)));
+            v
+        };
+
+        let mut pods: Vec<PodLine> = cluster
+            .pods
+            .iter()
+            .map(|(key, pod)| {
+                let spec = pod.spec.as_ref();
+                let status = pod.status.as_ref();
+                let node = spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+                let phase = status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into());
+                let nominated_node = status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty());
+                let scheduler = spec.and_then(|s| s.scheduler_name.clone()).unwrap_or_default();
+                let pod_group = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION))
+                    .map(|g| format!("{}/{g}", ns_name(key).0));
+                let mut line = PodLine {
+                    pod: key.clone(),
+                    node,
+                    phase,
+                    nominated_node,
+                    scheduler,
+                    pod_group,
+                    pending_reason: None,
+                };
+                if line.node.is_none() && line.phase == "Pending" {
+                    line.pending_reason = Some(pending_reason(&line, cluster, last));
+                }
+                line
+            })
+            .collect();
+        pods.sort_by(|a, b| ns_name(&a.pod).cmp(&ns_name(&b.pod)));
+
+        let queues = cluster
+            .queues
+            .iter()
+            .map(|(name, q)| {
+                let report = last.and_then(|l| l.queues.get(name));
+                let allocated = match report {
+                    Some(r) => r.allocated.to_list(),
+                    None => q
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.allocated.as_ref())
+                        .map(canonical)
+                        .unwrap_or_else(|| Resource::empty().to_list()),
+                };
+                QueueLine {
+                    name: name.clone(),
+                    weight: q.spec.weight.unwrap_or(1),
+                    deserved: report.and_then(|r| r.deserved.as_ref()).map(Resource::to_list),
+                    allocated,
+                    share: report.and_then(|r| r.share),
+                }
+            })
+            .collect();
+
+        Report { cycles: cycles.to_vec(), stop, pods, pod_groups, queues }
+    }
+
+    /// The pods that wait for a node.
+    pub fn pending(&self) -> impl Iterator<Item = &PodLine> + '_ {
+        self.pods.iter().filter(|p| p.pending_reason.is_some())
+    }
+
+    /// The report as a JSON value (keys exactly as DESIGN.md specifies).
+    pub fn to_json_value(&self) -> serde_json::Value {
+        serde_json::to_value(self.output()).expect("the report serialises")
+    }
+
+    /// The report as pretty-printed JSON, with a final newline.
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(&self.output()).expect("the report serialises");
+        s.push('\n');
+        s
+    }
+
+    /// The report as YAML (the same structure as the JSON).
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(&self.output()).expect("the report serialises")
+    }
+
+    fn output(&self) -> Output<'_> {
+        Output {
+            cycles: self
+                .cycles
+                .iter()
+                .map(|c| OutCycle {
+                    cycle: c.cycle,
+                    binds: c.binds.iter().map(|b| OutPlacement { pod: &b.pod, node: &b.node }).collect(),
+                    evictions: c
+                        .evictions
+                        .iter()
+                        .map(|e| OutEviction { pod: &e.pod, node: &e.node, action: &e.action })
+                        .collect(),
+                    pipelined: c.pipelined.iter().map(|b| OutPlacement { pod: &b.pod, node: &b.node }).collect(),
+                })
+                .collect(),
+            pods: self.pods.iter().map(|p| OutPod { pod: &p.pod, node: p.node.as_deref(), phase: &p.phase }).collect(),
+            pod_groups: self
+                .pod_groups
+                .iter()
+                .map(|g| OutPodGroup { name: &g.name, phase: &g.phase, conditions: &g.conditions })
+                .collect(),
+            queues: self
+                .queues
+                .iter()
+                .map(|q| OutQueue {
+                    name: &q.name,
+                    weight: q.weight,
+                    deserved: q.deserved.as_ref(),
+                    allocated: &q.allocated,
+                    share: q.share,
+                })
+                .collect(),
+        }
+    }
+
+    /// The report for people: what was bound where in each cycle, evictions, the pods still
+    /// pending and why, PodGroups and queues.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        for c in &self.cycles {
+            let time = k8s_openapi::jiff::Timestamp::from_millisecond(c.time_ms).unwrap_or_default();
+            if c.binds.is_empty() && c.evictions.is_empty() && c.pipelined.is_empty() {
+                let what = if c.changed() {
+                    format!(
+                        "status updates only ({} PodGroup(s), {} queue(s))",
+                        c.pod_group_updates.len(),
+                        c.queue_updates.len()
+                    )
+                } else {
+                    "nothing changed".to_string()
+                };
+                let _ = writeln!(out, "Cycle {} ({time}): {what}", c.cycle);
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "Cycle {} ({time}): {} bound, {} evicted, {} pipelined",
+                c.cycle,
+                c.binds.len(),
+                c.evictions.len(),
+                c.pipelined.len()
+            );
+            let mut rows = Vec::new();
+            for e in &c.evictions {
+                rows.push(vec!["evicted".into(), e.pod.clone(), e.node.clone(), format!("{}: {}", e.action, e.reason)]);
+            }
+            for b in &c.binds {
+                rows.push(vec!["bound".into(), b.pod.clone(), b.node.clone(), String::new()]);
+            }
+            for p in &c.pipelined {
+                rows.push(vec![
+                    "pipelined".into(),
+                    p.pod.clone(),
+                    p.node.clone(),
+                    "waits for resources being released".into(),
+                ]);
+            }
+            table(&mut out, &["", "", "", ""], &rows);
+        }
+        match self.stop {
+            Some(Stop::Fixpoint) => {
+                let _ = writeln!(out, "Steady state: cycle {} changed nothing.", self.cycles.len());
+            }
+            Some(Stop::Limit) => {
+                let _ = writeln!(out, "Stopped after {} cycles: the cluster was still changing.", self.cycles.len());
+            }
+            Some(Stop::CyclesDone) => {
+                let _ = writeln!(out, "Ran {} cycle(s) as asked.", self.cycles.len());
+            }
+            None => {}
+        }
+
+        let running = self.pods.iter().filter(|p| p.phase == "Running").count();
+        let pending: Vec<&PodLine> = self.pending().collect();
+        let _ = writeln!(
+            out,
+            "\nPods: {} in total, {running} running, {} pending, {} other.",
+            self.pods.len(),
+            pending.len(),
+            self.pods.len() - running - pending.len()
+        );
+        if !pending.is_empty() {
+            let _ = writeln!(out, "\nPending pods, by PodGroup:");
+            // Pods of one PodGroup wait for the same reason: say it once.
+            let mut groups: Vec<(&str, &str, Vec<&str>)> = Vec::new();
+            let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+            for p in &pending {
+                let group = p.pod_group.as_deref().unwrap_or(&p.pod);
+                let reason = p.pending_reason.as_deref().unwrap_or_default();
+                let i = *index.entry((group, reason)).or_insert_with(|| {
+                    groups.push((group, reason, Vec::new()));
+                    groups.len() - 1
+                });
+                groups[i].2.push(&p.pod);
+            }
+            for (group, reason, pods) in groups {
+                let names: Vec<&str> = pods.iter().map(|p| ns_name(p).1).collect();
+                if names.len() == 1 && pods[0] == group {
+                    let _ = writeln!(out, "  pod {group} (no PodGroup)");
+                } else {
+                    let shown = names.iter().take(MAX_NAMES).copied().collect::<Vec<_>>().join(", ");
+                    let more = if names.len() > MAX_NAMES {
+                        format!(" and {} more", names.len() - MAX_NAMES)
+                    } else {
+                        String::new()
+                    };
+                    let plural = if names.len() == 1 { "" } else { "s" };
+                    let _ = writeln!(out, "  {group}: {} pod{plural} ({shown}{more})", names.len());
+                }
+                let _ = writeln!(out, "    {reason}");
+            }
+        }
+
+        if !self.pod_groups.is_empty() {
+            let _ = writeln!(out, "\nPodGroups:");
+            let rows: Vec<Vec<String>> = self
+                .pod_groups
+                .iter()
+                .map(|g| {
+                    vec![
+                        g.name.clone(),
+                        g.queue.clone(),
+                        g.phase.clone(),
+                        g.min_member.to_string(),
+                        g.running.to_string(),
+                    ]
+                })
+                .collect();
+            table(&mut out, &["PODGROUP", "QUEUE", "PHASE", "MIN", "RUNNING"], &rows);
+        }
+
+        let _ = writeln!(out, "\nQueues:");
+        let rows: Vec<Vec<String>> = self
+            .queues
+            .iter()
+            .map(|q| {
+                vec![
+                    q.name.clone(),
+                    q.weight.to_string(),
+                    list_text(Some(&q.allocated)),
+                    list_text(q.deserved.as_ref()),
+                    q.share.map(|s| format!("{s:.2}")).unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        table(&mut out, &["QUEUE", "WEIGHT", "ALLOCATED", "DESERVED", "SHARE"], &rows);
+        out
+    }
+}
+
+/// Pending pods named per PodGroup in the table; the others are counted.
+const MAX_NAMES: usize = 8;
+
+fn pending_reason(pod: &PodLine, cluster: &Cluster, last: Option<&LastCycle>) -> String {
+    if let Some(node) = &pod.nominated_node {
+        return format!("pipelined to {node}: waits for resources being released there");
+    }
+    if pod.scheduler != SCHEDULER_NAME {
+        return format!(
+            "schedulerName is {:?}: volcano-rs schedules only pods with schedulerName {SCHEDULER_NAME}",
+            pod.scheduler
+        );
+    }
+    let Some(pg_key) = &pod.pod_group else { return "the pod has no PodGroup".into() };
+    let Some(pg) = cluster.pod_groups.get(pg_key) else {
+        return format!("PodGroup {pg_key} does not exist");
+    };
+    let queue = pg.spec.queue.as_deref().unwrap_or("default");
+    if !cluster.queues.contains_key(queue) {
+        return format!("queue {queue} of PodGroup {pg_key} does not exist");
+    }
+    if let Some(reason) = last.and_then(|l| l.pending_reasons.get(pg_key)) {
+        return reason.clone();
+    }
+    let status = pg.status.clone().unwrap_or_default();
+    if let Some(m) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Unschedulable" && c.status == "True")
+        .and_then(|c| c.message.clone())
+    {
+        return m;
+    }
+    if last.is_none() {
+        return "no cycle ran".into();
+    }
+    format!("PodGroup {pg_key} is {}", status.phase.unwrap_or_default().as_str())
+}
+
+fn list_text(list: Option<&ResourceList>) -> String {
+    let Some(list) = list else { return "-".into() };
+    let parts: Vec<String> = list.iter().filter(|(_, q)| q.0 != "0").map(|(k, q)| format!("{k}={}", q.0)).collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Writes rows under a header, columns padded to their widest cell, two spaces apart.
+fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::from("  ");
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            s.push_str(cell);
+            if i + 1 < widths.len() {
+                s.extend(std::iter::repeat_n(' ', widths[i] - cell.chars().count()));
+            }
+        }
+        out.push_str(s.trim_end());
+        out.push('\n');
+    };
+    if header.iter().any(|h| !h.is_empty()) {
+        line(&mut header.iter().copied());
+    }
+    for row in rows {
+        line(&mut row.iter().map(String::as_str));
+    }
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    cycles: Vec<OutCycle<'a>>,
+    pods: Vec<OutPod<'a>>,
+    #[serde(rename = "podGroups")]
+    pod_groups: Vec<OutPodGroup<'a>>,
+    queues: Vec<OutQueue<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutCycle<'a> {
+    cycle: u64,
+    binds: Vec<OutPlacement<'a>>,
+    evictions: Vec<OutEviction<'a>>,
+    pipelined: Vec<OutPlacement<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutPlacement<'a> {
+    pod: &'a str,
+    node: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutEviction<'a> {
+    pod: &'a str,
+    node: &'a str,
+    action: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutPod<'a> {
+    pod: &'a str,
+    node: Option<&'a str>,
+    phase: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutPodGroup<'a> {
+    name: &'a str,
+    phase: &'a str,
+    conditions: &'a [ConditionLine],
+}
+
+#[derive(Serialize)]
+struct OutQueue<'a> {
+    name: &'a str,
+    weight: i32,
+    deserved: Option<&'a ResourceList>,
+    allocated: &'a ResourceList,
+    share: Option<f64>,
+}

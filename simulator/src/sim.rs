@@ -1,0 +1,195 @@
+//! The simulation loop: snapshot → [`run_cycle`] (with the invariant checker) → effects
+//! applied to the in-memory cluster, on a virtual clock that advances one second (Volcano's
+//! schedule period) per cycle.
+
+use std::collections::BTreeMap;
+
+use volcano_framework::{run_cycle, CycleContext, InvariantChecker, Profile, QueueReport, SessionOptions, Snapshot};
+
+use crate::cluster::{Cluster, CycleRecord};
+use crate::error::SimError;
+use crate::manifest::Manifest;
+use crate::normalize::{normalise, Normalised, Origins, SIM_EPOCH_MS};
+use crate::report::Report;
+use crate::SCHEDULER_NAME;
+
+/// Without `--cycles`, the simulation stops after this many cycles at most.
+pub const MAX_CYCLES: u32 = 100;
+
+/// Volcano's schedule period: the virtual clock advances this much per cycle.
+pub const CYCLE_PERIOD_MS: i64 = 1000;
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The requested number of cycles ran.
+    CyclesDone,
+    /// The last cycle changed nothing.
+    Fixpoint,
+    /// [`MAX_CYCLES`] cycles ran and the last one still changed something.
+    Limit,
+}
+
+/// What the last cycle computed besides its effects.
+#[derive(Clone, Debug, Default)]
+pub struct LastCycle {
+    /// Queue reports (allocated, deserved, share) by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Why each waiting PodGroup (`namespace/name`) waits.
+    pub pending_reasons: BTreeMap<String, String>,
+}
+
+/// An in-memory cluster scheduled by the real scheduling core.
+pub struct Simulator {
+    cluster: Cluster,
+    origins: Origins,
+    profile: Profile,
+    options: SessionOptions,
+    start_ms: i64,
+    history: Vec<CycleRecord>,
+    last: Option<LastCycle>,
+    stop: Option<Stop>,
+    /// The snapshot built to validate the input, used by the first cycle.
+    prepared: Option<Snapshot>,
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("nodes", &self.cluster.nodes.len())
+            .field("pods", &self.cluster.pods.len())
+            .field("cycles", &self.history.len())
+            .finish()
+    }
+}
+
+impl Simulator {
+    /// Normalises the manifest's objects (see [`normalise`]) and checks that a snapshot can
+    /// be built from them (quantities are validated here, before the first cycle).
+    pub fn new(manifest: Manifest, profile: Profile) -> Result<Self, SimError> {
+        Self::from_normalised(normalise(manifest)?, profile)
+    }
+
+    /// A simulator over an already normalised cluster.
+    pub fn from_normalised(n: Normalised, profile: Profile) -> Result<Self, SimError> {
+        let start_ms = SIM_EPOCH_MS.max(n.latest_creation_ms);
+        let prepared =
+            Snapshot::build(&n.cluster.objects(), &[SCHEDULER_NAME]).map_err(|e| n.origins.snapshot_error(e))?;
+        Ok(Simulator {
+            cluster: n.cluster,
+            origins: n.origins,
+            profile,
+            options: SessionOptions::default(),
+            start_ms,
+            history: Vec::new(),
+            last: None,
+            stop: None,
+            prepared: Some(prepared),
+        })
+    }
+
+    /// Sets the session tunables (parallelism); results do not depend on them.
+    pub fn set_session_options(&mut self, options: SessionOptions) {
+        self.options = options;
+    }
+
+    /// The cluster as it is now.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The profile the cycles run.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// What each cycle so far changed.
+    pub fn history(&self) -> &[CycleRecord] {
+        &self.history
+    }
+
+    /// Queue reports and pending reasons of the last cycle, if one ran.
+    pub fn last_cycle(&self) -> Option<&LastCycle> {
+        self.last.as_ref()
+    }
+
+    /// How the last [`Simulator::run`] ended, if one did.
+    pub fn stop(&self) -> Option<Stop> {
+        self.stop
+    }
+
+    /// The virtual time of cycle `n` (from 1), milliseconds since the Unix epoch.
+    pub fn cycle_time_ms(&self, n: u64) -> i64 {
+        self.start_ms + (n as i64 - 1) * CYCLE_PERIOD_MS
+    }
+
+    /// Runs one cycle and applies its effects. An invariant the scheduler broke is an error
+    /// (the cluster is then left as it was before the cycle); so is an effect the cluster
+    /// cannot apply (the effects before it are then applied).
+    pub fn step(&mut self) -> Result<&CycleRecord, SimError> {
+        let cycle = self.history.len() as u64 + 1;
+        let now_ms = self.cycle_time_ms(cycle);
+        let snap = match self.prepared.take() {
+            Some(s) => s,
+            None => Snapshot::build(&self.cluster.objects(), &[SCHEDULER_NAME])
+                .map_err(|e| self.origins.snapshot_error(e))?,
+        };
+        let cx = CycleContext { cycle, now_ms, options: self.options.clone() };
+        let mut checker = InvariantChecker::default();
+        let outcome = run_cycle(snap, &self.profile, &cx, &mut checker);
+        if !checker.violations.is_empty() {
+            return Err(SimError::Invariant { cycle, violations: checker.violations });
+        }
+        // Nothing else holds the objects now, so changing one does not copy it.
+        let record = self
+            .cluster
+            .apply_effects(&outcome.effects, cycle, now_ms)
+            .map_err(|source| SimError::Effect { cycle, source })?;
+        tracing::info!(
+            cycle,
+            binds = record.binds.len(),
+            evictions = record.evictions.len(),
+            pipelined = record.pipelined.len(),
+            pod_groups = record.pod_group_updates.len(),
+            queues = record.queue_updates.len(),
+            "cycle applied"
+        );
+        self.last = Some(LastCycle { queues: outcome.queues, pending_reasons: outcome.pending_reasons });
+        self.history.push(record);
+        Ok(self.history.last().expect("just pushed"))
+    }
+
+    /// Runs exactly `cycles` cycles, or — with `None` — until a cycle changes nothing (no
+    /// bind, eviction, nominated node, PodGroup or Queue status; events do not count), at
+    /// most [`MAX_CYCLES`].
+    pub fn run(&mut self, cycles: Option<u32>) -> Result<Stop, SimError> {
+        let stop = match cycles {
+            Some(n) => {
+                for _ in 0..n {
+                    self.step()?;
+                }
+                Stop::CyclesDone
+            }
+            None => {
+                let mut stop = Stop::Limit;
+                for _ in 0..MAX_CYCLES {
+                    if !self.step()?.changed() {
+                        stop = Stop::Fixpoint;
+                        break;
+                    }
+                }
+                if stop == Stop::Limit {
+                    tracing::warn!("the cluster still changed after {MAX_CYCLES} cycles; stopped there");
+                }
+                stop
+            }
+        };
+        self.stop = Some(stop);
+        Ok(stop)
+    }
+
+    /// The state of the cluster and what every cycle did, for output.
+    pub fn report(&self) -> Report {
+        Report::new(&self.cluster, &self.history, self.last.as_ref(), self.stop)
+    }
+}

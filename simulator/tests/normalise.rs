@@ -1,0 +1,159 @@
+//! What the cluster does to objects before the scheduler sees them.
+
+mod common;
+
+use common::{docs, manifest, node, pod};
+use volcano_api::crd::{PodGroupPhase, GROUP_NAME_ANNOTATION};
+use volcano_sim::{normalise, InputError, Normalised, SIM_EPOCH_MS};
+
+fn norm(yaml: &str) -> Normalised {
+    normalise(manifest(yaml)).unwrap()
+}
+
+fn pod_with(ns: &str, name: &str, extra_meta: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n{extra_meta}spec:\n  schedulerName: volcano-rs\n{extra_spec}  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: \"2\", memory: 4Gi, nvidia.com/gpu: \"1\"}}}}\n"
+    )
+}
+
+#[test]
+fn namespaces_default_and_cluster_scoped_objects_have_none() {
+    let n = norm(&docs(&[
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i}]}\n".into(),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n, namespace: kube-system}\n".into(),
+    ]));
+    assert!(n.cluster.pods.contains_key("default/p"));
+    assert_eq!(n.cluster.nodes["n"].metadata.namespace, None);
+    let p = &n.cluster.pods["default/p"];
+    assert_eq!(p.spec.as_ref().unwrap().scheduler_name.as_deref(), Some("default-scheduler"));
+    assert_eq!(p.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
+}
+
+#[test]
+fn default_queues_are_created_when_missing() {
+    let n = norm(&node("n", "1", "1Gi"));
+    let root = &n.cluster.queues["root"];
+    assert_eq!((root.spec.weight, root.spec.reclaimable), (Some(1), Some(false)));
+    let default = &n.cluster.queues["default"];
+    assert_eq!((default.spec.weight, default.spec.reclaimable), (Some(1), Some(true)));
+    assert!(n.origins.get(volcano_sim::ObjectKind::Queue, "default").is_none());
+
+    let n =
+        norm("apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: default}\nspec: {weight: 5}\n");
+    assert_eq!(n.cluster.queues["default"].spec.weight, Some(5));
+    assert_eq!(n.cluster.queues.len(), 2);
+}
+
+#[test]
+fn plain_pods_get_a_pod_group() {
+    let n = norm(&docs(&[
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 100\n".into(),
+        pod_with(
+            "ml",
+            "solo",
+            "  uid: u-1234\n  annotations: {scheduling.volcano.sh/queue-name: research, volcano.sh/preemptable: \"true\"}\n",
+            "  priorityClassName: high\n",
+        ),
+        pod_with("ml", "grouped", "  annotations: {scheduling.k8s.io/group-name: mine}\n", ""),
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: other, namespace: ml}\nspec: {containers: [{name: c, image: i}]}\n".into(),
+    ]));
+    let pg = &n.cluster.pod_groups["ml/podgroup-u-1234"];
+    assert_eq!(pg.spec.min_member, 1);
+    assert_eq!(pg.spec.queue.as_deref(), Some("research"));
+    assert_eq!(pg.spec.priority_class_name.as_deref(), Some("high"));
+    let min: Vec<(&str, &str)> =
+        pg.spec.min_resources.as_ref().unwrap().iter().map(|(k, v)| (k.as_str(), v.0.as_str())).collect();
+    assert_eq!(min, [("cpu", "2"), ("memory", "4Gi"), ("nvidia.com/gpu", "1")]);
+    assert_eq!(pg.status.as_ref().unwrap().phase, Some(PodGroupPhase::Pending));
+    assert_eq!(pg.metadata.annotations.as_ref().unwrap()["volcano.sh/preemptable"], "true");
+    assert_eq!(pg.metadata.creation_timestamp, n.cluster.pods["ml/solo"].metadata.creation_timestamp);
+    let ann = n.cluster.pods["ml/solo"].metadata.annotations.clone().unwrap();
+    assert_eq!(ann[GROUP_NAME_ANNOTATION], "podgroup-u-1234");
+    // A pod that names its group and a pod of another scheduler get none.
+    assert_eq!(n.cluster.pod_groups.len(), 1);
+    assert!(n.cluster.pods["ml/other"].metadata.annotations.is_none());
+}
+
+#[test]
+fn pods_of_one_owner_share_a_pod_group() {
+    let owner = "  ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: rs, uid: rs-1, controller: true}]\n";
+    let n = norm(&docs(&[pod_with("ml", "a", owner, ""), pod_with("ml", "b", owner, "")]));
+    assert_eq!(n.cluster.pod_groups.keys().collect::<Vec<_>>(), ["ml/podgroup-rs-1"]);
+    for p in ["ml/a", "ml/b"] {
+        assert_eq!(n.cluster.pods[p].metadata.annotations.as_ref().unwrap()[GROUP_NAME_ANNOTATION], "podgroup-rs-1");
+    }
+}
+
+#[test]
+fn pod_priority_comes_from_its_class_or_the_global_default() {
+    let classes = docs(&[
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 100\npreemptionPolicy: Never\n".into(),
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: normal}\nvalue: 10\nglobalDefault: true\n".into(),
+    ]);
+    let n = norm(&docs(&[
+        classes.clone(),
+        pod_with("ml", "a", "", "  priorityClassName: high\n"),
+        pod_with("ml", "b", "", ""),
+        pod_with("ml", "c", "", "  priority: 7\n  priorityClassName: high\n"),
+        pod_with("ml", "d", "", "  priorityClassName: system-node-critical\n"),
+    ]));
+    let spec = |p: &str| n.cluster.pods[p].spec.clone().unwrap();
+    assert_eq!((spec("ml/a").priority, spec("ml/a").preemption_policy.as_deref()), (Some(100), Some("Never")));
+    assert_eq!((spec("ml/b").priority, spec("ml/b").priority_class_name.as_deref()), (Some(10), Some("normal")));
+    assert_eq!(spec("ml/c").priority, Some(7));
+    assert_eq!(spec("ml/d").priority, Some(2_000_001_000));
+
+    let n = norm(&pod_with("ml", "a", "", ""));
+    assert_eq!(n.cluster.pods["ml/a"].spec.as_ref().unwrap().priority, Some(0));
+}
+
+#[test]
+fn unknown_priority_class_is_rejected_like_the_admission_plugin_does() {
+    let err = normalise(manifest(&pod_with("ml", "a", "", "  priorityClassName: nope\n"))).unwrap_err();
+    let InputError::Field { field, object, .. } = &err else { panic!("{err:?}") };
+    assert_eq!((field.as_str(), object.as_str()), ("spec.priorityClassName", "ml/a"));
+    assert!(
+        err.to_string().starts_with(
+            "test.yaml: document 1 (line 1): Pod ml/a: field spec.priorityClassName: no PriorityClass named \"nope\""
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn two_global_defaults_are_rejected() {
+    let pc = |name: &str| {
+        format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\nvalue: 1\nglobalDefault: true\n")
+    };
+    let err = normalise(manifest(&docs(&[pc("a"), pc("b")]))).unwrap_err();
+    assert!(
+        err.to_string().contains("PriorityClass b: field globalDefault: PriorityClass a is already the global default"),
+        "{err}"
+    );
+}
+
+#[test]
+fn creation_times_follow_input_order_and_uids_are_deterministic() {
+    let text = docs(&[pod("ml", "z", "1", "1Gi"), pod("ml", "a", "1", "1Gi"), node("n", "1", "1Gi")]);
+    let n = norm(&text);
+    let t = |p: &str| n.cluster.pods[p].metadata.creation_timestamp.clone().unwrap().0.as_millisecond();
+    assert!(t("ml/z") < t("ml/a"), "input order, not name order");
+    assert_eq!(t("ml/a") - t("ml/z"), 1000);
+    let node_t = n.cluster.nodes["n"].metadata.creation_timestamp.clone().unwrap().0.as_millisecond();
+    assert_eq!(node_t, SIM_EPOCH_MS - 1000, "the last object is one second before the epoch");
+    assert_eq!(n.latest_creation_ms, SIM_EPOCH_MS - 1000);
+    let again = norm(&text);
+    assert_eq!(n.cluster.pods["ml/a"].metadata.uid, again.cluster.pods["ml/a"].metadata.uid);
+    assert_ne!(n.cluster.pods["ml/a"].metadata.uid, n.cluster.pods["ml/z"].metadata.uid);
+}
+
+#[test]
+fn explicit_times_and_uids_are_kept() {
+    let n = norm(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n, uid: u-1, creationTimestamp: \"2027-03-01T10:00:00Z\"}\n",
+    );
+    let node = &n.cluster.nodes["n"];
+    assert_eq!(node.metadata.uid.as_deref(), Some("u-1"));
+    assert_eq!(node.metadata.creation_timestamp.clone().unwrap().0.to_string(), "2027-03-01T10:00:00Z");
+    assert_eq!(n.latest_creation_ms, node.metadata.creation_timestamp.clone().unwrap().0.as_millisecond());
+}
