@@ -194,7 +194,11 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             let Some(r) = reports.get_mut(&n) else { break };
             r.allocated.add(&job.allocated);
             depth += 1;
-            name = snap.queue_id(&n).and_then(|id| snap.queue(id).parent.clone()).filter(|p| p != &n && depth < 64);
+            // A queue without `spec.parent` hangs under `root`, as in Volcano.
+            name = snap
+                .queue_id(&n)
+                .map(|id| snap.queue(id).parent.clone().unwrap_or_else(|| "root".to_string()))
+                .filter(|p| p != &n && depth < 64);
         }
     }
     for (q, report) in out.queue_reports {
