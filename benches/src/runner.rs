@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use volcano_framework::{
     run_cycle, ClusterObjects, CycleContext, Effect, Observer, Profile, Registries, Session, SessionOptions, Snapshot,
 };
@@ -12,7 +12,7 @@ use volcano_framework::{
 use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
 
 /// Wall time of the phases of one cycle.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct CycleTimes {
     /// Building the snapshot from the objects.
     pub snapshot_seconds: f64,
@@ -27,7 +27,7 @@ pub struct CycleTimes {
 }
 
 /// The figures of one case.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CaseReport {
     /// Case name.
     pub case: String,
@@ -50,15 +50,15 @@ pub struct CaseReport {
     /// Peak resident memory of the process, bytes (0 when unknown).
     pub peak_rss_bytes: u64,
     /// `steady-5k`: median cycle time.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p50_seconds: Option<f64>,
     /// `steady-5k`: 99th percentile cycle time.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_seconds: Option<f64>,
     /// Result checks: no node over allocatable, every gang whole or empty.
     pub checks_passed: bool,
     /// What the checks found, if anything.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check_failures: Vec<String>,
 }
 
@@ -272,4 +272,55 @@ pub fn run_case(case: Case) -> CaseReport {
         checks_passed: failures.is_empty(),
         check_failures: failures,
     }
+}
+
+/// Picks the run with the median cycle time of several runs of one case (peak memory is
+/// the largest seen).
+pub fn median_run(mut runs: Vec<CaseReport>) -> Option<CaseReport> {
+    if runs.is_empty() {
+        return None;
+    }
+    let peak = runs.iter().map(|r| r.peak_rss_bytes).max().unwrap_or(0);
+    let all_passed = runs.iter().all(|r| r.checks_passed);
+    runs.sort_by(|a, b| a.cycle_seconds.total_cmp(&b.cycle_seconds));
+    let mut m = runs.swap_remove((runs.len() - 1) / 2);
+    m.peak_rss_bytes = peak;
+    m.checks_passed = all_passed;
+    Some(m)
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.1} ms", s * 1000.0)
+}
+
+/// A table of case reports for people.
+pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for r in reports {
+        let _ = writeln!(out, "{} ({} nodes, {} pending pods; median of {runs} run(s))", r.case, r.nodes, r.pending_pods);
+        let p = &r.phases;
+        let actions: Vec<String> = p.actions.iter().map(|(a, s)| format!("{a} {}", ms(*s))).collect();
+        let _ = writeln!(
+            out,
+            "  cycle        {}  (snapshot {}, open {}, {}, close {})",
+            ms(r.cycle_seconds),
+            ms(p.snapshot_seconds),
+            ms(p.open_seconds),
+            actions.join(", "),
+            ms(p.close_seconds)
+        );
+        if let (Some(p50), Some(p99)) = (r.p50_seconds, r.p99_seconds) {
+            let _ = writeln!(out, "  p50 / p99    {} / {}", ms(p50), ms(p99));
+        }
+        let _ = writeln!(out, "  pods bound   {} ({:.0} pods/s)", r.pods_bound, r.pods_per_second);
+        let _ = writeln!(out, "  gangs        {} placed whole, {} rolled back", r.gangs_whole, r.gangs_rolled_back);
+        let _ = writeln!(out, "  peak RSS     {:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0));
+        if r.checks_passed {
+            let _ = writeln!(out, "  checks       ok: no node over allocatable, every gang whole or empty");
+        } else {
+            let _ = writeln!(out, "  checks       FAILED: {}", r.check_failures.join("; "));
+        }
+    }
+    out
 }

@@ -2,7 +2,9 @@
 //!
 //! Subcommands:
 //! - `simulate`: schedule Kubernetes manifests on an in-memory cluster with the real
-//!   scheduling core (see `docs/simulate.md` and the `volcano-sim` crate).
+//!   scheduling core (see `docs/simulate.md` and the `volcano-sim` crate);
+//! - `bench`: run the standard benchmark workloads (see `docs/performance.md` and the
+//!   `volcano-benches` crate).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -31,6 +33,28 @@ struct Cli {
 enum Command {
     /// Schedule Kubernetes manifests on a simulated cluster, without a cluster.
     Simulate(SimulateArgs),
+    /// Run the standard benchmark workloads (bench/WORKLOADS.md) and check their results.
+    Bench(BenchArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k.
+    #[arg(value_name = "CASE", required_unless_present = "all")]
+    cases: Vec<String>,
+    /// Run every case.
+    #[arg(long)]
+    all: bool,
+    /// Print one JSON array, an object per case.
+    #[arg(long)]
+    json: bool,
+    /// Runs per case; the run with the median cycle time is reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Run the case in this process instead of a fresh child process per run (peak memory
+    /// is then the process's, not the case's).
+    #[arg(long)]
+    in_process: bool,
 }
 
 #[derive(Args, Debug)]
@@ -59,6 +83,66 @@ enum Output {
     Json,
     /// YAML, the same structure as JSON.
     Yaml,
+}
+
+fn bench(args: &BenchArgs) -> anyhow::Result<String> {
+    use volcano_benches::runner::{median_run, render_table, run_case, CaseReport};
+    use volcano_benches::workloads::Case;
+    let names: Vec<String> =
+        if args.all { Case::ALL.iter().map(|c| c.name().to_string()).collect() } else { args.cases.clone() };
+    let mut cases = Vec::new();
+    for n in &names {
+        let case = Case::from_name(n).with_context(|| {
+            let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
+            format!("unknown bench case {n:?} (known: {})", known.join(", "))
+        })?;
+        cases.push(case);
+    }
+    let runs = args.runs.max(1);
+    let mut reports = Vec::new();
+    let mut failed = Vec::new();
+    for case in cases {
+        let mut results: Vec<CaseReport> = Vec::new();
+        for _ in 0..runs {
+            let report = if args.in_process {
+                run_case(case)
+            } else {
+                // A fresh process per run, so that peak memory is the case's own.
+                let exe = std::env::current_exe().context("cannot find the volcano-rs executable")?;
+                let out = std::process::Command::new(exe)
+                    .args(["bench", "--in-process", "--runs", "1", "--json", case.name()])
+                    .output()
+                    .context("cannot run a bench child process")?;
+                anyhow::ensure!(
+                    out.status.success(),
+                    "bench child for {} failed: {}",
+                    case.name(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let mut parsed: Vec<CaseReport> =
+                    serde_json::from_slice(&out.stdout).context("cannot read the bench child's report")?;
+                parsed.pop().context("the bench child reported nothing")?
+            };
+            results.push(report);
+        }
+        let report = median_run(results).expect("at least one run");
+        if !report.checks_passed {
+            failed.push(report.case.clone());
+        }
+        reports.push(report);
+    }
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&reports)?;
+        s.push('\n');
+        s
+    } else {
+        render_table(&reports, runs)
+    };
+    if !failed.is_empty() {
+        print!("{text}");
+        anyhow::bail!("bench result checks failed for: {}", failed.join(", "));
+    }
+    Ok(text)
 }
 
 fn registries() -> Registries {
@@ -124,6 +208,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Simulate(args) => simulate(args),
+        Command::Bench(args) => bench(args),
     };
     match result {
         Ok(text) => {
