@@ -298,7 +298,8 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for r in reports {
-        let _ = writeln!(out, "{} ({} nodes, {} pending pods; median of {runs} run(s))", r.case, r.nodes, r.pending_pods);
+        let _ =
+            writeln!(out, "{} ({} nodes, {} pending pods; median of {runs} run(s))", r.case, r.nodes, r.pending_pods);
         let p = &r.phases;
         let actions: Vec<String> = p.actions.iter().map(|(a, s)| format!("{a} {}", ms(*s))).collect();
         let _ = writeln!(

@@ -136,7 +136,7 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             if let Some(n) = t.node {
                 let node = &snap.node(n).name;
                 if t.nominated_node.as_deref() != Some(node) {
-                    effects.push(Effect::Pipeline { pod: t.key.clone(), node: node.clone() });
+                    effects.push(Effect::Pipeline { pod: t.key.to_string(), node: node.clone() });
                 }
             }
         }

@@ -129,14 +129,12 @@ impl TaskStatus {
 /// One pod.
 #[derive(Clone, Debug)]
 pub struct TaskInfo {
-    /// Pod UID (the name key when the manifest has none).
-    pub uid: String,
-    /// Pod name.
-    pub name: String,
-    /// Pod namespace.
-    pub namespace: String,
-    /// `namespace/name`.
-    pub key: String,
+    /// Pod UID (the key when the object has none).
+    pub uid: Arc<str>,
+    /// `namespace/name` (see [`TaskInfo::name`] and [`TaskInfo::namespace`]).
+    pub key: Arc<str>,
+    /// Length of the namespace part of `key`.
+    pub ns_len: u32,
     /// The job (PodGroup) the pod belongs to; `None` for pods outside any PodGroup.
     pub job: Option<JobId>,
     /// Task role (`volcano.sh/task-spec` annotation, then label).
@@ -168,6 +166,18 @@ pub struct TaskInfo {
     pub last_tx: Option<(TaskStatus, NodeId)>,
     /// The pod object.
     pub pod: Arc<Pod>,
+}
+
+impl TaskInfo {
+    /// Pod name.
+    pub fn name(&self) -> &str {
+        &self.key[self.ns_len as usize + 1..]
+    }
+
+    /// Pod namespace.
+    pub fn namespace(&self) -> &str {
+        &self.key[..self.ns_len as usize]
+    }
 }
 
 /// One PodGroup and its tasks.

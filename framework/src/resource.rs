@@ -18,8 +18,61 @@ use volcano_api::quantity::{self, QuantityError};
 /// Volcano's epsilon: two quantities closer than this are equal.
 pub const MIN_RESOURCE: f64 = 0.1;
 
-/// Name of a scalar resource (`pods`, `nvidia.com/gpu`, …), cheap to clone.
-pub type ResourceName = Arc<str>;
+/// Name of a scalar resource (`pods`, `nvidia.com/gpu`, …), cheap to clone: the common
+/// names are static, the others shared.
+#[derive(Clone, Debug)]
+pub struct ResourceName(NameRepr);
+
+#[derive(Clone, Debug)]
+enum NameRepr {
+    Static(&'static str),
+    Shared(Arc<str>),
+}
+
+/// Names that every cluster uses, kept without allocation.
+const COMMON_NAMES: [&str; 5] = [PODS, NVIDIA_GPU, "ephemeral-storage", "amd.com/gpu", "hugepages-2Mi"];
+
+impl ResourceName {
+    /// The name for this text.
+    pub fn new(name: &str) -> Self {
+        match COMMON_NAMES.iter().find(|n| **n == name) {
+            Some(n) => ResourceName(NameRepr::Static(n)),
+            None => ResourceName(NameRepr::Shared(Arc::from(name))),
+        }
+    }
+}
+
+impl std::ops::Deref for ResourceName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match &self.0 {
+            NameRepr::Static(s) => s,
+            NameRepr::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for ResourceName {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+impl Eq for ResourceName {}
+impl PartialOrd for ResourceName {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ResourceName {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (**self).cmp(&**other)
+    }
+}
+impl fmt::Display for ResourceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
 
 /// The `pods` resource name.
 pub const PODS: &str = "pods";
@@ -80,17 +133,31 @@ impl Resource {
     /// Builds a vector from a Kubernetes resource list, converting units as Volcano does.
     pub fn from_list(list: &ResourceList) -> Result<Self, (String, QuantityError)> {
         let mut r = Resource::empty();
+        r.add_list(list, None)?;
+        Ok(r)
+    }
+
+    /// Adds a Kubernetes resource list, converting units as Volcano does; `skip` names
+    /// dimensions to leave out (used to give requests precedence over limits).
+    pub fn add_list(
+        &mut self,
+        list: &ResourceList,
+        skip: Option<&ResourceList>,
+    ) -> Result<(), (String, QuantityError)> {
         for (name, q) in list {
+            if skip.is_some_and(|s| s.contains_key(name)) {
+                continue;
+            }
             let fail = |e| (name.clone(), e);
             match name.as_str() {
-                "cpu" => r.milli_cpu += quantity::parse_milli(&q.0).map_err(fail)?,
-                "memory" => r.memory += quantity::parse_value(&q.0).map_err(fail)?,
-                PODS => r.add_scalar(PODS, quantity::parse_value(&q.0).map_err(fail)?),
+                "cpu" => self.milli_cpu += quantity::parse_milli(&q.0).map_err(fail)?,
+                "memory" => self.memory += quantity::parse_value(&q.0).map_err(fail)?,
+                PODS => self.add_scalar(PODS, quantity::parse_value(&q.0).map_err(fail)?),
                 n if n.starts_with("count/") => {}
-                n => r.add_scalar(n, quantity::parse_milli(&q.0).map_err(fail)?),
+                n => self.add_scalar(n, quantity::parse_milli(&q.0).map_err(fail)?),
             }
         }
-        Ok(r)
+        Ok(())
     }
 
     /// Sets one dimension by name (`cpu`, `memory` or a scalar), in internal units.
@@ -100,7 +167,7 @@ impl Resource {
             "memory" => self.memory = value,
             n => match self.scalars.binary_search_by(|(k, _)| (**k).cmp(n)) {
                 Ok(i) => self.scalars[i].1 = value,
-                Err(i) => self.scalars.insert(i, (Arc::from(n), value)),
+                Err(i) => self.scalars.insert(i, (ResourceName::new(n), value)),
             },
         }
     }
@@ -109,7 +176,7 @@ impl Resource {
     pub fn add_scalar(&mut self, name: &str, value: f64) {
         match self.scalars.binary_search_by(|(k, _)| (**k).cmp(name)) {
             Ok(i) => self.scalars[i].1 += value,
-            Err(i) => self.scalars.insert(i, (Arc::from(name), value)),
+            Err(i) => self.scalars.insert(i, (ResourceName::new(name), value)),
         }
     }
 
@@ -238,7 +305,7 @@ impl Resource {
 
     fn merge_scalars(&mut self, other: &Resource, f: impl Fn(f64, f64) -> f64) {
         for (n, v) in &other.scalars {
-            match self.scalars.binary_search_by(|(k, _)| k.cmp(n)) {
+            match self.scalars.binary_search_by(|(k, _)| (**k).cmp(&**n)) {
                 Ok(i) => self.scalars[i].1 = f(self.scalars[i].1, *v),
                 Err(i) => self.scalars.insert(i, (n.clone(), f(0.0, *v))),
             }

@@ -135,7 +135,7 @@ fn same_constraints(a: &crate::model::TaskInfo, b: &crate::model::TaskInfo) -> b
         && x.affinity == y.affinity
         && x.tolerations == y.tolerations
         && x.topology_spread_constraints == y.topology_spread_constraints
-        && a.namespace == b.namespace
+        && a.namespace() == b.namespace()
         && ports(x) == ports(y)
         && requests(x) == requests(y)
 }

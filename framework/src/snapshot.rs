@@ -107,13 +107,22 @@ fn list_resource(kind: &'static str, name: &str, field: &str, list: &ResourceLis
 }
 
 fn container_request(kind: &'static str, pod: &str, field: &str, c: &Container) -> Result<Resource, SnapshotError> {
-    let Some(res) = &c.resources else { return Ok(Resource::empty()) };
-    // The API server defaults a missing request to the limit.
-    let mut list = res.limits.clone().unwrap_or_default();
+    let mut r = Resource::empty();
+    let Some(res) = &c.resources else { return Ok(r) };
+    let fail = |(res, source): (String, QuantityError)| SnapshotError {
+        kind,
+        name: pod.to_string(),
+        field: format!("{field}.{res}"),
+        source,
+    };
     if let Some(req) = &res.requests {
-        list.extend(req.iter().map(|(k, v)| (k.clone(), v.clone())));
+        r.add_list(req, None).map_err(fail)?;
     }
-    list_resource(kind, pod, field, &list)
+    // The API server defaults a missing request to the limit.
+    if let Some(limits) = &res.limits {
+        r.add_list(limits, res.requests.as_ref()).map_err(fail)?;
+    }
+    Ok(r)
 }
 
 /// The resource request of a pod, as Volcano computes it: the sum over containers, max'ed
@@ -317,30 +326,35 @@ impl Snapshot {
             });
         }
 
-        let mut pods: Vec<&Arc<Pod>> = objects.pods.iter().collect();
-        pods.sort_by_cached_key(|p| meta_key(&p.metadata));
-        for pod in pods {
+        let mut pods: Vec<(String, &Arc<Pod>)> = objects.pods.iter().map(|p| (meta_key(&p.metadata), p)).collect();
+        pods.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut group_key = String::new();
+        for (key, pod) in pods {
             let spec = pod.spec.as_ref();
             let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
             let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| scheduler_names.contains(&n));
             if node_name.is_none() && !ours {
                 continue;
             }
-            let key = meta_key(&pod.metadata);
-            let status = task_status(pod);
-            let resreq = pod_request(pod)?;
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
             let job = if ours {
-                pod.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION))
-                    .and_then(|g| {
-                        s.job_by_key.get(&format!("{}/{g}", pod.metadata.namespace.as_deref().unwrap_or_default()))
-                    })
-                    .copied()
+                pod.metadata.annotations.as_ref().and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION)).and_then(|g| {
+                    group_key.clear();
+                    group_key.push_str(namespace);
+                    group_key.push('/');
+                    group_key.push_str(g);
+                    s.job_by_key.get(group_key.as_str()).copied()
+                })
             } else {
                 None
             };
+            let node = node_name.and_then(|n| s.node_by_name.get(n).copied());
+            if node_name.is_some() && node.is_none() && job.is_none() {
+                // A foreign pod on a node outside the snapshot: irrelevant.
+                continue;
+            }
+            let status = task_status(pod);
+            let resreq = pod_request(pod)?;
             let task_priority = pod
                 .metadata
                 .annotations
@@ -352,16 +366,11 @@ impl Snapshot {
                     spec.and_then(|s| s.priority_class_name.as_deref()).and_then(|n| priority_of.get(n).copied())
                 })
                 .unwrap_or(1);
-            let name = pod.metadata.name.clone().unwrap_or_default();
             let id = TaskId(s.tasks.len() as u32);
-            let node = node_name.and_then(|n| s.node_by_name.get(n).copied());
-            if node_name.is_some() && node.is_none() && job.is_none() {
-                // A foreign pod on a node outside the snapshot: irrelevant.
-                continue;
-            }
+            let key: Arc<str> = Arc::from(key);
             s.tasks.push(TaskInfo {
-                uid: pod.metadata.uid.clone().unwrap_or_else(|| key.clone()),
-                namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+                uid: pod.metadata.uid.as_deref().map(Arc::from).unwrap_or_else(|| key.clone()),
+                ns_len: namespace.len() as u32,
                 role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
                 best_effort: resreq.is_empty(),
                 resreq,
@@ -373,9 +382,8 @@ impl Snapshot {
                 preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
                 sch_gated: spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()),
                 creation_ms: time_ms(&pod.metadata.creation_timestamp),
-                name_index: name_index(&name),
+                name_index: name_index(pod.metadata.name.as_deref().unwrap_or_default()),
                 last_tx: None,
-                name,
                 key,
                 job,
                 pod: pod.clone(),

@@ -75,7 +75,7 @@ impl Statement {
                     let t = ssn.snap.task(task);
                     let node = t.node.map(|n| ssn.snap.node(n).name.clone()).unwrap_or_default();
                     let effect = Effect::Evict {
-                        pod: t.key.clone(),
+                        pod: t.key.to_string(),
                         node,
                         action: ssn.current_action(),
                         reason: self.reasons[reason_idx].clone(),

@@ -29,7 +29,7 @@ pub struct Conformance;
 fn evictable(snap: &Snapshot, t: TaskId) -> bool {
     let task = snap.task(t);
     let class = task.pod.spec.as_ref().and_then(|s| s.priority_class_name.as_deref());
-    !matches!(class, Some("system-cluster-critical" | "system-node-critical")) && task.namespace != "kube-system"
+    !matches!(class, Some("system-cluster-critical" | "system-node-critical")) && task.namespace() != "kube-system"
 }
 
 impl Plugin for Conformance {
@@ -71,6 +71,6 @@ mod tests {
         let all: Vec<TaskId> = (0..s.tasks.len() as u32).map(TaskId).collect();
         let v = Conformance.preemptable(&s, all[0], &all).unwrap();
         assert_eq!(v.len(), 1);
-        assert_eq!(s.task(v[0]).key, "ns/plain");
+        assert_eq!(&*s.task(v[0]).key, "ns/plain");
     }
 }

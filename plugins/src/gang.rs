@@ -135,7 +135,7 @@ pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
     if let Some(e) = &job.job_fit_error {
         msg.push_str(&format!(". Origin reason is: {e}"));
     } else if let Some((t, e)) = job.fit_errors.iter().next() {
-        msg.push_str(&format!(". Origin reason is {}: {e}", snap.task(*t).name));
+        msg.push_str(&format!(". Origin reason is {}: {e}", snap.task(*t).name()));
     }
     msg
 }

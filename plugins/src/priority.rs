@@ -88,7 +88,7 @@ mod tests {
             .snapshot();
         let (hi, lo) = (s.job_id("ns/hi").unwrap(), s.job_id("ns/lo").unwrap());
         assert_eq!(Priority.job_order(&s, hi, lo), Ordering::Less);
-        let t = |k: &str| TaskId(s.tasks.iter().position(|t| t.key == k).unwrap() as u32);
+        let t = |k: &str| TaskId(s.tasks.iter().position(|t| &*t.key == k).unwrap() as u32);
         assert_eq!(Priority.task_order(&s, t("ns/lo-0"), t("ns/lo-1")), Ordering::Less);
         let v = Priority.preemptable(&s, t("ns/hi-0"), &[t("ns/lo-0"), t("ns/lo-1")]).unwrap();
         assert_eq!(v, vec![t("ns/lo-0"), t("ns/lo-1")]);

@@ -14,7 +14,7 @@ fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
 }
 
 fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name == name).expect("task exists") as u32)
+    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
 }
 
 /// Node n1 (8 cpu, 16Gi, 8 GPUs) running 2 cpu / 4Gi / 2 GPUs; the score of `p` on it.

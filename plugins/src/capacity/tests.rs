@@ -62,7 +62,7 @@ fn job(snap: &Snapshot, key: &str) -> JobId {
 }
 
 fn task(snap: &Snapshot, key: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.key == key).expect("task exists") as u32)
+    TaskId(snap.tasks.iter().position(|t| &*t.key == key).expect("task exists") as u32)
 }
 
 fn gpus(r: &Resource) -> f64 {

@@ -18,7 +18,7 @@ fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
 }
 
 fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name == name).expect("task exists") as u32)
+    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
 }
 
 fn node_id(snap: &Snapshot, name: &str) -> NodeId {

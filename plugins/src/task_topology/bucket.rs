@@ -145,7 +145,7 @@ impl JobManager {
                 (None, Some(_)) => Ordering::Greater,
                 (None, None) => {
                     let (rx, ry) = (slots[a.idx()].role as usize, slots[b.idx()].role as usize);
-                    jm.relations.role_order(rx, ry).then_with(|| x.name.cmp(&y.name))
+                    jm.relations.role_order(rx, ry).then_with(|| x.name().cmp(y.name()))
                 }
             }
             .then_with(|| x.key.cmp(&y.key))
