@@ -52,7 +52,7 @@ fn open_weighted(snap: &Snapshot, weight: i64) -> TaskTopology {
 
 fn task(snap: &Snapshot, name: &str) -> TaskId {
     let key = format!("ns/{name}");
-    TaskId(snap.tasks.iter().position(|t| &*t.key == key).expect("task exists") as u32)
+    TaskId(snap.tasks.iter().position(|t| *t.key == *key).expect("task exists") as u32)
 }
 
 fn tasks(snap: &Snapshot, names: &[&str]) -> Vec<TaskId> {
