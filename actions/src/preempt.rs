@@ -126,7 +126,16 @@ fn preempt_task(
         return false;
     }
     let queue = ssn.snap.task(t).job.map(|j| ssn.snap.job(j).queue).expect("preemptors belong to a job");
-    for n in candidate_nodes(ssn, t, true) {
+    let nodes = candidate_nodes(ssn, t, true);
+    // A node where the task already fits needs no victim (Volcano skips such nodes, so a
+    // gang that needs idle room on one node and evictions on another starves forever).
+    if ssn.allocatable(queue, t) {
+        if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
+            stmt.pipeline(ssn, t, n);
+            return true;
+        }
+    }
+    for n in nodes {
         let preemptees: Vec<TaskId> = ssn.snap.node(n).tasks.iter().copied().filter(|v| filter(ssn, *v)).collect();
         if preemptees.is_empty() {
             continue;
@@ -147,6 +156,11 @@ fn preempt_task(
         }
     }
     false
+}
+
+/// Whether the task fits the node's future idle resources and passes every predicate.
+pub(crate) fn fits_without_eviction(ssn: &Session<'_>, t: TaskId, n: NodeId) -> bool {
+    Session::fits_future_idle(ssn.snap.task(t), ssn.snap.node(n)).is_ok() && ssn.predicate(t, n).is_ok()
 }
 
 fn victim_status_ok(ssn: &Session<'_>, preemptor: TaskId, v: TaskId) -> bool {

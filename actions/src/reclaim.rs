@@ -12,7 +12,7 @@ use volcano_framework::pq::CmpHeap;
 use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus};
 
 use crate::evict::{free_node_for, victims_suffice};
-use crate::preempt::{candidate_nodes, may_evict_for, pending_tasks};
+use crate::preempt::{candidate_nodes, fits_without_eviction, may_evict_for, pending_tasks};
 
 /// Configuration name.
 pub const NAME: &str = "reclaim";
@@ -37,7 +37,12 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 pub struct Reclaim;
 
 fn reclaim_task(ssn: &mut Session<'_>, stmt: &mut Statement, q: QueueId, t: TaskId) -> bool {
-    for n in candidate_nodes(ssn, t, false) {
+    let nodes = candidate_nodes(ssn, t, false);
+    if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
+        stmt.pipeline(ssn, t, n);
+        return true;
+    }
+    for n in nodes {
         let reclaimees: Vec<TaskId> = ssn
             .snap
             .node(n)
