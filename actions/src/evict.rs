@@ -29,6 +29,21 @@ pub(crate) fn evicted_first(ssn: &Session<'_>, preemptor: TaskId, l: TaskId, r: 
     ssn.victim_queue_order(lq, rq, pq.expect("checked")) == Ordering::Less
 }
 
+/// Sorts candidates in victim order, so that plugins that walk candidates and stop (gang's
+/// "only above minMember", the queue plugins' running totals) pick the pods that would be
+/// evicted first — an elastic job shrinks from its last pod.
+pub(crate) fn sort_in_victim_order(ssn: &Session<'_>, preemptor: TaskId, candidates: &mut [TaskId]) {
+    candidates.sort_by(|a, b| {
+        if evicted_first(ssn, preemptor, *a, *b) {
+            Ordering::Less
+        } else if evicted_first(ssn, preemptor, *b, *a) {
+            Ordering::Greater
+        } else {
+            a.cmp(b)
+        }
+    });
+}
+
 /// Whether the node's future idle resources plus the victims' requests cover the
 /// preemptor's request (Volcano `ValidateVictims`).
 pub(crate) fn victims_suffice(ssn: &Session<'_>, preemptor: TaskId, n: NodeId, victims: &[TaskId]) -> bool {

@@ -21,7 +21,7 @@ use volcano_framework::{
     parse_args, Action, ArgsError, JobId, NodeId, QueueId, Session, Statement, TaskId, TaskStatus,
 };
 
-use crate::evict::{free_node_for, victims_suffice};
+use crate::evict::{free_node_for, sort_in_victim_order, victims_suffice};
 
 /// Configuration name.
 pub const NAME: &str = "preempt";
@@ -136,10 +136,11 @@ fn preempt_task(
         }
     }
     for n in nodes {
-        let preemptees: Vec<TaskId> = ssn.snap.node(n).tasks.iter().copied().filter(|v| filter(ssn, *v)).collect();
+        let mut preemptees: Vec<TaskId> = ssn.snap.node(n).tasks.iter().copied().filter(|v| filter(ssn, *v)).collect();
         if preemptees.is_empty() {
             continue;
         }
+        sort_in_victim_order(ssn, t, &mut preemptees);
         let victims = ssn.preemptable(t, &preemptees);
         if !victims_suffice(ssn, t, n, &victims) {
             continue;

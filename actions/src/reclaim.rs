@@ -11,7 +11,7 @@ use volcano_api::conf::{args, Arguments};
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus};
 
-use crate::evict::{free_node_for, victims_suffice};
+use crate::evict::{free_node_for, sort_in_victim_order, victims_suffice};
 use crate::preempt::{candidate_nodes, fits_without_eviction, may_evict_for, pending_tasks};
 
 /// Configuration name.
@@ -62,6 +62,8 @@ fn reclaim_task(ssn: &mut Session<'_>, stmt: &mut Statement, q: QueueId, t: Task
         if reclaimees.is_empty() {
             continue;
         }
+        let mut reclaimees = reclaimees;
+        sort_in_victim_order(ssn, t, &mut reclaimees);
         let victims = ssn.reclaimable(t, &reclaimees);
         if !victims_suffice(ssn, t, n, &victims) {
             continue;

@@ -18,6 +18,9 @@ pub struct QuantityError {
 
 /// Parses a quantity into its value in base units (`500m` → 0.5, `1Ki` → 1024).
 pub fn parse(input: &str) -> Result<f64, QuantityError> {
+    if let Some(v) = parse_simple(input) {
+        return Ok(v);
+    }
     let err = |reason| QuantityError { input: input.to_string(), reason };
     let s = input.trim();
     if s.is_empty() {
@@ -75,6 +78,30 @@ pub fn parse(input: &str) -> Result<f64, QuantityError> {
         return Err(err("value out of range"));
     }
     Ok(value)
+}
+
+/// The common shapes — digits, optionally followed by `m`, `Ki`, `Mi`, `Gi` or `Ti` —
+/// without going through float parsing.
+fn parse_simple(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if digits == 0 || digits > 15 {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for c in &b[..digits] {
+        n = n * 10 + u64::from(c - b'0');
+    }
+    let n = n as f64;
+    match &s[digits..] {
+        "" => Some(n),
+        "m" => Some(n / 1000.0),
+        "Ki" => Some(n * 1024.0),
+        "Mi" => Some(n * 1024.0 * 1024.0),
+        "Gi" => Some(n * 1024.0 * 1024.0 * 1024.0),
+        "Ti" => Some(n * 1024.0f64.powi(4)),
+        _ => None,
+    }
 }
 
 /// Parses a quantity and returns its value in milli-units, rounded up as `MilliValue()` does.

@@ -87,20 +87,22 @@ impl NodeChoice {
 pub(crate) struct NodeIndex {
     log: Vec<NodeId>,
     classes: Vec<Class>,
-    by_request: HashMap<Vec<u64>, Vec<usize>>,
-    task_class: HashMap<TaskId, usize>,
+    by_request: HashMap<u64, Vec<usize>>,
+    /// Class of each task (by task index), `u32::MAX` when not classified yet.
+    task_class: Vec<u32>,
 }
 
-fn request_key(r: &Resource) -> Vec<u64> {
-    r.dims().flat_map(|(n, v)| [n.len() as u64, hash_str(n), v.to_bits()]).collect()
-}
-
-fn hash_str(s: &str) -> u64 {
-    // FNV-1a: stable and cheap; collisions only cost a spec comparison.
+fn request_key(r: &Resource) -> u64 {
+    // FNV-1a over names and value bits: stable and cheap; a collision only costs a
+    // constraint comparison.
     let mut h: u64 = 0xcbf29ce484222325;
-    for b in s.bytes() {
+    let mut mix = |b: u8| {
         h ^= b as u64;
         h = h.wrapping_mul(0x100000001b3);
+    };
+    for (n, v) in r.dims() {
+        n.bytes().for_each(&mut mix);
+        v.to_bits().to_le_bytes().into_iter().for_each(&mut mix);
     }
     h
 }
@@ -115,29 +117,24 @@ impl NodeIndex {
 }
 
 fn same_constraints(a: &crate::model::TaskInfo, b: &crate::model::TaskInfo) -> bool {
+    use k8s_openapi::api::core::v1::Container;
     let (Some(x), Some(y)) = (a.pod.spec.as_ref(), b.pod.spec.as_ref()) else {
         return a.pod.spec.is_none() && b.pod.spec.is_none();
     };
-    let ports = |s: &k8s_openapi::api::core::v1::PodSpec| {
-        s.containers
-            .iter()
-            .flat_map(|c| c.ports.iter().flatten())
-            .filter(|p| p.host_port.is_some())
-            .map(|p| (p.host_port, p.protocol.clone(), p.host_ip.clone()))
-            .collect::<Vec<_>>()
-    };
-    fn requests(
-        s: &k8s_openapi::api::core::v1::PodSpec,
-    ) -> Vec<&Option<k8s_openapi::api::core::v1::ResourceRequirements>> {
-        s.containers.iter().chain(s.init_containers.iter().flatten()).map(|c| &c.resources).collect()
+    fn host_ports(c: &Container) -> impl Iterator<Item = &k8s_openapi::api::core::v1::ContainerPort> + '_ {
+        c.ports.iter().flatten().filter(|p| p.host_port.is_some())
     }
+    let same_containers = |l: &[Container], r: &[Container]| {
+        l.len() == r.len()
+            && l.iter().zip(r).all(|(c, d)| c.resources == d.resources && host_ports(c).eq(host_ports(d)))
+    };
     x.node_selector == y.node_selector
         && x.affinity == y.affinity
         && x.tolerations == y.tolerations
         && x.topology_spread_constraints == y.topology_spread_constraints
         && a.namespace() == b.namespace()
-        && ports(x) == ports(y)
-        && requests(x) == requests(y)
+        && same_containers(&x.containers, &y.containers)
+        && same_containers(x.init_containers.as_deref().unwrap_or(&[]), y.init_containers.as_deref().unwrap_or(&[]))
 }
 
 impl Session<'_> {
@@ -152,8 +149,12 @@ impl Session<'_> {
     }
 
     fn class_of(&mut self, t: TaskId) -> usize {
-        if let Some(c) = self.index.task_class.get(&t) {
-            return *c;
+        if self.index.task_class.len() < self.snap.tasks.len() {
+            self.index.task_class.resize(self.snap.tasks.len(), u32::MAX);
+        }
+        let known = self.index.task_class[t.idx()];
+        if known != u32::MAX {
+            return known as usize;
         }
         let key = request_key(&self.snap.task(t).resreq);
         let task = self.snap.task(t);
@@ -171,7 +172,7 @@ impl Session<'_> {
                 c
             }
         };
-        self.index.task_class.insert(t, c);
+        self.index.task_class[t.idx()] = c as u32;
         c
     }
 

@@ -71,9 +71,16 @@ pub struct Snapshot {
 }
 
 fn meta_key(m: &ObjectMeta) -> String {
+    let name = m.name.as_deref().unwrap_or_default();
     match &m.namespace {
-        Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
-        None => m.name.clone().unwrap_or_default(),
+        Some(ns) => {
+            let mut k = String::with_capacity(ns.len() + 1 + name.len());
+            k.push_str(ns);
+            k.push('/');
+            k.push_str(name);
+            k
+        }
+        None => name.to_string(),
     }
 }
 
@@ -106,21 +113,16 @@ fn list_resource(kind: &'static str, name: &str, field: &str, list: &ResourceLis
     })
 }
 
-fn container_request(kind: &'static str, pod: &str, field: &str, c: &Container) -> Result<Resource, SnapshotError> {
+/// A container's request: requests, with limits standing in for missing requests (the API
+/// server defaults a missing request to the limit). `Err` names the resource.
+fn container_request(c: &Container) -> Result<Resource, (String, QuantityError)> {
     let mut r = Resource::empty();
     let Some(res) = &c.resources else { return Ok(r) };
-    let fail = |(res, source): (String, QuantityError)| SnapshotError {
-        kind,
-        name: pod.to_string(),
-        field: format!("{field}.{res}"),
-        source,
-    };
     if let Some(req) = &res.requests {
-        r.add_list(req, None).map_err(fail)?;
+        r.add_list(req, None)?;
     }
-    // The API server defaults a missing request to the limit.
     if let Some(limits) = &res.limits {
-        r.add_list(limits, res.requests.as_ref()).map_err(fail)?;
+        r.add_list(limits, res.requests.as_ref())?;
     }
     Ok(r)
 }
@@ -129,34 +131,50 @@ fn container_request(kind: &'static str, pod: &str, field: &str, c: &Container) 
 /// with each init container (restartable "sidecar" init containers add up), plus overhead,
 /// plus `pods: 1`.
 pub fn pod_request(pod: &Pod) -> Result<Resource, SnapshotError> {
-    let key = meta_key(&pod.metadata);
+    let fail = |field: String| {
+        let key = meta_key(&pod.metadata);
+        move |(res, source): (String, QuantityError)| SnapshotError {
+            kind: "Pod",
+            name: key,
+            field: format!("{field}.{res}"),
+            source,
+        }
+    };
     let Some(spec) = &pod.spec else {
         let mut r = Resource::empty();
         r.add_scalar(PODS, 1.0);
         return Ok(r);
     };
-    let mut app = Resource::empty();
+    let mut total = Resource::empty();
     for (i, c) in spec.containers.iter().enumerate() {
-        app.add(&container_request("Pod", &key, &format!("spec.containers[{i}].resources"), c)?);
-    }
-    let mut sidecars = Resource::empty();
-    let mut init_max = Resource::empty();
-    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r = container_request("Pod", &key, &format!("spec.initContainers[{i}].resources"), c)?;
-        if c.restart_policy.as_deref() == Some("Always") {
-            sidecars.add(&r);
-            init_max.set_max(&sidecars);
+        let r = container_request(c).map_err(|e| fail(format!("spec.containers[{i}].resources"))(e))?;
+        if i == 0 {
+            total = r;
         } else {
-            let mut during = r;
-            during.add(&sidecars);
-            init_max.set_max(&during);
+            total.add(&r);
         }
     }
-    let mut total = app;
-    total.add(&sidecars);
-    total.set_max(&init_max);
+    if let Some(inits) = spec.init_containers.as_ref().filter(|v| !v.is_empty()) {
+        let mut sidecars = Resource::empty();
+        let mut init_max = Resource::empty();
+        for (i, c) in inits.iter().enumerate() {
+            let r = container_request(c).map_err(|e| fail(format!("spec.initContainers[{i}].resources"))(e))?;
+            if c.restart_policy.as_deref() == Some("Always") {
+                sidecars.add(&r);
+                init_max.set_max(&sidecars);
+            } else {
+                let mut during = r;
+                during.add(&sidecars);
+                init_max.set_max(&during);
+            }
+        }
+        total.add(&sidecars);
+        total.set_max(&init_max);
+    }
     if let Some(overhead) = &spec.overhead {
-        total.add(&list_resource("Pod", &key, "spec.overhead", overhead)?);
+        let mut r = Resource::empty();
+        r.add_list(overhead, None).map_err(|e| fail("spec.overhead".into())(e))?;
+        total.add(&r);
     }
     total.add_scalar(PODS, 1.0);
     Ok(total)

@@ -215,7 +215,13 @@ impl Plugin for Gang {
     fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
         for (i, job) in snap.jobs.iter().enumerate() {
             let j = JobId(i as u32);
+            if job.tasks.is_empty() {
+                continue;
+            }
             if !(job.is_ready() && task_ready(snap, job)) {
+                if short_only_because_releasing(snap, job) {
+                    continue;
+                }
                 let schedulable = job
                     .tasks
                     .iter()
@@ -252,6 +258,28 @@ impl Plugin for Gang {
             }
         }
     }
+}
+
+/// Whether a job is below its minimum only because some of its scheduled pods are
+/// terminating (evicted or deleted): nothing pending or pipelined, and scheduled plus
+/// releasing pods reach `minMember`. Volcano writes no Unschedulable condition then.
+fn short_only_because_releasing(snap: &Snapshot, job: &JobInfo) -> bool {
+    if job.count(TaskStatus::Pending) > 0 || job.count(TaskStatus::Pipelined) > 0 {
+        return false;
+    }
+    let releasing_on_node = job
+        .tasks
+        .iter()
+        .filter(|t| {
+            let t = snap.task(**t);
+            t.status == TaskStatus::Releasing && t.node.is_some()
+        })
+        .count() as i32;
+    let scheduled = job.count(TaskStatus::Running)
+        + job.count(TaskStatus::Bound)
+        + job.count(TaskStatus::Succeeded)
+        + job.count(TaskStatus::Failed);
+    releasing_on_node > 0 && scheduled + releasing_on_node >= job.min_available
 }
 
 /// Candidates that may go without breaking their job's gang: per job, only while the job
