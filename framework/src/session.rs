@@ -380,10 +380,15 @@ impl<'p> Session<'p> {
                     victims = None;
                     break;
                 }
-                victims = Some(match victims {
-                    None => found,
-                    Some(prev) => prev.into_iter().filter(|t| found.contains(t)).collect(),
-                });
+                // As in Volcano: the first voter (or the first after an empty intersection)
+                // starts the list; later voters intersect it.
+                victims = match victims {
+                    None => Some(found),
+                    Some(prev) => {
+                        let kept: Vec<TaskId> = prev.into_iter().filter(|t| found.contains(t)).collect();
+                        (!kept.is_empty()).then_some(kept)
+                    }
+                };
             }
             if let Some(v) = victims {
                 return v;
