@@ -183,6 +183,9 @@ impl Action for Allocate {
                 ssn.snap.jobs[i].job_fit_error = Some(invalid.message);
                 continue;
             }
+            if ssn.snap.job(j).count(TaskStatus::Pending) == 0 {
+                continue;
+            }
             let mut heap = CmpHeap::new();
             for &t in &ssn.snap.job(j).tasks {
                 let task = ssn.snap.task(t);

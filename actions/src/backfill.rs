@@ -51,7 +51,10 @@ impl Action for Backfill {
         let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
-            if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() {
+            let job = ssn.snap.job(j);
+            // Only pending or pipelined best-effort tasks are backfilled.
+            let candidates = job.pending_best_effort > 0 || job.count(TaskStatus::Pipelined) > 0;
+            if !candidates || job.is_pending() || ssn.job_valid(j).is_some() {
                 continue;
             }
             let members: Vec<TaskId> = ssn

@@ -222,27 +222,40 @@ fn pending_jobs(objects: &ClusterObjects) -> BTreeMap<String, usize> {
     m
 }
 
-/// Runs one case: builds its objects, measures the cycle(s), checks the result.
-pub fn run_case(case: Case) -> CaseReport {
-    let profile = Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid");
+/// The bench profile (`BENCH_CONF` with the built-in registries).
+pub fn bench_profile() -> Profile {
+    Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid")
+}
+
+/// The objects at the start of a case's measured cycle(s). For `steady-5k` this runs the
+/// earlier sessions that place gang-30000 (untimed) and adds the new pending jobs.
+pub fn prepare(case: Case, profile: &Profile) -> ClusterObjects {
     let nodes = case.nodes();
-    let (mut objects, cycles) = match case {
+    match case {
         Case::Steady5k => {
             // An earlier session placed gang-30000; its jobs then run.
             let first = workloads::gang(0, 30_000);
             let next = first.len();
             let mut objects = workloads::objects(nodes, first);
-            let (effects, _) = timed_cycle(&objects, &profile, 1);
+            let (effects, _) = timed_cycle(&objects, profile, 1);
             apply(&mut objects, &effects);
-            let (effects, _) = timed_cycle(&objects, &profile, 2);
+            let (effects, _) = timed_cycle(&objects, profile, 2);
             apply(&mut objects, &effects);
             let new = workloads::objects(0, workloads::gang(next, case.pending_pods()));
             objects.pod_groups.extend(new.pod_groups);
             objects.pods.extend(new.pods);
-            (objects, 20)
+            objects
         }
-        _ => (workloads::objects(nodes, workloads::gang(0, case.pending_pods())), 1),
-    };
+        _ => workloads::objects(nodes, workloads::gang(0, case.pending_pods())),
+    }
+}
+
+/// Runs one case: builds its objects, measures the cycle(s), checks the result.
+pub fn run_case(case: Case) -> CaseReport {
+    let profile = bench_profile();
+    let nodes = case.nodes();
+    let mut objects = prepare(case, &profile);
+    let cycles = if case == Case::Steady5k { 20 } else { 1 };
     let pending = pending_jobs(&objects);
     let pending_pods: usize = pending.values().sum();
     let mut times = Vec::new();

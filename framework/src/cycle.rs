@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use volcano_api::crd::{PodGroupCondition, PodGroupPhase};
+use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
 
 use crate::effect::Effect;
 use crate::model::*;
@@ -87,25 +87,57 @@ pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer:
     close(ssn)
 }
 
-fn same_conditions(a: &[PodGroupCondition], b: &[PodGroupCondition]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message)
+fn same_condition(x: &PodGroupCondition, y: &PodGroupCondition) -> bool {
+    x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
+}
+
+/// Whether merging `new` into `old` (a condition replaces the first one of its type, or is
+/// appended) changes the type, status, reason or message of any condition.
+fn conditions_change(old: &[PodGroupCondition], new: &[PodGroupCondition]) -> bool {
+    new.iter().enumerate().any(|(i, c)| {
+        // Only the last new condition of a type stays.
+        if new[i + 1..].iter().any(|d| d.type_ == c.type_) {
+            return false;
+        }
+        match old.iter().find(|x| x.type_ == c.type_) {
+            Some(x) => !same_condition(x, c),
+            None => true,
+        }
+    })
+}
+
+/// A queue followed by its ancestors that are in the snapshot (a queue without
+/// `spec.parent` hangs under `root`); stops at a self-parent or after 64 levels.
+fn queue_chain(snap: &Snapshot, q: QueueId) -> Vec<QueueId> {
+    let mut chain = vec![q];
+    let mut name = snap.queue(q).name.as_str();
+    while chain.len() < 64 {
+        let parent = snap.queue(*chain.last().expect("not empty")).parent.as_deref().unwrap_or("root");
+        if parent == name {
+            break;
+        }
+        let Some(p) = snap.queue_id(parent) else { break };
+        chain.push(p);
+        name = parent;
+    }
+    chain
 }
 
 fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGroupPhase {
     if job.count(TaskStatus::Running) > 0 && unschedulable_now {
         return PodGroupPhase::Unknown;
     }
-    let releasing_on_node = job
-        .tasks
-        .iter()
-        .filter(|t| {
-            let t = snap.task(**t);
-            t.status == TaskStatus::Releasing && t.node.is_some()
-        })
-        .count() as i32;
+    let releasing_on_node = if job.count(TaskStatus::Releasing) == 0 {
+        0
+    } else {
+        job.tasks
+            .iter()
+            .filter(|t| {
+                let t = snap.task(**t);
+                t.status == TaskStatus::Releasing && t.node.is_some()
+            })
+            .count() as i32
+    };
     let finished = job.count(TaskStatus::Succeeded) + job.count(TaskStatus::Failed);
     let scheduled = job.count(TaskStatus::Running) + job.count(TaskStatus::Bound) + finished + releasing_on_node;
     if scheduled >= job.min_available && scheduled > 0 {
@@ -131,84 +163,88 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
     let mut effects = std::mem::take(&mut ssn.effects);
 
     // Pipelined tasks keep a nominated node.
-    for t in &snap.tasks {
-        if t.status == TaskStatus::Pipelined {
+    if snap.status_count(TaskStatus::Pipelined) > 0 {
+        for t in snap.tasks.iter().filter(|t| t.status == TaskStatus::Pipelined) {
             if let Some(n) = t.node {
-                let node = &snap.node(n).name;
+                let node: &str = &snap.node(n).name;
                 if t.nominated_node.as_deref() != Some(node) {
-                    effects.push(Effect::Pipeline { pod: t.key.to_string(), node: node.clone() });
+                    effects.push(Effect::Pipeline { pod: t.key.to_string(), node: node.to_string() });
                 }
             }
         }
     }
 
-    // PodGroup statuses, written only when they changed.
-    let mut conditions: BTreeMap<JobId, Vec<PodGroupCondition>> = BTreeMap::new();
-    for (j, c) in out.job_conditions {
-        conditions.entry(j).or_default().push(c);
-    }
+    // PodGroup statuses, written only when they changed. The conditions of each job, in
+    // the order the plugins wrote them.
+    let mut conditions = out.job_conditions;
+    conditions.sort_by_key(|(j, _)| *j);
+    let mut conditions = conditions.into_iter().peekable();
+    let mut mine: Vec<PodGroupCondition> = Vec::new();
     let mut pending_reasons = BTreeMap::new();
+    static NO_STATUS: PodGroupStatus =
+        PodGroupStatus { phase: None, conditions: Vec::new(), running: 0, succeeded: 0, failed: 0 };
     for (i, job) in snap.jobs.iter().enumerate() {
         let j = JobId(i as u32);
-        let old = job.pod_group.status.clone().unwrap_or_default();
-        let mut status = old.clone();
+        mine.clear();
+        while let Some((_, c)) = conditions.next_if(|(x, _)| *x == j) {
+            mine.push(c);
+        }
+        let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
         let mut unschedulable_now = false;
-        for mut c in conditions.remove(&j).unwrap_or_default() {
+        for c in &mine {
             if c.type_ == "Unschedulable" && c.status == "True" {
                 unschedulable_now = true;
                 if let Some(m) = &c.message {
                     pending_reasons.insert(job.key.clone(), m.clone());
                 }
             }
-            c.transition_id = Some(ssn.ctx.uid.clone());
-            c.last_transition_time = Some(now.clone());
-            match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
-                Some(x) => *x = c,
-                None => status.conditions.push(c),
-            }
         }
-        status.phase = Some(job_phase(job, snap, unschedulable_now));
-        status.running = job.count(TaskStatus::Running);
-        status.succeeded = job.count(TaskStatus::Succeeded);
-        status.failed = job.count(TaskStatus::Failed);
-        let changed = status.phase.unwrap_or_default() != old.phase.unwrap_or_default()
-            || status.running != old.running
-            || status.succeeded != old.succeeded
-            || status.failed != old.failed
-            || !same_conditions(&status.conditions, &old.conditions);
+        let phase = job_phase(job, snap, unschedulable_now);
+        let running = job.count(TaskStatus::Running);
+        let succeeded = job.count(TaskStatus::Succeeded);
+        let failed = job.count(TaskStatus::Failed);
+        let changed = phase != old.phase.unwrap_or_default()
+            || running != old.running
+            || succeeded != old.succeeded
+            || failed != old.failed
+            || conditions_change(&old.conditions, &mine);
         if changed {
+            let mut status = old.clone();
+            for mut c in mine.drain(..) {
+                c.transition_id = Some(ssn.ctx.uid.clone());
+                c.last_transition_time = Some(now.clone());
+                match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
+                    Some(x) => *x = c,
+                    None => status.conditions.push(c),
+                }
+            }
+            status.phase = Some(phase);
+            status.running = running;
+            status.succeeded = succeeded;
+            status.failed = failed;
             effects.push(Effect::PodGroupStatus { pod_group: job.key.clone(), status });
         }
     }
 
-    // Queue allocation, rolled up to parents.
-    let mut reports: BTreeMap<String, QueueReport> = BTreeMap::new();
-    for q in &snap.queues {
-        reports.insert(q.name.clone(), QueueReport::default());
-    }
+    // Queue allocation, rolled up to parents: each job's allocation is added to its queue
+    // and to the queue's ancestors (a queue without `spec.parent` hangs under `root`, as in
+    // Volcano).
+    let chains: Vec<Vec<QueueId>> = (0..snap.queues.len()).map(|q| queue_chain(snap, QueueId(q as u32))).collect();
+    let mut allocated = vec![Resource::empty(); snap.queues.len()];
     for job in &snap.jobs {
-        let q = snap.queue(job.queue);
-        let mut name = Some(q.name.clone());
-        let mut depth = 0;
-        while let Some(n) = name {
-            let Some(r) = reports.get_mut(&n) else { break };
-            r.allocated.add(&job.allocated);
-            depth += 1;
-            // A queue without `spec.parent` hangs under `root`, as in Volcano.
-            name = snap
-                .queue_id(&n)
-                .map(|id| snap.queue(id).parent.clone().unwrap_or_else(|| "root".to_string()))
-                .filter(|p| p != &n && depth < 64);
+        for q in &chains[job.queue.idx()] {
+            allocated[q.idx()].add(&job.allocated);
         }
     }
+    let mut by_queue: Vec<QueueReport> =
+        allocated.into_iter().map(|allocated| QueueReport { allocated, ..Default::default() }).collect();
     for (q, report) in out.queue_reports {
-        if let Some(r) = reports.get_mut(&snap.queue(q).name) {
+        if let Some(r) = by_queue.get_mut(q.idx()) {
             r.deserved = report.deserved;
             r.share = report.share;
         }
     }
-    for q in &snap.queues {
-        let allocated = &reports[&q.name].allocated;
+    for (q, report) in snap.queues.iter().zip(&by_queue) {
         let old = q
             .queue
             .status
@@ -216,9 +252,13 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             .and_then(|s| s.allocated.as_ref())
             .and_then(|l| Resource::from_list(l).ok())
             .unwrap_or_default();
-        if !same_resource(&old, allocated) {
-            effects.push(Effect::QueueStatus { queue: q.name.clone(), allocated: allocated.to_list() });
+        if !same_resource(&old, &report.allocated) {
+            effects.push(Effect::QueueStatus { queue: q.name.clone(), allocated: report.allocated.to_list() });
         }
+    }
+    let mut reports: BTreeMap<String, QueueReport> = BTreeMap::new();
+    for (q, report) in snap.queues.iter().zip(by_queue) {
+        reports.insert(q.name.clone(), report);
     }
 
     for (j, type_, reason, message) in out.job_events {
@@ -336,5 +376,37 @@ impl Observer for InvariantChecker {
     }
     fn after_action(&mut self, action: &str, ssn: &Session<'_>) {
         self.check(action, ssn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(type_: &str, status: &str, message: &str) -> PodGroupCondition {
+        PodGroupCondition {
+            type_: type_.into(),
+            status: status.into(),
+            message: Some(message.into()),
+            transition_id: Some("an earlier session".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn conditions_change_like_a_merge() {
+        let old = vec![cond("Scheduled", "True", ""), cond("Unschedulable", "False", "")];
+        // The same values (transition fields aside) change nothing.
+        assert!(!conditions_change(
+            &old,
+            &[PodGroupCondition { transition_id: None, ..cond("Scheduled", "True", "") }]
+        ));
+        assert!(!conditions_change(&old, &[]));
+        // A new value, or a new type, does.
+        assert!(conditions_change(&old, &[cond("Scheduled", "True", "x")]));
+        assert!(conditions_change(&old, &[cond("Ready", "True", "")]));
+        // Only the last condition of a type counts.
+        assert!(!conditions_change(&old, &[cond("Unschedulable", "True", "a"), cond("Unschedulable", "False", "")]));
+        assert!(conditions_change(&old, &[cond("Unschedulable", "False", ""), cond("Unschedulable", "True", "a")]));
     }
 }

@@ -10,6 +10,7 @@
 //! function of its inputs.
 #![deny(missing_docs)]
 
+pub mod cow;
 pub mod cycle;
 pub mod effect;
 pub mod model;
@@ -24,6 +25,7 @@ pub mod snapshot;
 pub mod statement;
 pub mod status;
 
+pub use cow::CowVec;
 pub use cycle::{run_cycle, CycleContext, CycleOutcome, InvariantChecker, NoObserver, Observer, QueueReport};
 pub use effect::Effect;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};

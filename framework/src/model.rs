@@ -129,8 +129,6 @@ impl TaskStatus {
 /// One pod.
 #[derive(Clone, Debug)]
 pub struct TaskInfo {
-    /// Pod UID (the key when the object has none).
-    pub uid: Arc<str>,
     /// `namespace/name` (see [`TaskInfo::name`] and [`TaskInfo::namespace`]).
     pub key: Arc<str>,
     /// Length of the namespace part of `key`.
@@ -141,6 +139,19 @@ pub struct TaskInfo {
     pub role: String,
     /// Resource request: containers max'ed with init containers, plus overhead, plus `pods: 1`.
     pub resreq: Resource,
+    /// cpu request in millicores, aggregated like `resreq`, where a container that requests
+    /// no cpu counts [`crate::snapshot::DEFAULT_MILLI_CPU_REQUEST`] (kube-scheduler's
+    /// "non-zero" request, what its resource scorers count).
+    pub nonzero_cpu: i64,
+    /// memory request in bytes, aggregated like `resreq`, where a container that requests no
+    /// memory counts [`crate::snapshot::DEFAULT_MEMORY_REQUEST`].
+    pub nonzero_memory: i64,
+    /// Equivalence class of the task's requests and scheduling constraints, set by
+    /// [`crate::Snapshot::build`]: tasks of a snapshot with the same shape have the same
+    /// requests (`resreq`, non-zero cpu and memory), node selector, affinity, tolerations,
+    /// topology spread constraints, namespace and host ports (and container restart
+    /// policies). The node index ([`crate::select`]) shares its answers within a shape.
+    pub shape: u32,
     /// Task priority.
     pub priority: i32,
     /// Whether the pod may be evicted (default true).
@@ -169,6 +180,11 @@ pub struct TaskInfo {
 }
 
 impl TaskInfo {
+    /// Pod UID (the key when the object has none).
+    pub fn uid(&self) -> &str {
+        self.pod.metadata.uid.as_deref().unwrap_or(&self.key)
+    }
+
     /// Pod name.
     pub fn name(&self) -> &str {
         &self.key[self.ns_len as usize + 1..]
@@ -217,6 +233,8 @@ pub struct JobInfo {
     pub status_counts: [u32; TaskStatus::COUNT],
     /// Pending tasks with an empty request.
     pub pending_best_effort: u32,
+    /// Tasks with scheduling gates ([`TaskInfo::sch_gated`]).
+    pub gated_tasks: u32,
     /// Σ requests of tasks in allocated statuses.
     pub allocated: Resource,
     /// Σ requests of all tasks.
@@ -290,7 +308,7 @@ impl JobInfo {
 #[derive(Clone, Debug)]
 pub struct NodeInfo {
     /// Node name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Allocatable resources.
     pub allocatable: Resource,
     /// Capacity.
@@ -303,10 +321,16 @@ pub struct NodeInfo {
     pub releasing: Resource,
     /// Reserved by pipelined tasks.
     pub pipelined: Resource,
+    /// Σ [`TaskInfo::nonzero_cpu`] of the tasks on the node (pipelined ones included).
+    pub nonzero_cpu: i64,
+    /// Σ [`TaskInfo::nonzero_memory`] of the tasks on the node (pipelined ones included).
+    pub nonzero_memory: i64,
     /// Tasks on the node (pipelined ones included).
     pub tasks: Vec<TaskId>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
+    /// Whether the node object has any taint (`spec.taints` not empty).
+    pub has_taints: bool,
     /// The node object.
     pub node: Arc<Node>,
 }

@@ -215,18 +215,22 @@ pub trait Plugin: Send + Sync {
     }
 
     /// Whether, for this task, the plugin's predicates and node scores depend only on the
-    /// node's state and on the task's container requests, node selector, affinity,
-    /// tolerations, topology spread constraints, namespace and host ports — so equivalent
+    /// node's state and on the task's requests ([`crate::TaskInfo::resreq`] and the non-zero
+    /// cpu and memory), node selector, affinity, tolerations, topology spread constraints,
+    /// namespace and host ports (with the restart policy of each container) — so equivalent
     /// tasks get equal answers and the session may use its incremental node index
     /// ([`crate::select`]). The default (false) makes the session scan every node for the
     /// task; a plugin whose answer depends on the task's job (say) returns false only for
-    /// the tasks concerned.
+    /// the tasks concerned. The session asks once per task: the answer must not change
+    /// while the session runs.
     fn shape_local(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }
 
     /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task
-    /// (so it cannot change which node wins).
+    /// (so it cannot change which node wins). Asked only for tasks that every plugin finds
+    /// [`Plugin::shape_local`], once per [`crate::TaskInfo::shape`] and session: for such
+    /// tasks the answer must depend on the shape only.
     fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }

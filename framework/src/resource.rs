@@ -52,9 +52,20 @@ impl std::ops::Deref for ResourceName {
     }
 }
 
+/// Compares two names, first by address: the common names are the same static strings.
+#[inline]
+fn cmp_name(a: &str, b: &str) -> Ordering {
+    if std::ptr::eq(a.as_ptr(), b.as_ptr()) && a.len() == b.len() {
+        Ordering::Equal
+    } else {
+        a.cmp(b)
+    }
+}
+
 impl PartialEq for ResourceName {
+    #[inline]
     fn eq(&self, other: &Self) -> bool {
-        **self == **other
+        cmp_name(self, other) == Ordering::Equal
     }
 }
 impl Eq for ResourceName {}
@@ -64,8 +75,9 @@ impl PartialOrd for ResourceName {
     }
 }
 impl Ord for ResourceName {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
-        (**self).cmp(&**other)
+        cmp_name(self, other)
     }
 }
 impl fmt::Display for ResourceName {
@@ -165,7 +177,7 @@ impl Resource {
         match name {
             "cpu" => self.milli_cpu = value,
             "memory" => self.memory = value,
-            n => match self.scalars.binary_search_by(|(k, _)| (**k).cmp(n)) {
+            n => match self.scalars.binary_search_by(|(k, _)| cmp_name(k, n)) {
                 Ok(i) => self.scalars[i].1 = value,
                 Err(i) => self.scalars.insert(i, (ResourceName::new(n), value)),
             },
@@ -174,7 +186,7 @@ impl Resource {
 
     /// Adds to a scalar dimension, creating it.
     pub fn add_scalar(&mut self, name: &str, value: f64) {
-        match self.scalars.binary_search_by(|(k, _)| (**k).cmp(name)) {
+        match self.scalars.binary_search_by(|(k, _)| cmp_name(k, name)) {
             Ok(i) => self.scalars[i].1 += value,
             Err(i) => self.scalars.insert(i, (ResourceName::new(name), value)),
         }
@@ -190,8 +202,15 @@ impl Resource {
     }
 
     /// The value of a scalar, if the dimension is present.
+    #[inline]
     pub fn scalar(&self, name: &str) -> Option<f64> {
-        self.scalars.binary_search_by(|(k, _)| (**k).cmp(name)).ok().map(|i| self.scalars[i].1)
+        // The common names are the same static strings: try addresses before comparing text.
+        for (k, v) in &self.scalars {
+            if k.len() == name.len() && std::ptr::eq(k.as_ptr(), name.as_ptr()) {
+                return Some(*v);
+            }
+        }
+        self.scalars.binary_search_by(|(k, _)| cmp_name(k, name)).ok().map(|i| self.scalars[i].1)
     }
 
     /// Whether the scalar dimension is present.
@@ -304,8 +323,17 @@ impl Resource {
     }
 
     fn merge_scalars(&mut self, other: &Resource, f: impl Fn(f64, f64) -> f64) {
+        // The common case: both sides have the same dimensions.
+        if self.scalars.len() == other.scalars.len()
+            && self.scalars.iter().zip(&other.scalars).all(|((a, _), (b, _))| a == b)
+        {
+            for ((_, a), (_, b)) in self.scalars.iter_mut().zip(&other.scalars) {
+                *a = f(*a, *b);
+            }
+            return;
+        }
         for (n, v) in &other.scalars {
-            match self.scalars.binary_search_by(|(k, _)| (**k).cmp(&**n)) {
+            match self.scalars.binary_search_by(|(k, _)| k.cmp(n)) {
                 Ok(i) => self.scalars[i].1 = f(self.scalars[i].1, *v),
                 Err(i) => self.scalars.insert(i, (n.clone(), f(0.0, *v))),
             }
@@ -318,24 +346,37 @@ impl Resource {
         if !le(self.milli_cpu, other.milli_cpu) || !le(self.memory, other.memory) {
             return false;
         }
-        for (n, l) in &self.scalars {
-            match other.scalar(n) {
-                Some(r) => {
-                    if !le(*l, r) {
+        // Both scalar lists are sorted by name: walk them together.
+        let (a, b) = (&self.scalars, &other.scalars);
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let ord = match (a.get(i), b.get(j)) {
+                (Some((x, _)), Some((y, _))) => x.cmp(y),
+                (Some(_), None) => Ordering::Less,
+                _ => Ordering::Greater,
+            };
+            match ord {
+                Ordering::Equal => {
+                    if !le(a[i].1, b[j].1) {
                         return false;
                     }
+                    i += 1;
+                    j += 1;
                 }
-                None => {
-                    if default == DimensionDefault::Zero && !le(*l, 0.0) {
+                Ordering::Less => {
+                    // Only on the left: the right is 0 or unlimited.
+                    if default == DimensionDefault::Zero && !le(a[i].1, 0.0) {
                         return false;
                     }
+                    i += 1;
                 }
-            }
-        }
-        // Dimensions only on the right: left is 0 there, and 0 ≤ anything non-negative.
-        for (n, r) in &other.scalars {
-            if !self.has_scalar(n) && !le(0.0, *r) {
-                return false;
+                Ordering::Greater => {
+                    // Only on the right: left is 0 there, and 0 ≤ anything non-negative.
+                    if !le(0.0, b[j].1) {
+                        return false;
+                    }
+                    j += 1;
+                }
             }
         }
         true
@@ -383,6 +424,26 @@ impl Resource {
             }
         }
         true
+    }
+
+    /// [`Resource::insufficient_dims`] as a bit set over [`Resource::dims`] (bit `i` for the
+    /// `i`-th dimension); `None` when a dimension beyond the 64th is insufficient.
+    pub fn insufficient_mask(&self, other: &Resource) -> Option<u64> {
+        let mut mask = 0u64;
+        for (i, (n, v)) in self.dims().enumerate() {
+            if v > MIN_RESOURCE && !le(v, other.get(n)) {
+                if i >= 64 {
+                    return None;
+                }
+                mask |= 1 << i;
+            }
+        }
+        Some(mask)
+    }
+
+    /// True when every dimension is exactly zero (adding or subtracting it changes nothing).
+    pub fn is_exact_zero(&self) -> bool {
+        self.milli_cpu == 0.0 && self.memory == 0.0 && self.scalars.iter().all(|(_, v)| *v == 0.0)
     }
 
     /// The names of the dimensions where `self` exceeds `other` (for "Insufficient" messages).

@@ -1,44 +1,27 @@
 //! Incremental node selection: per equivalence class of tasks, an index of every node's
 //! fit and score, updated only for the nodes that changed since the last query.
 //!
-//! Two tasks are equivalent when they request the same resources and carry the same
-//! scheduling constraints (container requests, node selector, affinity, tolerations,
-//! topology spread constraints, namespace, host ports): for plugins
+//! Two tasks are equivalent when they have the same shape ([`crate::TaskInfo::shape`]): the
+//! same requests (the snapshot's parsed request and non-zero cpu and memory) and the same
+//! scheduling constraints (node selector, affinity, tolerations, topology spread
+//! constraints, namespace, host ports and the containers' restart policies). For plugins
 //! that declare their predicates and scores *shape-local* ([`crate::Plugin::shape_local`]),
 //! such tasks get the same answer on every node. A class keeps, per node, whether the task
 //! fits now (idle), fits only once releasing pods are gone (future idle), or why it does not
-//! fit; the fitting nodes sit in ordered sets by (score desc, node order). Any change of a
+//! fit; the nodes sit in a max-tree ordered by (fits now, fits later, does not fit), then
+//! score (higher first), then node order, so the best node is the root. Any change of a
 //! node's accounting is appended to a change log, and a class re-evaluates the logged nodes
 //! before answering. The answer is exactly the one of a full scan: same predicates in the
 //! same order, same scores, ties to the first node by name.
 
-use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use rayon::prelude::*;
 
-use crate::model::{NodeId, TaskId};
-use crate::resource::Resource;
+use crate::model::{NodeId, NodeInfo, TaskId, TaskInfo};
+use crate::resource::DimensionDefault;
 use crate::session::Session;
 use crate::status::FitErrors;
-
-/// A score with a total order (higher first), then the node index (lower first).
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Key(f64, u32);
-
-impl Eq for Key {}
-
-impl PartialOrd for Key {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Key {
-    fn cmp(&self, other: &Self) -> Ordering {
-        other.0.total_cmp(&self.0).then(self.1.cmp(&other.1))
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fit {
@@ -50,19 +33,93 @@ enum Fit {
     No(u32),
 }
 
+/// The order key of a node in a [`BestTree`]: higher is better. From the top bits down:
+/// the fit (2: fits now, 1: fits once releasing pods are gone, 0: does not fit), the score
+/// in `f64::total_cmp` order, and the node index reversed (lower index wins ties).
+fn tree_key(node: u32, fit: Fit) -> u128 {
+    let (rank, score) = match fit {
+        Fit::Idle(score) => (2u128, score),
+        Fit::Future(score) => (1u128, score),
+        Fit::No(_) => return u128::from(u32::MAX - node),
+    };
+    // The bits of `total_cmp` as an unsigned number.
+    let bits = score.to_bits() as i64;
+    let ordered = ((bits ^ ((((bits >> 63) as u64) >> 1) as i64)) as u64) ^ (1 << 63);
+    (rank << 96) | (u128::from(ordered) << 32) | u128::from(u32::MAX - node)
+}
+
+/// The node of a [`tree_key`].
+fn key_node(key: u128) -> NodeId {
+    NodeId(u32::MAX - key as u32)
+}
+
+/// The fit rank of a [`tree_key`].
+fn key_rank(key: u128) -> u32 {
+    (key >> 96) as u32
+}
+
+/// A max-tree over the nodes' [`tree_key`]s (a complete binary tree in an array, leaves at
+/// the bottom): the root is the best node; an update walks up until nothing changes.
+struct BestTree {
+    leaves: usize,
+    keys: Vec<u128>,
+}
+
+impl BestTree {
+    fn new(fits: &[Fit]) -> BestTree {
+        let leaves = fits.len().next_power_of_two().max(1);
+        let mut keys = vec![0u128; 2 * leaves];
+        for (i, fit) in fits.iter().enumerate() {
+            keys[leaves + i] = tree_key(i as u32, *fit);
+        }
+        for i in (1..leaves).rev() {
+            keys[i] = keys[2 * i].max(keys[2 * i + 1]);
+        }
+        BestTree { leaves, keys }
+    }
+
+    fn set(&mut self, node: u32, fit: Fit) {
+        let mut i = self.leaves + node as usize;
+        self.keys[i] = tree_key(node, fit);
+        while i > 1 {
+            i /= 2;
+            let best = self.keys[2 * i].max(self.keys[2 * i + 1]);
+            if self.keys[i] == best {
+                break;
+            }
+            self.keys[i] = best;
+        }
+    }
+
+    /// The key of the best node (0 for an empty tree).
+    fn best(&self) -> u128 {
+        self.keys.get(1).copied().unwrap_or(0)
+    }
+}
+
 struct Class {
     representative: TaskId,
     cursor: usize,
     fits: Vec<Fit>,
-    idle: BTreeSet<Key>,
-    future: BTreeSet<Key>,
+    tree: BestTree,
     reasons: Vec<String>,
     reason_ids: HashMap<String, u32>,
+    /// Reasons of failed resource checks, by the mask of insufficient dimensions.
+    insufficient_ids: Vec<(u64, u32)>,
     reason_counts: Vec<u32>,
 }
 
+/// Why a node does not fit a task.
+enum Reason {
+    /// The request exceeds the node's future idle resources on these dimensions (bit `i`
+    /// is the `i`-th dimension of the request, in [`crate::Resource::dims`] order).
+    Insufficient(u64),
+    /// A predicate failed.
+    Predicate(String),
+}
+
 /// A node's answer for a task: (fits idle now, score), or why it does not fit.
-type Evaluation = Result<(bool, f64), String>;
+type Evaluation = Result<(bool, f64), Reason>;
 
 /// Where a task can go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,24 +144,14 @@ impl NodeChoice {
 pub(crate) struct NodeIndex {
     log: Vec<NodeId>,
     classes: Vec<Class>,
-    by_request: HashMap<u64, Vec<usize>>,
-    /// Class of each task (by task index), `u32::MAX` when not classified yet.
-    task_class: Vec<u32>,
-}
-
-fn request_key(r: &Resource) -> u64 {
-    // FNV-1a over names and value bits: stable and cheap; a collision only costs a
-    // constraint comparison.
-    let mut h: u64 = 0xcbf29ce484222325;
-    let mut mix = |b: u8| {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    };
-    for (n, v) in r.dims() {
-        n.bytes().for_each(&mut mix);
-        v.to_bits().to_le_bytes().into_iter().for_each(&mut mix);
-    }
-    h
+    /// Class of each task shape, `u32::MAX` when not built yet.
+    class_of_shape: Vec<u32>,
+    /// Per task: 0 when not asked yet, 1 when the index may answer for it, 2 when not.
+    usable: Vec<u8>,
+    /// Per shape: 0 when not asked yet, 1 when the batch scores are uniform, 2 when not.
+    batch_uniform: Vec<u8>,
+    /// Reused buffer of changed nodes.
+    changed: Vec<NodeId>,
 }
 
 impl NodeIndex {
@@ -116,63 +163,56 @@ impl NodeIndex {
     }
 }
 
-fn same_constraints(a: &crate::model::TaskInfo, b: &crate::model::TaskInfo) -> bool {
-    use k8s_openapi::api::core::v1::Container;
-    let (Some(x), Some(y)) = (a.pod.spec.as_ref(), b.pod.spec.as_ref()) else {
-        return a.pod.spec.is_none() && b.pod.spec.is_none();
-    };
-    fn host_ports(c: &Container) -> impl Iterator<Item = &k8s_openapi::api::core::v1::ContainerPort> + '_ {
-        c.ports.iter().flatten().filter(|p| p.host_port.is_some())
+/// The allocate action's resource check (see [`Session::fits_future_idle`]) without a
+/// message: `Ok(fits idle now)`, or the insufficient dimensions (`Err(None)` when the mask
+/// cannot hold them).
+fn fit_check(task: &TaskInfo, node: &NodeInfo) -> Result<bool, Option<u64>> {
+    let req = &task.resreq;
+    if node.releasing.is_exact_zero() && node.pipelined.is_exact_zero() {
+        // Future idle is idle: one comparison answers both questions.
+        return if req.less_equal(&node.idle, DimensionDefault::Zero) {
+            Ok(true)
+        } else {
+            Err(req.insufficient_mask(&node.idle))
+        };
     }
-    let same_containers = |l: &[Container], r: &[Container]| {
-        l.len() == r.len()
-            && l.iter().zip(r).all(|(c, d)| c.resources == d.resources && host_ports(c).eq(host_ports(d)))
-    };
-    x.node_selector == y.node_selector
-        && x.affinity == y.affinity
-        && x.tolerations == y.tolerations
-        && x.topology_spread_constraints == y.topology_spread_constraints
-        && a.namespace() == b.namespace()
-        && same_containers(&x.containers, &y.containers)
-        && same_containers(x.init_containers.as_deref().unwrap_or(&[]), y.init_containers.as_deref().unwrap_or(&[]))
+    let future = node.future_idle();
+    if req.less_equal(&future, DimensionDefault::Zero) {
+        Ok(Session::fits_idle(req, node))
+    } else {
+        Err(req.insufficient_mask(&future))
+    }
 }
 
 impl Session<'_> {
     fn evaluate(&self, t: TaskId, n: NodeId) -> Evaluation {
         let task = self.snap.task(t);
         let node = self.snap.node(n);
-        Session::fits_future_idle(task, node).map_err(|s| s.reason)?;
-        self.predicate(t, n).map_err(|s| s.reason)?;
+        let idle = match fit_check(task, node) {
+            Ok(idle) => idle,
+            Err(Some(mask)) => return Err(Reason::Insufficient(mask)),
+            Err(None) => {
+                return Err(Reason::Predicate(Session::fits_future_idle(task, node).expect_err("does not fit").reason))
+            }
+        };
+        self.predicate(t, n).map_err(|s| Reason::Predicate(s.reason))?;
         let score: f64 = self.node_order_sum(t, n);
         let score = if score == 0.0 { 0.0 } else { score };
-        Ok((Session::fits_idle(&task.resreq, node), score))
+        Ok((idle, score))
     }
 
     fn class_of(&mut self, t: TaskId) -> usize {
-        if self.index.task_class.len() < self.snap.tasks.len() {
-            self.index.task_class.resize(self.snap.tasks.len(), u32::MAX);
+        let shape = self.snap.task(t).shape as usize;
+        if self.index.class_of_shape.len() <= shape {
+            let len = (self.snap.shape_count() as usize).max(shape + 1);
+            self.index.class_of_shape.resize(len, u32::MAX);
         }
-        let known = self.index.task_class[t.idx()];
+        let known = self.index.class_of_shape[shape];
         if known != u32::MAX {
             return known as usize;
         }
-        let key = request_key(&self.snap.task(t).resreq);
-        let task = self.snap.task(t);
-        let found = self.index.by_request.get(&key).and_then(|cands| {
-            cands
-                .iter()
-                .copied()
-                .find(|c| same_constraints(self.snap.task(self.index.classes[*c].representative), task))
-        });
-        let c = match found {
-            Some(c) => c,
-            None => {
-                let c = self.build_class(t);
-                self.index.by_request.entry(key).or_default().push(c);
-                c
-            }
-        };
-        self.index.task_class[t.idx()] = c as u32;
+        let c = self.build_class(t);
+        self.index.class_of_shape[shape] = c as u32;
         c
     }
 
@@ -187,17 +227,21 @@ impl Session<'_> {
             representative: t,
             cursor: self.index.log.len(),
             fits: Vec::with_capacity(nodes),
-            idle: BTreeSet::new(),
-            future: BTreeSet::new(),
+            tree: BestTree::new(&[]),
             reasons: Vec::new(),
             reason_ids: HashMap::new(),
+            insufficient_ids: Vec::new(),
             reason_counts: Vec::new(),
         };
-        for (i, r) in results.into_iter().enumerate() {
-            let fit = class.fit_of(r);
+        let task = self.snap.task(t);
+        for r in results {
+            let fit = class.fit_of(task, r);
+            if let Fit::No(r) = fit {
+                class.reason_counts[r as usize] += 1;
+            }
             class.fits.push(fit);
-            class.insert(i as u32, fit);
         }
+        class.tree = BestTree::new(&class.fits);
         self.index.classes.push(class);
         self.index.classes.len() - 1
     }
@@ -215,28 +259,36 @@ impl Session<'_> {
         let end = self.index.log.len();
         if start < end {
             let rep = self.index.classes[c].representative;
-            let mut changed: Vec<NodeId> = self.index.log[start..end].to_vec();
+            let mut changed = std::mem::take(&mut self.index.changed);
+            changed.clear();
+            changed.extend_from_slice(&self.index.log[start..end]);
             changed.sort_unstable();
             changed.dedup();
-            let results: Vec<(NodeId, Evaluation)> = changed.into_iter().map(|n| (n, self.evaluate(rep, n))).collect();
-            let class = &mut self.index.classes[c];
-            for (n, r) in results {
-                let fit = class.fit_of(r);
+            for &n in &changed {
+                let r = self.evaluate(rep, n);
+                let class = &mut self.index.classes[c];
+                let fit = class.fit_of(self.snap.task(rep), r);
                 let old = class.fits[n.idx()];
                 if old != fit {
-                    class.remove(n.0, old);
-                    class.insert(n.0, fit);
+                    if let Fit::No(r) = old {
+                        class.reason_counts[r as usize] -= 1;
+                    }
+                    if let Fit::No(r) = fit {
+                        class.reason_counts[r as usize] += 1;
+                    }
                     class.fits[n.idx()] = fit;
+                    class.tree.set(n.0, fit);
                 }
             }
-            class.cursor = end;
+            self.index.changed = changed;
+            self.index.classes[c].cursor = end;
         }
         let class = &self.index.classes[c];
-        if let Some(k) = class.idle.first() {
-            return Ok(NodeChoice::Idle(NodeId(k.1)));
-        }
-        if let Some(k) = class.future.first() {
-            return Ok(NodeChoice::Future(NodeId(k.1)));
+        let best = class.tree.best();
+        match key_rank(best) {
+            2 => return Ok(NodeChoice::Idle(key_node(best))),
+            1 => return Ok(NodeChoice::Future(key_node(best))),
+            _ => {}
         }
         let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
         for (i, n) in class.reason_counts.iter().enumerate() {
@@ -250,11 +302,44 @@ impl Session<'_> {
 
 impl Session<'_> {
     /// Whether the index gives the same answer as a scan for this task: every plugin that
-    /// filters or scores nodes is shape-local, and batch scores are uniform for the task.
-    fn index_usable(&self, t: TaskId) -> bool {
-        self.index_enabled
-            && self.node_plugins().all(|p| p.shape_local(&self.snap, t))
-            && self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t))
+    /// filters or scores nodes is shape-local (asked once per task and session), and batch
+    /// scores are uniform for the task's shape (asked once per shape).
+    fn index_usable(&mut self, t: TaskId) -> bool {
+        // Shapes come from `Snapshot::build`; without them, every task is scanned.
+        if !self.index_enabled || self.snap.shape_count() == 0 {
+            return false;
+        }
+        if self.index.usable.len() < self.snap.tasks.len() {
+            self.index.usable.resize(self.snap.tasks.len(), 0);
+        }
+        match self.index.usable[t.idx()] {
+            1 => true,
+            2 => false,
+            _ => {
+                let usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t)) && self.batch_uniform(t);
+                self.index.usable[t.idx()] = if usable { 1 } else { 2 };
+                usable
+            }
+        }
+    }
+
+    /// Whether the batch scores are uniform for a shape-local task: the answer depends on
+    /// its shape only, so it is asked once per shape.
+    fn batch_uniform(&mut self, t: TaskId) -> bool {
+        let shape = self.snap.task(t).shape as usize;
+        if self.index.batch_uniform.len() <= shape {
+            let len = (self.snap.shape_count() as usize).max(shape + 1);
+            self.index.batch_uniform.resize(len, 0);
+        }
+        match self.index.batch_uniform[shape] {
+            1 => true,
+            2 => false,
+            _ => {
+                let uniform = self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t));
+                self.index.batch_uniform[shape] = if uniform { 1 } else { 2 };
+                uniform
+            }
+        }
     }
 
     /// The same answer as [`Session::find_node`], by checking and scoring every node.
@@ -275,44 +360,75 @@ impl Session<'_> {
 }
 
 impl Class {
-    fn fit_of(&mut self, r: Evaluation) -> Fit {
+    fn intern(&mut self, reason: String) -> u32 {
+        if let Some(id) = self.reason_ids.get(&reason) {
+            return *id;
+        }
+        let id = self.reasons.len() as u32;
+        self.reasons.push(reason.clone());
+        self.reason_ids.insert(reason, id);
+        self.reason_counts.push(0);
+        id
+    }
+
+    fn fit_of(&mut self, task: &TaskInfo, r: Evaluation) -> Fit {
         match r {
             Ok((true, s)) => Fit::Idle(s),
             Ok((false, s)) => Fit::Future(s),
-            Err(reason) => {
-                if let Some(id) = self.reason_ids.get(&reason) {
-                    return Fit::No(*id);
+            Err(Reason::Insufficient(mask)) => {
+                if let Some(&(_, id)) = self.insufficient_ids.iter().find(|(m, _)| *m == mask) {
+                    return Fit::No(id);
                 }
-                let id = self.reasons.len() as u32;
-                self.reasons.push(reason.clone());
-                self.reason_ids.insert(reason, id);
-                self.reason_counts.push(0);
+                // The message of `Session::fits_future_idle`.
+                let dims: Vec<&str> =
+                    task.resreq.dims().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, (n, _))| n).collect();
+                let id = self.intern(format!("Insufficient {}", dims.join(", ")));
+                self.insufficient_ids.push((mask, id));
                 Fit::No(id)
             }
+            Err(Reason::Predicate(reason)) => Fit::No(self.intern(reason)),
         }
     }
+}
 
-    fn insert(&mut self, n: u32, fit: Fit) {
-        match fit {
-            Fit::Idle(s) => {
-                self.idle.insert(Key(s, n));
-            }
-            Fit::Future(s) => {
-                self.future.insert(Key(s, n));
-            }
-            Fit::No(r) => self.reason_counts[r as usize] += 1,
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_keys_order_like_a_scan() {
+        // Fits now before fits later before no fit; then higher score; then lower index.
+        let order = [
+            tree_key(3, Fit::Idle(10.0)),
+            tree_key(1, Fit::Idle(2.5)),
+            tree_key(2, Fit::Idle(2.5)),
+            tree_key(0, Fit::Idle(0.0)),
+            tree_key(4, Fit::Idle(-1.0)),
+            tree_key(0, Fit::Future(99.0)),
+            tree_key(0, Fit::No(0)),
+        ];
+        assert!(order.windows(2).all(|w| w[0] > w[1]), "{order:?}");
+        let scores = [-f64::INFINITY, -3.5, -0.0, 0.0, 1e-300, 7.25, f64::MAX];
+        let keys: Vec<u128> = scores.iter().map(|s| tree_key(0, Fit::Idle(*s))).collect();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(key_node(tree_key(42, Fit::Future(1.0))), NodeId(42));
+        assert_eq!(key_rank(tree_key(42, Fit::Future(1.0))), 1);
     }
 
-    fn remove(&mut self, n: u32, fit: Fit) {
-        match fit {
-            Fit::Idle(s) => {
-                self.idle.remove(&Key(s, n));
-            }
-            Fit::Future(s) => {
-                self.future.remove(&Key(s, n));
-            }
-            Fit::No(r) => self.reason_counts[r as usize] -= 1,
-        }
+    #[test]
+    fn best_tree_follows_updates() {
+        let mut fits = vec![Fit::No(0); 5];
+        fits[3] = Fit::Future(1.0);
+        let mut tree = BestTree::new(&fits);
+        assert_eq!((key_rank(tree.best()), key_node(tree.best())), (1, NodeId(3)));
+        tree.set(1, Fit::Idle(5.0));
+        tree.set(4, Fit::Idle(5.0));
+        assert_eq!((key_rank(tree.best()), key_node(tree.best())), (2, NodeId(1)));
+        tree.set(1, Fit::No(0));
+        assert_eq!(key_node(tree.best()), NodeId(4));
+        tree.set(4, Fit::No(0));
+        tree.set(3, Fit::No(0));
+        assert_eq!(key_rank(tree.best()), 0);
+        assert_eq!(key_rank(BestTree::new(&[]).best()), 0);
     }
 }

@@ -49,6 +49,9 @@ pub struct Session<'p> {
     /// Tunables.
     pub options: SessionOptions,
     pub(crate) tiers: Vec<Vec<Slot>>,
+    /// Per extension point (by bit of [`Hooks`]): (tier, slot) of the plugins that have it
+    /// active, in tier order.
+    hooked: Vec<Vec<(usize, usize)>>,
     pub(crate) effects: Vec<Effect>,
     pub(crate) profile: &'p Profile,
     pub(crate) current_action: &'static str,
@@ -70,13 +73,31 @@ impl<'p> Session<'p> {
             }
             tiers.push(slots);
         }
+        let hooked = (0..Hooks::all().bits().count_ones())
+            .map(|bit| {
+                let hook = Hooks::from_bits_retain(1 << bit);
+                let mut slots = Vec::new();
+                for (t, tier) in tiers.iter().enumerate() {
+                    for (i, slot) in tier.iter().enumerate() {
+                        if slot.active.contains(hook) {
+                            slots.push((t, i));
+                        }
+                    }
+                }
+                slots
+            })
+            .collect();
         let index_enabled = options.node_index;
+        // Room for a bind per task and a status per job and queue, so that the effects are
+        // never moved while they grow (untouched capacity costs no memory).
+        let effects = Vec::with_capacity(snap.tasks.len() + snap.jobs.len() + snap.queues.len());
         let mut ssn = Session {
             snap,
             ctx,
             options,
             tiers,
-            effects: Vec::new(),
+            hooked,
+            effects,
             profile,
             current_action: "",
             index: Default::default(),
@@ -108,8 +129,16 @@ impl<'p> Session<'p> {
         self.effects.push(e);
     }
 
+    /// The (tier, slot) of the plugins with this extension point active (one hook bit).
+    #[inline]
+    fn hooked(&self, hook: Hooks) -> &[(usize, usize)] {
+        debug_assert_eq!(hook.bits().count_ones(), 1, "one extension point at a time");
+        &self.hooked[hook.bits().trailing_zeros() as usize]
+    }
+
+    #[inline]
     fn active(&self, hook: Hooks) -> impl Iterator<Item = &dyn Plugin> + '_ {
-        self.tiers.iter().flatten().filter(move |s| s.active.contains(hook)).map(|s| s.plugin.as_ref())
+        self.hooked(hook).iter().map(|&(t, i)| self.tiers[t][i].plugin.as_ref())
     }
 
     fn active_tiers(&self, hook: Hooks) -> impl Iterator<Item = Vec<&dyn Plugin>> + '_ {
@@ -169,7 +198,7 @@ impl<'p> Session<'p> {
                 return x.cmp(&y);
             }
         }
-        a.creation_ms.cmp(&b.creation_ms).then_with(|| a.uid.cmp(&b.uid))
+        a.creation_ms.cmp(&b.creation_ms).then_with(|| a.uid().cmp(b.uid()))
     }
 
     // ----- filters and scores -----
@@ -411,18 +440,16 @@ impl<'p> Session<'p> {
     // ----- state changes (used by Statement and by backfill) -----
 
     fn fire_allocate(&mut self, t: TaskId) {
-        for slot in self.tiers.iter_mut().flatten() {
-            if slot.active.contains(Hooks::EVENT_HANDLER) {
-                slot.plugin.on_allocate(&self.snap, t);
-            }
+        let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
+        for &(tier, i) in &self.hooked[bit] {
+            self.tiers[tier][i].plugin.on_allocate(&self.snap, t);
         }
     }
 
     fn fire_deallocate(&mut self, t: TaskId) {
-        for slot in self.tiers.iter_mut().flatten() {
-            if slot.active.contains(Hooks::EVENT_HANDLER) {
-                slot.plugin.on_deallocate(&self.snap, t);
-            }
+        let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
+        for &(tier, i) in &self.hooked[bit] {
+            self.tiers[tier][i].plugin.on_deallocate(&self.snap, t);
         }
     }
 
@@ -498,7 +525,7 @@ impl<'p> Session<'p> {
     pub(crate) fn dispatch(&mut self, t: TaskId) {
         let task = self.snap.task(t);
         let node = task.node.expect("an allocated task has a node");
-        self.effects.push(Effect::Bind { pod: task.key.to_string(), node: self.snap.node(node).name.clone() });
+        self.effects.push(Effect::Bind { pod: task.key.to_string(), node: self.snap.node(node).name.to_string() });
         self.snap.set_task_status(t, TaskStatus::Binding);
     }
 
@@ -532,7 +559,7 @@ impl<'p> Session<'p> {
     }
 
     /// The allocate action's resource check: the request fits the node's future idle
-    /// resources (Unschedulable "Insufficient <res>" otherwise).
+    /// resources (Unschedulable `Insufficient <res>` otherwise).
     pub fn fits_future_idle(task: &TaskInfo, node: &NodeInfo) -> Result<(), Status> {
         let future = node.future_idle();
         if task.resreq.less_equal(&future, DimensionDefault::Zero) {

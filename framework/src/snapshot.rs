@@ -7,10 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use rayon::prelude::*;
 use thiserror::Error;
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, Queue, QueueState, ResourceList};
 use volcano_api::quantity::QuantityError;
 
+use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::{Resource, PODS};
 
@@ -53,21 +55,33 @@ impl SnapshotError {
 }
 
 /// The state a session works on: every task, job, node and queue, by index.
+///
+/// Tasks, jobs and nodes live in copy-on-write chunks ([`CowVec`]) and the name indexes
+/// are shared: a clone of a built snapshot (what a scheduler does at the start of every
+/// cycle with the snapshot it keeps) copies no task, job or node, and a session copies only
+/// the chunks it changes. Call [`Snapshot::share`] after changing a kept snapshot so that
+/// its next clones are cheap again ([`Snapshot::build`] returns a shared snapshot).
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// Tasks (pods that are pending for this scheduler or occupy a node).
-    pub tasks: Vec<TaskInfo>,
+    pub tasks: CowVec<TaskInfo>,
     /// Jobs (PodGroups whose queue exists).
-    pub jobs: Vec<JobInfo>,
+    pub jobs: CowVec<JobInfo>,
     /// Ready nodes, sorted by name.
-    pub nodes: Vec<NodeInfo>,
+    pub nodes: CowVec<NodeInfo>,
     /// Queues, sorted by name.
     pub queues: Vec<QueueInfo>,
     /// Σ allocatable of the snapshot's nodes.
     pub total_resource: Resource,
-    node_by_name: HashMap<String, NodeId>,
-    queue_by_name: HashMap<String, QueueId>,
-    job_by_key: HashMap<String, JobId>,
+    /// Number of distinct [`TaskInfo::shape`]s.
+    shapes: u32,
+    /// Number of tasks per status (kept by [`Snapshot::set_task_status`]).
+    status_counts: [u32; TaskStatus::COUNT],
+    /// Number of nodes with taints.
+    tainted_nodes: u32,
+    node_by_name: Arc<HashMap<String, NodeId>>,
+    queue_by_name: Arc<HashMap<String, QueueId>>,
+    job_by_key: Arc<HashMap<String, JobId>>,
 }
 
 fn meta_key(m: &ObjectMeta) -> String {
@@ -82,6 +96,30 @@ fn meta_key(m: &ObjectMeta) -> String {
         }
         None => name.to_string(),
     }
+}
+
+/// A pod in [`Snapshot::build`]: the first bytes of its key (see [`key_prefix`]), the key
+/// (taken when the task is made) and the pod.
+type PodEntry<'o> = (u128, Option<Arc<str>>, &'o Arc<Pod>);
+
+/// The first 16 bytes of a key, big-endian, zero-padded: comparing prefixes orders keys as
+/// comparing the keys does, except that equal prefixes leave the order open.
+fn key_prefix(key: &str) -> u128 {
+    let mut bytes = [0u8; 16];
+    let n = key.len().min(16);
+    bytes[..n].copy_from_slice(&key.as_bytes()[..n]);
+    u128::from_be_bytes(bytes)
+}
+
+/// `namespace/name` as a shared string, built in `buf` (one allocation).
+fn shared_key(m: &ObjectMeta, buf: &mut String) -> Arc<str> {
+    buf.clear();
+    if let Some(ns) = &m.namespace {
+        buf.push_str(ns);
+        buf.push('/');
+    }
+    buf.push_str(m.name.as_deref().unwrap_or_default());
+    Arc::from(buf.as_str())
 }
 
 fn time_ms(t: &Option<Time>) -> i64 {
@@ -113,24 +151,56 @@ fn list_resource(kind: &'static str, name: &str, field: &str, list: &ResourceLis
     })
 }
 
+/// cpu a container that requests none counts for in the non-zero request, in millicores
+/// (kube-scheduler's `DefaultMilliCPURequest`).
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// memory a container that requests none counts for in the non-zero request, in bytes
+/// (kube-scheduler's `DefaultMemoryRequest`, 200Mi).
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
 /// A container's request: requests, with limits standing in for missing requests (the API
-/// server defaults a missing request to the limit). `Err` names the resource.
-fn container_request(c: &Container) -> Result<Resource, (String, QuantityError)> {
+/// server defaults a missing request to the limit), and its non-zero cpu and memory (the
+/// defaults for a dimension set in neither). `Err` names the resource.
+fn container_request(c: &Container) -> Result<(Resource, i64, i64), (String, QuantityError)> {
     let mut r = Resource::empty();
-    let Some(res) = &c.resources else { return Ok(r) };
+    let Some(res) = &c.resources else { return Ok((r, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)) };
+    let (mut has_cpu, mut has_memory) = (false, false);
     if let Some(req) = &res.requests {
         r.add_list(req, None)?;
+        has_cpu = req.contains_key("cpu");
+        has_memory = req.contains_key("memory");
     }
     if let Some(limits) = &res.limits {
         r.add_list(limits, res.requests.as_ref())?;
+        has_cpu = has_cpu || limits.contains_key("cpu");
+        has_memory = has_memory || limits.contains_key("memory");
     }
-    Ok(r)
+    let cpu = if has_cpu { r.milli_cpu as i64 } else { DEFAULT_MILLI_CPU_REQUEST };
+    let memory = if has_memory { r.memory as i64 } else { DEFAULT_MEMORY_REQUEST };
+    Ok((r, cpu, memory))
+}
+
+/// A pod's requests: the [`pod_request`] and the non-zero cpu (millicores) and memory
+/// (bytes), aggregated the same way (kube-scheduler's `NonMissingContainerRequests`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodRequests {
+    /// See [`pod_request`].
+    pub resreq: Resource,
+    /// See [`TaskInfo::nonzero_cpu`].
+    pub nonzero_cpu: i64,
+    /// See [`TaskInfo::nonzero_memory`].
+    pub nonzero_memory: i64,
 }
 
 /// The resource request of a pod, as Volcano computes it: the sum over containers, max'ed
 /// with each init container (restartable "sidecar" init containers add up), plus overhead,
 /// plus `pods: 1`.
 pub fn pod_request(pod: &Pod) -> Result<Resource, SnapshotError> {
+    pod_requests(pod).map(|r| r.resreq)
+}
+
+/// [`pod_request`] together with the non-zero cpu and memory requests, in one pass.
+pub fn pod_requests(pod: &Pod) -> Result<PodRequests, SnapshotError> {
     let fail = |field: String| {
         let key = meta_key(&pod.metadata);
         move |(res, source): (String, QuantityError)| SnapshotError {
@@ -143,41 +213,60 @@ pub fn pod_request(pod: &Pod) -> Result<Resource, SnapshotError> {
     let Some(spec) = &pod.spec else {
         let mut r = Resource::empty();
         r.add_scalar(PODS, 1.0);
-        return Ok(r);
+        return Ok(PodRequests { resreq: r, nonzero_cpu: 0, nonzero_memory: 0 });
     };
     let mut total = Resource::empty();
+    let (mut cpu, mut memory) = (0i64, 0i64);
     for (i, c) in spec.containers.iter().enumerate() {
-        let r = container_request(c).map_err(|e| fail(format!("spec.containers[{i}].resources"))(e))?;
+        let (r, c_cpu, c_memory) =
+            container_request(c).map_err(|e| fail(format!("spec.containers[{i}].resources"))(e))?;
         if i == 0 {
             total = r;
         } else {
             total.add(&r);
         }
+        cpu += c_cpu;
+        memory += c_memory;
     }
     if let Some(inits) = spec.init_containers.as_ref().filter(|v| !v.is_empty()) {
         let mut sidecars = Resource::empty();
         let mut init_max = Resource::empty();
+        let (mut side_cpu, mut side_memory) = (0i64, 0i64);
+        let (mut init_cpu, mut init_memory) = (0i64, 0i64);
         for (i, c) in inits.iter().enumerate() {
-            let r = container_request(c).map_err(|e| fail(format!("spec.initContainers[{i}].resources"))(e))?;
+            let (r, c_cpu, c_memory) =
+                container_request(c).map_err(|e| fail(format!("spec.initContainers[{i}].resources"))(e))?;
             if c.restart_policy.as_deref() == Some("Always") {
                 sidecars.add(&r);
                 init_max.set_max(&sidecars);
+                cpu += c_cpu;
+                memory += c_memory;
+                side_cpu += c_cpu;
+                side_memory += c_memory;
+                init_cpu = init_cpu.max(side_cpu);
+                init_memory = init_memory.max(side_memory);
             } else {
                 let mut during = r;
                 during.add(&sidecars);
                 init_max.set_max(&during);
+                init_cpu = init_cpu.max(c_cpu + side_cpu);
+                init_memory = init_memory.max(c_memory + side_memory);
             }
         }
         total.add(&sidecars);
         total.set_max(&init_max);
+        cpu = cpu.max(init_cpu);
+        memory = memory.max(init_memory);
     }
     if let Some(overhead) = &spec.overhead {
         let mut r = Resource::empty();
         r.add_list(overhead, None).map_err(|e| fail("spec.overhead".into())(e))?;
         total.add(&r);
+        cpu += r.milli_cpu as i64;
+        memory += r.memory as i64;
     }
     total.add_scalar(PODS, 1.0);
-    Ok(total)
+    Ok(PodRequests { resreq: total, nonzero_cpu: cpu, nonzero_memory: memory })
 }
 
 fn task_status(pod: &Pod) -> TaskStatus {
@@ -212,40 +301,285 @@ fn node_ready(node: &Node) -> bool {
         .is_none_or(|c| c.status == "True")
 }
 
+/// What the per-pod part of [`Snapshot::build`] reads.
+struct PodContext<'a> {
+    scheduler_names: &'a [&'a str],
+    job_by_key: &'a HashMap<String, JobId>,
+    node_by_name: &'a HashMap<String, NodeId>,
+    priority_of: HashMap<&'a str, i32>,
+}
+
+/// Below this many objects, the snapshot is built on the calling thread only.
+const PARALLEL_MIN: usize = 4096;
+/// Pods per unit of parallel work.
+const POD_CHUNK: usize = 256;
+/// Pods prepared before their tasks are numbered.
+const POD_WAVE: usize = 32 * POD_CHUNK;
+
+/// A node's entry, its resource lists parsed.
+fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
+    let name: Arc<str> = Arc::from(n.metadata.name.as_deref().unwrap_or_default());
+    let status = n.status.as_ref();
+    let capacity = match status.and_then(|s| s.capacity.as_ref()) {
+        Some(c) => list_resource("Node", &name, "status.capacity", c)?,
+        None => Resource::empty(),
+    };
+    let allocatable = match status.and_then(|s| s.allocatable.as_ref()) {
+        Some(a) => list_resource("Node", &name, "status.allocatable", a)?,
+        None => capacity.clone(),
+    };
+    Ok(NodeInfo {
+        name,
+        idle: allocatable.clone(),
+        capacity,
+        allocatable,
+        used: Resource::empty(),
+        releasing: Resource::empty(),
+        pipelined: Resource::empty(),
+        nonzero_cpu: 0,
+        nonzero_memory: 0,
+        tasks: Vec::new(),
+        unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        has_taints: n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| !t.is_empty()),
+        node: n.clone(),
+    })
+}
+
+/// A pod's task before it is numbered.
+struct Prepared {
+    task: TaskInfo,
+    /// The node the pod occupies.
+    node: Option<NodeId>,
+    /// The previous pod in key order is a task of the same shape.
+    same_as_previous: bool,
+}
+
+/// The job of the last pod looked up: the pods of a job are neighbours in key order.
+#[derive(Default)]
+struct GroupCache {
+    namespace: String,
+    group: String,
+    job: Option<JobId>,
+    key: String,
+}
+
+impl GroupCache {
+    fn job(&mut self, namespace: &str, group: &str, jobs: &HashMap<String, JobId>) -> Option<JobId> {
+        if self.namespace != namespace || self.group != group || self.key.is_empty() {
+            self.key.clear();
+            self.key.push_str(namespace);
+            self.key.push('/');
+            self.key.push_str(group);
+            self.job = jobs.get(self.key.as_str()).copied();
+            self.namespace.clear();
+            self.namespace.push_str(namespace);
+            self.group.clear();
+            self.group.push_str(group);
+        }
+        self.job
+    }
+}
+
+impl PodContext<'_> {
+    /// The tasks of a run of pods in key order (their keys are taken).
+    fn prepare(&self, pods: &mut [PodEntry<'_>]) -> Vec<Result<Option<Prepared>, SnapshotError>> {
+        let mut groups = GroupCache::default();
+        let mut out: Vec<Result<Option<Prepared>, SnapshotError>> = Vec::with_capacity(pods.len());
+        for (_, key, pod) in pods {
+            let key = key.take().expect("each key is taken once");
+            let r = self.task(key, pod, &mut groups).map(|t| {
+                t.map(|(task, node)| {
+                    let same_as_previous = matches!(out.last(), Some(Ok(Some(p))) if same_shape(&p.task, &task));
+                    Prepared { task, node, same_as_previous }
+                })
+            });
+            out.push(r);
+        }
+        out
+    }
+
+    /// The task of a pod and the node it occupies, or `None` for a pod the snapshot leaves
+    /// out. The task's shape is set by the caller.
+    fn task(
+        &self,
+        key: Arc<str>,
+        pod: &Arc<Pod>,
+        groups: &mut GroupCache,
+    ) -> Result<Option<(TaskInfo, Option<NodeId>)>, SnapshotError> {
+        let spec = pod.spec.as_ref();
+        let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| self.scheduler_names.contains(&n));
+        if node_name.is_none() && !ours {
+            return Ok(None);
+        }
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let job = if ours {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION))
+                .and_then(|g| groups.job(namespace, g, self.job_by_key))
+        } else {
+            None
+        };
+        let node = node_name.and_then(|n| self.node_by_name.get(n).copied());
+        if node_name.is_some() && node.is_none() && job.is_none() {
+            // A foreign pod on a node outside the snapshot: irrelevant.
+            return Ok(None);
+        }
+        let status = task_status(pod);
+        let PodRequests { resreq, nonzero_cpu, nonzero_memory } = pod_requests(pod)?;
+        let task_priority = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crd::TASK_PRIORITY_ANNOTATION))
+            .and_then(|v| v.parse().ok())
+            .or_else(|| spec.and_then(|s| s.priority))
+            .or_else(|| {
+                spec.and_then(|s| s.priority_class_name.as_deref()).and_then(|n| self.priority_of.get(n).copied())
+            })
+            .unwrap_or(1);
+        let task = TaskInfo {
+            ns_len: namespace.len() as u32,
+            role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
+            best_effort: resreq.is_empty(),
+            resreq,
+            nonzero_cpu,
+            nonzero_memory,
+            shape: 0,
+            priority: task_priority,
+            preemptable: parse_bool(annotation_or_label(&pod.metadata, crd::PREEMPTABLE_KEY), true),
+            status,
+            node: None,
+            nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()),
+            preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
+            sch_gated: spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()),
+            creation_ms: time_ms(&pod.metadata.creation_timestamp),
+            name_index: name_index(pod.metadata.name.as_deref().unwrap_or_default()),
+            last_tx: None,
+            key,
+            job,
+            pod: pod.clone(),
+        };
+        Ok(Some((task, node)))
+    }
+}
+
+/// Hash of what makes a task's requests: FNV-1a over names and value bits (stable and
+/// cheap; a collision only costs a constraint comparison).
+fn request_key(t: &TaskInfo) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut mix = |b: u8| {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    };
+    for (n, v) in t.resreq.dims() {
+        n.bytes().for_each(&mut mix);
+        v.to_bits().to_le_bytes().into_iter().for_each(&mut mix);
+    }
+    t.nonzero_cpu.to_le_bytes().into_iter().for_each(&mut mix);
+    t.nonzero_memory.to_le_bytes().into_iter().for_each(&mut mix);
+    h
+}
+
+/// Whether two tasks have the same shape (see [`TaskInfo::shape`]).
+fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
+    use k8s_openapi::api::core::v1::ContainerPort;
+    if a.resreq != b.resreq || a.nonzero_cpu != b.nonzero_cpu || a.nonzero_memory != b.nonzero_memory {
+        return false;
+    }
+    let (Some(x), Some(y)) = (a.pod.spec.as_ref(), b.pod.spec.as_ref()) else {
+        return a.pod.spec.is_none() && b.pod.spec.is_none();
+    };
+    fn host_ports(c: &Container) -> impl Iterator<Item = &ContainerPort> + '_ {
+        c.ports.iter().flatten().filter(|p| p.host_port.is_some())
+    }
+    // Container requests are compared through the parsed requests above.
+    let same_ports = |l: &[Container], r: &[Container]| {
+        l.len() == r.len()
+            && l.iter().zip(r).all(|(c, d)| c.restart_policy == d.restart_policy && host_ports(c).eq(host_ports(d)))
+    };
+    x.node_selector == y.node_selector
+        && x.affinity == y.affinity
+        && x.tolerations == y.tolerations
+        && x.topology_spread_constraints == y.topology_spread_constraints
+        && a.namespace() == b.namespace()
+        && same_ports(&x.containers, &y.containers)
+        && same_ports(x.init_containers.as_deref().unwrap_or(&[]), y.init_containers.as_deref().unwrap_or(&[]))
+}
+
+/// Assigns shapes in task order: a task compares with the last shape found first (the pods
+/// of a job are neighbours and usually alike), then with the shapes of equal requests.
+#[derive(Default)]
+struct Shapes {
+    by_request: HashMap<u64, Vec<(u32, TaskId)>>,
+    last: Option<(u32, TaskId)>,
+    count: u32,
+}
+
+impl Shapes {
+    fn shape_of(&mut self, tasks: &CowVec<TaskInfo>, task: &TaskInfo, id: TaskId) -> u32 {
+        if let Some((shape, rep)) = self.last {
+            if same_shape(&tasks[rep.idx()], task) {
+                return shape;
+            }
+        }
+        let candidates = self.by_request.entry(request_key(task)).or_default();
+        let shape = match candidates.iter().find(|(_, rep)| same_shape(&tasks[rep.idx()], task)) {
+            Some(&(shape, rep)) => {
+                self.last = Some((shape, rep));
+                return shape;
+            }
+            None => {
+                let shape = self.count;
+                self.count += 1;
+                candidates.push((shape, id));
+                shape
+            }
+        };
+        self.last = Some((shape, id));
+        shape
+    }
+}
+
 impl Snapshot {
     /// Builds the snapshot: only Ready nodes, only PodGroups whose queue exists, the pods of
     /// `scheduler_names` that wait for a node, and every pod that holds a node's resources.
+    ///
+    /// Large snapshots are built on several threads (rayon); the result is the same.
     pub fn build(objects: &ClusterObjects, scheduler_names: &[&str]) -> Result<Snapshot, SnapshotError> {
+        Self::build_with(objects, scheduler_names, PARALLEL_MIN)
+    }
+
+    /// [`Snapshot::build`], in parallel for lists of at least `parallel_min` objects.
+    fn build_with<'o>(
+        objects: &'o ClusterObjects,
+        scheduler_names: &[&str],
+        parallel_min: usize,
+    ) -> Result<Snapshot, SnapshotError> {
         let mut s = Snapshot::default();
+        let mut node_by_name = HashMap::with_capacity(objects.nodes.len());
+        let mut queue_by_name = HashMap::with_capacity(objects.queues.len());
+        let mut job_by_key = HashMap::with_capacity(objects.pod_groups.len());
 
         let mut nodes: Vec<&Arc<Node>> = objects.nodes.iter().filter(|n| node_ready(n)).collect();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        for n in nodes {
-            let name = n.metadata.name.clone().unwrap_or_default();
-            let status = n.status.as_ref();
-            let capacity = match status.and_then(|s| s.capacity.as_ref()) {
-                Some(c) => list_resource("Node", &name, "status.capacity", c)?,
-                None => Resource::empty(),
-            };
-            let allocatable = match status.and_then(|s| s.allocatable.as_ref()) {
-                Some(a) => list_resource("Node", &name, "status.allocatable", a)?,
-                None => capacity.clone(),
-            };
-            let id = NodeId(s.nodes.len() as u32);
-            s.node_by_name.insert(name.clone(), id);
-            s.total_resource.add(&allocatable);
-            s.nodes.push(NodeInfo {
-                name,
-                idle: allocatable.clone(),
-                capacity,
-                allocatable,
-                used: Resource::empty(),
-                releasing: Resource::empty(),
-                pipelined: Resource::empty(),
-                tasks: Vec::new(),
-                unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-                node: n.clone(),
-            });
+        // Parsed in chunks of the snapshot's node storage, which take them as they are.
+        let chunk = |c: &[&Arc<Node>]| c.iter().map(|n| node_info(n)).collect::<Result<Vec<NodeInfo>, SnapshotError>>();
+        let chunks: Vec<Result<Vec<NodeInfo>, SnapshotError>> = if nodes.len() >= parallel_min {
+            nodes.par_chunks(crate::cow::CHUNK).map(chunk).collect()
+        } else {
+            nodes.chunks(crate::cow::CHUNK).map(chunk).collect()
+        };
+        for infos in chunks {
+            let infos = infos?;
+            for (i, info) in infos.iter().enumerate() {
+                node_by_name.insert(info.name.to_string(), NodeId((s.nodes.len() + i) as u32));
+                s.total_resource.add(&info.allocatable);
+                s.tainted_nodes += u32::from(info.has_taints);
+            }
+            s.nodes.push_chunk(infos);
         }
 
         let mut queues: Vec<&Arc<Queue>> = objects.queues.iter().collect();
@@ -266,7 +600,7 @@ impl Snapshot {
                 None => Resource::empty(),
             };
             let id = QueueId(s.queues.len() as u32);
-            s.queue_by_name.insert(name.clone(), id);
+            queue_by_name.insert(name.clone(), id);
             s.queues.push(QueueInfo {
                 weight: spec.weight.unwrap_or(1),
                 capability,
@@ -295,7 +629,7 @@ impl Snapshot {
         for pg in pgs {
             let key = meta_key(&pg.metadata);
             let queue_name = pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or("default");
-            let Some(&queue) = s.queue_by_name.get(queue_name) else {
+            let Some(&queue) = queue_by_name.get(queue_name) else {
                 tracing::debug!(job = %key, queue = queue_name, "queue not found: job skipped");
                 continue;
             };
@@ -316,7 +650,7 @@ impl Snapshot {
                 })
                 .and_then(parse_duration_ms);
             let id = JobId(s.jobs.len() as u32);
-            s.job_by_key.insert(key.clone(), id);
+            job_by_key.insert(key.clone(), id);
             let task_min_available = pg.spec.min_task_member.clone();
             s.jobs.push(JobInfo {
                 uid: pg.metadata.uid.clone().unwrap_or_else(|| key.clone()),
@@ -335,6 +669,7 @@ impl Snapshot {
                 tasks: Vec::new(),
                 status_counts: [0; TaskStatus::COUNT],
                 pending_best_effort: 0,
+                gated_tasks: 0,
                 allocated: Resource::empty(),
                 total_request: Resource::empty(),
                 fit_errors: BTreeMap::new(),
@@ -344,79 +679,104 @@ impl Snapshot {
             });
         }
 
-        let mut pods: Vec<(String, &Arc<Pod>)> = objects.pods.iter().map(|p| (meta_key(&p.metadata), p)).collect();
-        pods.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let mut group_key = String::new();
-        for (key, pod) in pods {
-            let spec = pod.spec.as_ref();
-            let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
-            let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| scheduler_names.contains(&n));
-            if node_name.is_none() && !ours {
-                continue;
-            }
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-            let job = if ours {
-                pod.metadata.annotations.as_ref().and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION)).and_then(|g| {
-                    group_key.clear();
-                    group_key.push_str(namespace);
-                    group_key.push('/');
-                    group_key.push_str(g);
-                    s.job_by_key.get(group_key.as_str()).copied()
-                })
+        let key = |buf: &mut String, p: &'o Arc<Pod>| {
+            let key = shared_key(&p.metadata, buf);
+            (key_prefix(&key), Some(key), p)
+        };
+        let mut pods: Vec<PodEntry<'o>> = if objects.pods.len() >= parallel_min {
+            objects.pods.par_iter().map_init(String::new, key).collect()
+        } else {
+            let mut buf = String::new();
+            objects.pods.iter().map(|p| key(&mut buf, p)).collect()
+        };
+        // Key order; the prefixes decide most comparisons without reading the keys.
+        pods.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let cx = PodContext { scheduler_names, job_by_key: &job_by_key, node_by_name: &node_by_name, priority_of };
+        // The per-pod work (parsing, lookups) runs in parallel on large snapshots, in chunks
+        // of neighbouring pods; tasks are then numbered and attached in key order. Pods go in
+        // waves, so that intermediate results stay small (their memory is reused) and, on
+        // large snapshots, the tasks of one wave are attached while the next is prepared.
+        let parallel = pods.len() >= parallel_min;
+        let prepare_wave = |wave: &mut [PodEntry<'o>]| -> Vec<Vec<Result<Option<Prepared>, SnapshotError>>> {
+            if parallel {
+                wave.par_chunks_mut(POD_CHUNK).map(|c| cx.prepare(c)).collect()
             } else {
-                None
-            };
-            let node = node_name.and_then(|n| s.node_by_name.get(n).copied());
-            if node_name.is_some() && node.is_none() && job.is_none() {
-                // A foreign pod on a node outside the snapshot: irrelevant.
-                continue;
+                wave.chunks_mut(POD_CHUNK).map(|c| cx.prepare(c)).collect()
             }
-            let status = task_status(pod);
-            let resreq = pod_request(pod)?;
-            let task_priority = pod
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(crd::TASK_PRIORITY_ANNOTATION))
-                .and_then(|v| v.parse().ok())
-                .or_else(|| spec.and_then(|s| s.priority))
-                .or_else(|| {
-                    spec.and_then(|s| s.priority_class_name.as_deref()).and_then(|n| priority_of.get(n).copied())
-                })
-                .unwrap_or(1);
-            let id = TaskId(s.tasks.len() as u32);
-            let key: Arc<str> = Arc::from(key);
-            s.tasks.push(TaskInfo {
-                uid: pod.metadata.uid.as_deref().map(Arc::from).unwrap_or_else(|| key.clone()),
-                ns_len: namespace.len() as u32,
-                role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
-                best_effort: resreq.is_empty(),
-                resreq,
-                priority: task_priority,
-                preemptable: parse_bool(annotation_or_label(&pod.metadata, crd::PREEMPTABLE_KEY), true),
-                status,
-                node: None,
-                nominated_node: pod.status.as_ref().and_then(|s| s.nominated_node_name.clone()),
-                preemption_never: spec.and_then(|s| s.preemption_policy.as_deref()) == Some("Never"),
-                sch_gated: spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()),
-                creation_ms: time_ms(&pod.metadata.creation_timestamp),
-                name_index: name_index(pod.metadata.name.as_deref().unwrap_or_default()),
-                last_tx: None,
-                key,
-                job,
-                pod: pod.clone(),
-            });
+        };
+        let mut shapes = Shapes::default();
+        let mut waves = pods.chunks_mut(POD_WAVE);
+        let mut current = waves.next().map(prepare_wave);
+        while let Some(prepared) = current {
+            let wave = waves.next();
+            if parallel {
+                let (next, attached) = rayon::join(|| wave.map(prepare_wave), || s.attach_tasks(&mut shapes, prepared));
+                attached?;
+                current = next;
+            } else {
+                s.attach_tasks(&mut shapes, prepared)?;
+                current = wave.map(prepare_wave);
+            }
+        }
+        s.shapes = shapes.count;
+        s.node_by_name = Arc::new(node_by_name);
+        s.queue_by_name = Arc::new(queue_by_name);
+        s.job_by_key = Arc::new(job_by_key);
+        s.share();
+        Ok(s)
+    }
+
+    /// Numbers prepared tasks in order and attaches them to their jobs and nodes; stops at
+    /// the first error.
+    fn attach_tasks(
+        &mut self,
+        shapes: &mut Shapes,
+        prepared: Vec<Vec<Result<Option<Prepared>, SnapshotError>>>,
+    ) -> Result<(), SnapshotError> {
+        for p in prepared.into_iter().flatten() {
+            let Some(Prepared { mut task, node, same_as_previous }) = p? else { continue };
+            let id = TaskId(self.tasks.len() as u32);
+            task.shape = match (same_as_previous, shapes.last) {
+                (true, Some((shape, _))) => shape,
+                _ => shapes.shape_of(&self.tasks, &task, id),
+            };
+            let (job, status) = (task.job, task.status);
+            self.status_counts[status as usize] += 1;
+            self.tasks.push(task);
             if let Some(j) = job {
-                s.job_attach_task(j, id);
+                self.job_attach_task(j, id);
             }
             if let Some(n) = node {
                 if !status.is_completed() {
-                    s.tasks[id.idx()].node = Some(n);
-                    s.node_add_task(n, id);
+                    self.tasks[id.idx()].node = Some(n);
+                    self.node_add_task(n, id);
                 }
             }
         }
-        Ok(s)
+        Ok(())
+    }
+
+    /// Marks the tasks, jobs and nodes shared so that clones copy none of them (see
+    /// [`CowVec::share`]); [`Snapshot::build`] returns a shared snapshot.
+    pub fn share(&mut self) {
+        self.tasks.share();
+        self.jobs.share();
+        self.nodes.share();
+    }
+
+    /// Number of tasks with this status.
+    pub fn status_count(&self, status: TaskStatus) -> u32 {
+        self.status_counts[status as usize]
+    }
+
+    /// Whether any node has a taint.
+    pub fn any_node_tainted(&self) -> bool {
+        self.tainted_nodes > 0
+    }
+
+    /// Number of distinct task shapes (every [`TaskInfo::shape`] is below it).
+    pub fn shape_count(&self) -> u32 {
+        self.shapes
     }
 
     /// The node with this name.
@@ -467,6 +827,7 @@ impl Snapshot {
         let task = &self.tasks[t.idx()];
         let job = &mut self.jobs[j.idx()];
         job.tasks.push(t);
+        job.gated_tasks += u32::from(task.sch_gated);
         job.total_request.add(&task.resreq);
         Self::count_in(job, task, 1);
     }
@@ -492,6 +853,8 @@ impl Snapshot {
         if task.status == status {
             return;
         }
+        self.status_counts[task.status as usize] -= 1;
+        self.status_counts[status as usize] += 1;
         if let Some(j) = task.job {
             let job = &mut self.jobs[j.idx()];
             Self::count_in(job, task, -1);
@@ -520,6 +883,8 @@ impl Snapshot {
                 node.used.add(&task.resreq);
             }
         }
+        node.nonzero_cpu += task.nonzero_cpu;
+        node.nonzero_memory += task.nonzero_memory;
         node.tasks.push(t);
     }
 
@@ -541,6 +906,8 @@ impl Snapshot {
                 node.used.sub_unchecked(&task.resreq);
             }
         }
+        node.nonzero_cpu -= task.nonzero_cpu;
+        node.nonzero_memory -= task.nonzero_memory;
         if let Some(pos) = node.tasks.iter().rposition(|x| *x == t) {
             node.tasks.swap_remove(pos);
         }
@@ -581,6 +948,161 @@ pub fn parse_duration_ms(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, PodSpec, PodStatus, ResourceRequirements, Toleration};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use volcano_api::crd::{PodGroupSpec, QueueSpec};
+
+    fn list(items: &[(&str, &str)]) -> ResourceList {
+        items.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+    }
+
+    fn test_node(name: &str) -> Arc<Node> {
+        let alloc = list(&[("cpu", "16"), ("memory", "64Gi"), ("pods", "110"), ("nvidia.com/gpu", "8")]);
+        Arc::new(Node {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus { allocatable: Some(alloc), ..Default::default() }),
+        })
+    }
+
+    fn test_pod(ns: &str, name: &str, group: &str, requests: &[(&str, &str)], node: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                annotations: Some([(crd::GROUP_NAME_ANNOTATION.to_string(), group.to_string())].into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                scheduler_name: Some("volcano-rs".into()),
+                node_name: node.map(str::to_string),
+                containers: vec![Container {
+                    name: "main".into(),
+                    resources: Some(ResourceRequirements { requests: Some(list(requests)), ..Default::default() }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn test_group(ns: &str, name: &str) -> Arc<PodGroup> {
+        let mut pg = PodGroup::new(name, PodGroupSpec { min_member: 1, ..Default::default() });
+        pg.metadata.namespace = Some(ns.into());
+        Arc::new(pg)
+    }
+
+    fn objects() -> ClusterObjects {
+        ClusterObjects {
+            nodes: (0..3).map(|i| test_node(&format!("n{i}"))).collect(),
+            queues: vec![Arc::new(Queue::new("default", QueueSpec::default()))],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn parallel_and_sequential_builds_agree() {
+        let mut o = objects();
+        // More pods than one wave.
+        for j in 0..900 {
+            let ns = if j % 7 == 0 { "other" } else { "ns" };
+            o.pod_groups.push(test_group(ns, &format!("job-{j}")));
+            for k in 0..(1 + j % 20) {
+                let cpu = if j % 5 == 0 { "2" } else { "1" };
+                let node = (j % 11 == 0).then(|| ["n0", "n1", "n2"][k % 3]);
+                let p = test_pod(ns, &format!("job-{j}-{k}"), &format!("job-{j}"), &[("cpu", cpu)], node);
+                o.pods.push(Arc::new(p));
+            }
+        }
+        // The pods in an order unlike key order.
+        o.pods.reverse();
+        let seq = Snapshot::build_with(&o, &["volcano-rs"], usize::MAX).unwrap();
+        let par = Snapshot::build_with(&o, &["volcano-rs"], 1).unwrap();
+        assert!(o.pods.len() > POD_WAVE);
+        assert_eq!(seq.tasks.len(), o.pods.len());
+        let view = |s: &Snapshot| {
+            let tasks: Vec<String> = s
+                .tasks
+                .iter()
+                .map(|t| format!("{} {:?} {:?} {:?} {} {:?}", t.key, t.job, t.node, t.status, t.shape, t.resreq))
+                .collect();
+            let jobs: Vec<String> =
+                s.jobs.iter().map(|j| format!("{:?} {:?} {:?}", j.tasks, j.status_counts, j.allocated)).collect();
+            let nodes: Vec<String> =
+                s.nodes.iter().map(|n| format!("{:?} {:?} {}", n.tasks, n.idle, n.nonzero_cpu)).collect();
+            (tasks, jobs, nodes, s.shape_count(), s.status_count(TaskStatus::Running))
+        };
+        assert_eq!(view(&seq), view(&par));
+        // Keys in order, shapes: (cpu 1 | cpu 2) × (ns | other).
+        assert!(seq.tasks.iter().zip(seq.tasks.iter().skip(1)).all(|(a, b)| a.key < b.key));
+        assert_eq!(seq.shape_count(), 4);
+    }
+
+    #[test]
+    fn shapes_follow_requests_and_constraints() {
+        let mut o = objects();
+        o.pod_groups.push(test_group("ns", "g"));
+        let mut add = |name: &str, requests: &[(&str, &str)], f: &dyn Fn(&mut PodSpec)| {
+            let mut p = test_pod("ns", name, "g", requests, None);
+            f(p.spec.as_mut().unwrap());
+            o.pods.push(Arc::new(p));
+        };
+        add("a", &[("cpu", "1")], &|_| {});
+        add("b", &[("cpu", "1")], &|_| {});
+        add("c", &[("cpu", "1"), ("memory", "200Mi")], &|_| {});
+        add("d", &[("cpu", "1")], &|s| s.node_selector = Some([("zone".to_string(), "z1".to_string())].into()));
+        add("e", &[("cpu", "1")], &|s| {
+            s.tolerations = Some(vec![Toleration { key: Some("k".into()), ..Default::default() }])
+        });
+        add("f", &[("cpu", "1")], &|s| {
+            // The same requests through limits: same parsed request, same shape.
+            let r = s.containers[0].resources.as_mut().unwrap();
+            r.limits = r.requests.take();
+        });
+        let snap = Snapshot::build(&o, &["volcano-rs"]).unwrap();
+        let shape = |name: &str| snap.tasks.iter().find(|t| t.name() == name).unwrap().shape;
+        assert_eq!(shape("a"), shape("b"));
+        assert_eq!(shape("a"), shape("f"));
+        // `c` asks for 200Mi of memory and `a` for none: the same non-zero memory, not the
+        // same request.
+        for other in ["c", "d", "e"] {
+            assert_ne!(shape("a"), shape(other), "{other}");
+        }
+        let a = snap.tasks.iter().find(|t| t.name() == "a").unwrap();
+        assert_eq!((a.nonzero_cpu, a.nonzero_memory), (1000, DEFAULT_MEMORY_REQUEST));
+    }
+
+    #[test]
+    fn clones_share_until_a_session_writes() {
+        let mut o = objects();
+        o.pod_groups.push(test_group("ns", "g"));
+        for k in 0..300 {
+            o.pods.push(Arc::new(test_pod("ns", &format!("g-{k}"), "g", &[("cpu", "1")], Some("n1"))));
+        }
+        o.pods.push(Arc::new(test_pod("ns", "g-pending", "g", &[("cpu", "1")], None)));
+        let kept = Snapshot::build(&o, &["volcano-rs"]).unwrap();
+        assert_eq!(kept.tasks.owned_chunks() + kept.jobs.owned_chunks() + kept.nodes.owned_chunks(), 0);
+        let mut copy = kept.clone();
+        let t = copy.tasks.iter().position(|t| t.name() == "g-pending").map(|i| TaskId(i as u32)).unwrap();
+        copy.set_task_status(t, TaskStatus::Allocated);
+        copy.tasks[t.idx()].node = Some(NodeId(0));
+        copy.node_add_task(NodeId(0), t);
+        // One chunk of tasks, of jobs and of nodes was copied; the kept snapshot is intact.
+        assert_eq!((copy.tasks.owned_chunks(), copy.jobs.owned_chunks(), copy.nodes.owned_chunks()), (1, 1, 1));
+        assert_eq!(kept.task(t).status, TaskStatus::Pending);
+        assert_eq!(copy.status_count(TaskStatus::Allocated), 1);
+        assert_eq!(kept.status_count(TaskStatus::Allocated), 0);
+        assert_eq!(kept.node(NodeId(0)).nonzero_cpu, 0);
+        assert_eq!(copy.node(NodeId(0)).nonzero_cpu, 1000);
+        assert_eq!(kept.node(NodeId(1)).nonzero_cpu, 300 * 1000);
+        assert_eq!(kept.node(NodeId(1)).nonzero_memory, 300 * DEFAULT_MEMORY_REQUEST);
+        copy.node_remove_task(NodeId(0), t);
+        assert_eq!((copy.node(NodeId(0)).nonzero_cpu, copy.node(NodeId(0)).nonzero_memory), (0, 0));
+    }
 
     #[test]
     fn go_durations() {

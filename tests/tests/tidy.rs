@@ -116,7 +116,9 @@ fn the_core_has_no_io_dependencies() {
     let workspace = read("Cargo.toml");
     let kube_line = workspace.lines().find(|l| l.starts_with("kube ")).expect("kube in the workspace dependencies");
     assert!(
-        kube_line.contains("default-features = false") && kube_line.contains("\"derive\"") && !kube_line.contains("client"),
+        kube_line.contains("default-features = false")
+            && kube_line.contains("\"derive\"")
+            && !kube_line.contains("client"),
         "kube must be used without default features, for its derive only: {kube_line}"
     );
 }

@@ -7,15 +7,17 @@
 //! - BATCH_NODE_ORDER (over the feasible nodes, normalised as kube-scheduler does):
 //!   NodeAffinity (preferred terms, scaled so the best node gets 100) and TaintToleration
 //!   (untolerated `PreferNoSchedule` taints, reversed so the node with the most gets 0).
-//! - EVENT_HANDLER: the per-node sums of requests that the resource scorers need (the
-//!   "non-zero" requests with kube-scheduler's defaults for containers that request no cpu
-//!   or memory, and the actual requests) are built once when the session opens and kept in
-//!   step on every allocate, pipeline, evict and undo, like the Kubernetes node snapshot
-//!   Volcano keeps.
+//! - EVENT_HANDLER: the resource scorers need per-node sums of requests (the "non-zero"
+//!   requests with kube-scheduler's defaults for containers that request no cpu or memory,
+//!   and the actual requests) over the tasks the node holds, like the Kubernetes node
+//!   snapshot Volcano keeps. The session's snapshot keeps these sums on every allocate,
+//!   pipeline and undo; the event handlers record the tasks evicted in this session, which
+//!   keep their node but no longer count.
 //!
 //! InterPodAffinity, ImageLocality and PodTopologySpread weights are accepted but those
 //! scorers are not implemented yet (they score 0).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -39,10 +41,7 @@ pub const NAME: &str = "nodeorder";
 
 /// kube-scheduler's highest node score.
 pub const MAX_NODE_SCORE: i64 = 100;
-/// cpu a container that requests none counts for, in millicores (`DefaultMilliCPURequest`).
-pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
-/// memory a container that requests none counts for, in bytes (`DefaultMemoryRequest`, 200Mi).
-pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+pub use volcano_framework::snapshot::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST};
 
 /// kube-scheduler's `leastRequestedScore`: the unused share of the capacity, 0–100.
 pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
@@ -122,7 +121,7 @@ pub fn normalize_score(raw: i64, max: i64, reverse: bool) -> i64 {
     }
 }
 
-/// What the resource scorers need of one task, computed once per session.
+/// What the resource scorers need of one task (read from its [`TaskInfo`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TaskRequest {
     /// cpu request with the 100m default per container that sets none, millicores.
@@ -138,18 +137,12 @@ pub struct TaskRequest {
 }
 
 impl TaskRequest {
-    /// The request of a task.
+    /// The request of a task: the snapshot computed the non-zero requests with the
+    /// resource request ([`nonzero_request`] gives the same numbers from the pod).
     pub fn of(task: &TaskInfo) -> Self {
-        // When every container sets both cpu and memory, no default applies and the
-        // snapshot's request (same aggregation) is the non-zero request: no parsing needed.
-        let (nonzero_cpu, nonzero_memory) = if sets_cpu_and_memory(&task.pod) {
-            (task.resreq.milli_cpu as i64, task.resreq.memory as i64)
-        } else {
-            nonzero_request(&task.pod)
-        };
         TaskRequest {
-            nonzero_cpu,
-            nonzero_memory,
+            nonzero_cpu: task.nonzero_cpu,
+            nonzero_memory: task.nonzero_memory,
             cpu: task.resreq.milli_cpu,
             memory: task.resreq.memory,
             gpu: task.resreq.get(NVIDIA_GPU),
@@ -173,6 +166,18 @@ pub struct NodeRequested {
 }
 
 impl NodeRequested {
+    /// Σ of the requests of every task on the node (pipelined ones included), from the
+    /// snapshot's node accounting.
+    pub fn of_node(node: &NodeInfo) -> Self {
+        NodeRequested {
+            nonzero_cpu: node.nonzero_cpu,
+            nonzero_memory: node.nonzero_memory,
+            cpu: node.used.milli_cpu + node.pipelined.milli_cpu,
+            memory: node.used.memory + node.pipelined.memory,
+            gpu: node.used.get(NVIDIA_GPU) + node.pipelined.get(NVIDIA_GPU),
+        }
+    }
+
     fn add(&mut self, r: &TaskRequest, sign: i64) {
         self.nonzero_cpu += sign * r.nonzero_cpu;
         self.nonzero_memory += sign * r.nonzero_memory;
@@ -190,23 +195,6 @@ fn container_quantity(c: &Container, name: &str, milli: bool) -> Option<i64> {
         res.requests.as_ref().and_then(|r| r.get(name)).or_else(|| res.limits.as_ref().and_then(|l| l.get(name)))?;
     let v = if milli { quantity::parse_milli(&q.0) } else { quantity::parse_value(&q.0) };
     Some(v.unwrap_or(0.0) as i64)
-}
-
-fn sets(c: &Container, name: &str) -> bool {
-    c.resources.as_ref().is_some_and(|r| {
-        r.requests.as_ref().is_some_and(|m| m.contains_key(name))
-            || r.limits.as_ref().is_some_and(|m| m.contains_key(name))
-    })
-}
-
-/// Whether every container and init container of the pod requests (or limits) both cpu
-/// and memory.
-fn sets_cpu_and_memory(pod: &Pod) -> bool {
-    let Some(spec) = &pod.spec else { return false };
-    spec.containers
-        .iter()
-        .chain(spec.init_containers.as_deref().unwrap_or(&[]))
-        .all(|c| sets(c, "cpu") && sets(c, "memory"))
 }
 
 fn nonzero_container(c: &Container) -> (i64, i64) {
@@ -287,16 +275,21 @@ pub fn resource_scores(task: &TaskRequest, node: &NodeInfo, requested: &NodeRequ
     (least, most, balanced)
 }
 
-/// The plugin for one session: the weights and the request bookkeeping.
+/// The plugin for one session: the weights, and the tasks that the resource scorers leave
+/// out although they still hold their node.
+///
+/// The scorers count the requests of the tasks on a node, as the Kubernetes node snapshot
+/// of Volcano's plugin does: the snapshot keeps those sums ([`NodeRequested::of_node`]),
+/// and the event handlers only record the tasks evicted in this session (an eviction fires
+/// `on_deallocate` while the task keeps its node until it is gone; undoing it fires
+/// `on_allocate`). Opening the session reads no task and no node.
 #[derive(Clone, Debug)]
 pub struct NodeOrder {
     weights: Weights,
-    /// Per task (by [`TaskId`]), computed when the session opens.
-    tasks: Vec<TaskRequest>,
-    /// Per node (by [`NodeId`]): Σ requests of the tasks counted on it.
-    nodes: Vec<NodeRequested>,
-    /// Per task: the node it is counted on.
-    counted: Vec<Option<NodeId>>,
+    /// Tasks on a node's task list that are not counted, with that node.
+    evicted: HashMap<TaskId, NodeId>,
+    /// Σ requests of the `evicted` tasks per node.
+    evicted_sums: HashMap<NodeId, NodeRequested>,
     /// Whether any node has a PreferNoSchedule taint (else the taint score is uniform).
     any_prefer_no_schedule: bool,
 }
@@ -304,7 +297,7 @@ pub struct NodeOrder {
 impl NodeOrder {
     /// A plugin with these weights (call `on_session_open` before scoring).
     pub fn new(weights: Weights) -> Self {
-        NodeOrder { weights, tasks: Vec::new(), nodes: Vec::new(), counted: Vec::new(), any_prefer_no_schedule: false }
+        NodeOrder { weights, evicted: HashMap::new(), evicted_sums: HashMap::new(), any_prefer_no_schedule: false }
     }
 
     /// The weights.
@@ -312,29 +305,18 @@ impl NodeOrder {
         self.weights
     }
 
-    /// Σ requests counted on a node (recomputed from the snapshot if the session was not
-    /// opened through this plugin).
+    /// Σ requests counted on a node: the snapshot's sums without the tasks evicted in this
+    /// session.
     pub fn node_requested(&self, snap: &Snapshot, node: NodeId) -> NodeRequested {
-        if let Some(r) = self.nodes.get(node.idx()) {
-            return *r;
-        }
-        let mut r = NodeRequested::default();
-        for &t in &snap.node(node).tasks {
-            r.add(&self.task_request(snap, t), 1);
+        let mut r = NodeRequested::of_node(snap.node(node));
+        if let Some(evicted) = self.evicted_sums.get(&node) {
+            r.nonzero_cpu -= evicted.nonzero_cpu;
+            r.nonzero_memory -= evicted.nonzero_memory;
+            r.cpu -= evicted.cpu;
+            r.memory -= evicted.memory;
+            r.gpu -= evicted.gpu;
         }
         r
-    }
-
-    fn task_request(&self, snap: &Snapshot, task: TaskId) -> TaskRequest {
-        match self.tasks.get(task.idx()) {
-            Some(r) => *r,
-            None => TaskRequest::of(snap.task(task)),
-        }
-    }
-
-    fn count(&mut self, task: TaskId, node: NodeId, sign: i64) {
-        let r = self.tasks[task.idx()];
-        self.nodes[node.idx()].add(&r, sign);
     }
 }
 
@@ -348,40 +330,36 @@ impl Plugin for NodeOrder {
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
-        self.any_prefer_no_schedule = snap.nodes.iter().any(|n| {
-            n.node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.as_deref())
-                .is_some_and(|ts| ts.iter().any(|t| t.effect == "PreferNoSchedule"))
-        });
-        self.tasks = snap.tasks.iter().map(TaskRequest::of).collect();
-        self.nodes = vec![NodeRequested::default(); snap.nodes.len()];
-        self.counted = vec![None; snap.tasks.len()];
-        for (i, node) in snap.nodes.iter().enumerate() {
-            for &t in &node.tasks {
-                self.nodes[i].add(&self.tasks[t.idx()], 1);
-                self.counted[t.idx()] = Some(NodeId(i as u32));
+        self.any_prefer_no_schedule = snap.any_node_tainted()
+            && snap.nodes.iter().any(|n| {
+                n.has_taints
+                    && n.node
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.taints.as_deref())
+                        .is_some_and(|ts| ts.iter().any(|t| t.effect == "PreferNoSchedule"))
+            });
+    }
+
+    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
+        // An eviction undone: the task counts again.
+        if let Some(node) = self.evicted.remove(&task) {
+            let r = TaskRequest::of(snap.task(task));
+            if let Some(sums) = self.evicted_sums.get_mut(&node) {
+                sums.add(&r, -1);
             }
         }
     }
 
-    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
-        let Some(node) = snap.task(task).node else { return };
-        if task.idx() >= self.counted.len() || self.counted[task.idx()] == Some(node) {
+    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {
+        // An undone placement has left its node already; an evicted task still holds it.
+        let t = snap.task(task);
+        let Some(node) = t.node else { return };
+        if self.evicted.contains_key(&task) || !snap.node(node).tasks.contains(&task) {
             return;
         }
-        if let Some(old) = self.counted[task.idx()] {
-            self.count(task, old, -1);
-        }
-        self.count(task, node, 1);
-        self.counted[task.idx()] = Some(node);
-    }
-
-    fn on_deallocate(&mut self, _snap: &Snapshot, task: TaskId) {
-        if let Some(node) = self.counted.get_mut(task.idx()).and_then(Option::take) {
-            self.count(task, node, -1);
-        }
+        self.evicted.insert(task, node);
+        self.evicted_sums.entry(node).or_default().add(&TaskRequest::of(t), 1);
     }
 
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
@@ -389,7 +367,7 @@ impl Plugin for NodeOrder {
         if w.least_requested == 0 && w.most_requested == 0 && w.balanced_resource == 0 {
             return 0.0;
         }
-        let req = self.task_request(snap, task);
+        let req = TaskRequest::of(snap.task(task));
         let requested = self.node_requested(snap, node);
         let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested);
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource) as f64

@@ -259,7 +259,65 @@ fn requested_sums_follow_allocations() {
 }
 
 #[test]
-fn scoring_without_session_open_rescans_the_node() {
+fn the_snapshot_non_zero_request_is_the_pod_s() {
+    // Containers without requests, limits standing in, sidecars and init containers,
+    // overhead: the snapshot's numbers are what `nonzero_request` reads from the pod.
+    type Edit = Box<dyn Fn(&mut k8s_openapi::api::core::v1::PodSpec)>;
+    let specs: Vec<Edit> = vec![
+        Box::new(|s| s.containers = vec![container("a", &[], None), container("b", &[("memory", "1Gi")], None)]),
+        Box::new(|s| {
+            s.containers = vec![container("main", &[("cpu", "500m")], None)];
+            s.init_containers = Some(vec![
+                container("side", &[("cpu", "200m")], Some("Always")),
+                container("init", &[("cpu", "1"), ("memory", "1Gi")], None),
+                container("late-side", &[], Some("Always")),
+            ]);
+            s.overhead = Some(quantity(&[("cpu", "100m"), ("memory", "10Mi")]));
+        }),
+        Box::new(|s| {
+            s.containers[0].resources =
+                Some(ResourceRequirements { limits: Some(quantity(&[("cpu", "2")])), ..Default::default() })
+        }),
+        Box::new(|s| s.containers[0].resources = None),
+    ];
+    for (i, f) in specs.into_iter().enumerate() {
+        let snap = Objects::new().node(n1()).pod(pod("ns", "p").with_spec(f)).snapshot();
+        let t = snap.task(task(&snap, "p"));
+        assert_eq!((t.nonzero_cpu, t.nonzero_memory), nonzero_request(&t.pod), "pod {i}");
+    }
+}
+
+#[test]
+fn evicted_tasks_stop_counting_until_the_eviction_is_undone() {
+    let mut snap = Objects::new()
+        .node(n1())
+        .pod(pod("ns", "r").cpu_mem("2", "4Gi").running_on("n1"))
+        .pod(pod("ns", "s").cpu_mem("1", "1Gi").running_on("n1"))
+        .snapshot();
+    let mut plugin = NodeOrder::new(Weights::default());
+    plugin.on_session_open(&snap, &ctx());
+    let (n1, r) = (node_id(&snap, "n1"), task(&snap, "r"));
+    let before = plugin.node_requested(&snap, n1);
+    assert_eq!(before.nonzero_cpu, 3000);
+    // Evict r: it keeps its node (Releasing) but no longer counts.
+    snap.node_remove_task(n1, r);
+    snap.set_task_status(r, TaskStatus::Releasing);
+    snap.node_add_task(n1, r);
+    plugin.on_deallocate(&snap, r);
+    plugin.on_deallocate(&snap, r);
+    let evicted = plugin.node_requested(&snap, n1);
+    assert_eq!((evicted.nonzero_cpu, evicted.cpu), (1000, 1000.0));
+    assert_eq!(evicted.memory, 1024.0 * 1024.0 * 1024.0);
+    // Undo the eviction.
+    snap.node_remove_task(n1, r);
+    snap.set_task_status(r, TaskStatus::Running);
+    snap.node_add_task(n1, r);
+    plugin.on_allocate(&snap, r);
+    assert_eq!(plugin.node_requested(&snap, n1), before);
+}
+
+#[test]
+fn scoring_without_session_open_reads_the_snapshot_sums() {
     let snap = Objects::new()
         .node(n1())
         .pod(pod("ns", "r").cpu_mem("2", "4Gi").running_on("n1"))
@@ -403,7 +461,7 @@ tiers:
     let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
     let (p, q) = (task(&ssn.snap, "p"), task(&ssn.snap, "q"));
     let (feasible, errors) = ssn.predicate_nodes(p, |_| Ok(()));
-    let names: Vec<&str> = feasible.iter().map(|n| ssn.snap.node(*n).name.as_str()).collect();
+    let names: Vec<&str> = feasible.iter().map(|n| &*ssn.snap.node(*n).name).collect();
     assert_eq!(names, ["n1", "n2"]);
     assert_eq!(errors.to_string(), "0/3 nodes are unavailable: 1 node(s) had untolerated taint {hard: }.");
     // Both empty: 186 each; the PreferNoSchedule taint costs n1 the 300 of TaintToleration.

@@ -162,6 +162,17 @@ pub fn term_matches(term: &NodeSelectorTerm, labels: &BTreeMap<String, String>, 
     matched
 }
 
+/// Whether the pod has a node selector or required node affinity (else every node matches
+/// and [`required_node_affinity_matches`] need not read the node's labels).
+pub fn has_required_node_constraints(spec: &PodSpec) -> bool {
+    spec.node_selector.is_some()
+        || spec
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .is_some_and(|na| na.required_during_scheduling_ignored_during_execution.is_some())
+}
+
 /// Whether the pod's `spec.nodeSelector` and required node affinity
 /// (`requiredDuringSchedulingIgnoredDuringExecution`: terms ORed) both match the node.
 pub fn required_node_affinity_matches(spec: &PodSpec, labels: &BTreeMap<String, String>, node_name: &str) -> bool {

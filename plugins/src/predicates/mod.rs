@@ -128,14 +128,14 @@ impl Plugin for Predicates {
         }
 
         if self.enabled.node_affinity {
-            if let Some(spec) = spec {
+            if let Some(spec) = spec.filter(|s| matching::has_required_node_constraints(s)) {
                 if !matching::required_node_affinity_matches(spec, n.labels(), &n.name) {
                     return Err(Status::unresolvable(NAME, REASON_NODE_AFFINITY));
                 }
             }
         }
 
-        if self.enabled.taint_toleration {
+        if self.enabled.taint_toleration && n.has_taints {
             let taints = n.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
             if let Some(taint) = matching::first_untolerated_taint(taints, tolerations) {
                 let reason = untolerated_taint_reason(&taint.key, taint.value.as_deref().unwrap_or(""));

@@ -24,7 +24,7 @@ use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE};
 use volcano_framework::{
     parse_args, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport, SessionContext,
-    Snapshot, TaskId, Vote,
+    Snapshot, TaskId, TaskStatus, Vote,
 };
 
 pub use args::Args;
@@ -165,13 +165,20 @@ pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
             }
             attr.real_capability = real;
         }
-        for &t in &job.tasks {
-            let task = snap.task(t);
-            if task.status.is_allocated() {
-                attr.allocated.add(&task.resreq);
-                attr.request.add(&task.resreq);
-            } else if task.status == volcano_framework::TaskStatus::Pending {
-                attr.request.add(&task.resreq);
+        if job.count(TaskStatus::Pending) == 0 {
+            // No pending task: what the job requests is what it holds (the snapshot keeps
+            // that sum; resource values are whole numbers, so the sum is exact either way).
+            attr.allocated.add(&job.allocated);
+            attr.request.add(&job.allocated);
+        } else {
+            for &t in &job.tasks {
+                let task = snap.task(t);
+                if task.status.is_allocated() {
+                    attr.allocated.add(&task.resreq);
+                    attr.request.add(&task.resreq);
+                } else if task.status == TaskStatus::Pending {
+                    attr.request.add(&task.resreq);
+                }
             }
         }
         if let Some(min) = &job.min_resources {

@@ -63,6 +63,10 @@ fn only_queue_allocation_gate(snap: &Snapshot, t: volcano_framework::TaskId) -> 
 /// `DeductSchGatedResources`): gated pods are not created against the reservation, so they
 /// must not block other jobs. Tasks gated only by the queue-allocation gate still count.
 pub(crate) fn deduct_gated(snap: &Snapshot, job: &JobInfo, mut res: Resource) -> Resource {
+    if job.gated_tasks == 0 || res.is_exact_zero() {
+        // Nothing to deduct, or nothing to deduct from.
+        return res;
+    }
     let mut gated = Resource::empty();
     for &t in &job.tasks {
         if snap.task(t).sch_gated && !only_queue_allocation_gate(snap, t) {

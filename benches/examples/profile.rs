@@ -1,0 +1,40 @@
+//! Runs the measured cycle of one bench case many times in one process, for profilers:
+//! `cargo run --release -p volcano-benches --example profile -- fill-10k 5`, or under
+//! `perf record --call-graph dwarf`. The objects (and, for `steady-5k`, the cached snapshot)
+//! are built once; each repetition prints its phase times.
+
+use volcano_benches::runner::{bench_profile, prepare, timed_cycle, timed_warm_cycle};
+use volcano_benches::workloads::{Case, SCHEDULER_NAME};
+use volcano_framework::Snapshot;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let name = args.next().unwrap_or_else(|| "fill-10k".to_string());
+    let reps: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
+    let case = Case::from_name(&name).expect("a bench case name");
+    let profile = bench_profile();
+    let objects = prepare(case, &profile);
+    let cached = (case == Case::Steady5k).then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
+    let mut totals = Vec::new();
+    for c in 0..reps {
+        let (effects, t) = match &cached {
+            Some(snap) => timed_warm_cycle(snap, &profile, 10 + c),
+            None => timed_cycle(&objects, &profile, 10 + c),
+        };
+        let actions: Vec<String> = t.actions.iter().map(|(a, s)| format!("{a} {:.1}", s * 1e3)).collect();
+        println!(
+            "{name} #{c}: total {:.1} ms (snapshot {:.1}, open {:.1}, {}, close {:.1}), {} effects",
+            t.total_seconds * 1e3,
+            t.snapshot_seconds * 1e3,
+            t.open_seconds * 1e3,
+            actions.join(", "),
+            t.close_seconds * 1e3,
+            effects.len()
+        );
+        totals.push(t.total_seconds * 1e3);
+    }
+    totals.sort_by(f64::total_cmp);
+    if let (Some(min), Some(max)) = (totals.first(), totals.last()) {
+        println!("{name}: min {min:.1} ms, median {:.1} ms, max {max:.1} ms", totals[(totals.len() - 1) / 2]);
+    }
+}
