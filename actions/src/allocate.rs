@@ -9,8 +9,7 @@
 //!
 //! Best-effort tasks (empty request) are left to `backfill`.
 
-use serde::Deserialize;
-use volcano_api::conf::{args, Arguments};
+use volcano_api::conf::Arguments;
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
@@ -20,14 +19,8 @@ use volcano_framework::{
 /// Configuration name.
 pub const NAME: &str = "allocate";
 
-/// Arguments of `allocate` (from `configurations`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// Skip a task whose role already failed predicates in this session (default true).
-    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
-    pub predicate_error_cache_enable: Option<bool>,
-}
+/// Arguments of `allocate`.
+pub type Args = crate::CommonArgs;
 
 /// Checks the arguments and builds the action.
 pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {

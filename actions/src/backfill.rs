@@ -8,8 +8,7 @@
 //! transaction and commits it only when the job then really has its `minMember` placed (or
 //! all its best-effort pods are placed).
 
-use serde::Deserialize;
-use volcano_api::conf::{args, Arguments};
+use volcano_api::conf::Arguments;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
     parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
@@ -19,13 +18,7 @@ use volcano_framework::{
 pub const NAME: &str = "backfill";
 
 /// Arguments of `backfill`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// Accepted for compatibility; best-effort pods are few, every one is tried.
-    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
-    pub predicate_error_cache_enable: Option<bool>,
-}
+pub type Args = crate::CommonArgs;
 
 /// Checks the arguments and builds the action.
 pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {

@@ -7,7 +7,19 @@
 // heaps); an index loop says that more plainly than zipped iterators.
 #![allow(clippy::needless_range_loop)]
 
+use serde::Deserialize;
+use volcano_api::conf::args;
 use volcano_framework::ActionRegistry;
+
+/// The arguments `allocate`, `backfill` and `reclaim` take (from `configurations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommonArgs {
+    /// Skip a task whose role already failed predicates in this session (default true;
+    /// acted on by `allocate`, accepted by the others for compatibility).
+    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
+    pub predicate_error_cache_enable: Option<bool>,
+}
 
 pub mod allocate;
 pub mod backfill;

@@ -6,8 +6,7 @@
 //! jobs in **other**, **reclaimable** queues chosen by the plugins' `reclaimable` vote, and
 //! the pipelined preemptor; it is committed only if the job is then pipelined.
 
-use serde::Deserialize;
-use volcano_api::conf::{args, Arguments};
+use volcano_api::conf::Arguments;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus};
 
@@ -17,14 +16,8 @@ use crate::preempt::{candidate_nodes, fits_without_eviction, may_evict_for, pend
 /// Configuration name.
 pub const NAME: &str = "reclaim";
 
-/// Arguments of `reclaim` (from `configurations`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// Accepted for compatibility (predicate results are not cached across reclaimers).
-    #[serde(rename = "predicateErrorCacheEnable", default, deserialize_with = "args::bool")]
-    pub predicate_error_cache_enable: Option<bool>,
-}
+/// Arguments of `reclaim`.
+pub type Args = crate::CommonArgs;
 
 /// Checks the arguments and builds the action.
 pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {

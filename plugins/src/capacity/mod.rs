@@ -622,9 +622,7 @@ impl Plugin for Capacity {
                 },
             ));
         }
-        for (job, message) in self.rejections.drain() {
-            out.job_events.push((job, "Normal", "Unschedulable".to_string(), message));
-        }
+        self.rejections.emit(out);
     }
 
     fn queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {

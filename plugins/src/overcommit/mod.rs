@@ -98,9 +98,7 @@ impl Plugin for Overcommit {
     }
 
     fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
-        for (job, message) in self.rejections.drain() {
-            out.job_events.push((job, "Normal", "Unschedulable".to_string(), message));
-        }
+        self.rejections.emit(out);
     }
 
     fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {

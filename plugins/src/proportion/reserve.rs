@@ -154,6 +154,13 @@ impl Rejections {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).push((job, message));
     }
 
+    /// Writes the rejections as PodGroup events (`Normal`, `Unschedulable`) at session close.
+    pub(crate) fn emit(&mut self, out: &mut volcano_framework::CloseOutput) {
+        for (job, message) in self.drain() {
+            out.job_events.push((job, "Normal", "Unschedulable".to_string(), message));
+        }
+    }
+
     /// The rejections in job order, one per job (the last message wins).
     pub(crate) fn drain(&mut self) -> Vec<(volcano_framework::JobId, String)> {
         let mut v = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
