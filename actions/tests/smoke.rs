@@ -24,7 +24,7 @@ fn binds(effects: &[Effect]) -> Vec<(String, String)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Bind { pod, node } => Some((pod.clone(), node.clone())),
+            Effect::Bind { pod, node } => Some((pod.to_string(), node.to_string())),
             _ => None,
         })
         .collect()
@@ -50,7 +50,7 @@ fn evictions(effects: &[Effect]) -> Vec<(String, &'static str)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Evict { pod, action, .. } => Some((pod.clone(), *action)),
+            Effect::Evict { pod, action, .. } => Some((pod.to_string(), *action)),
             _ => None,
         })
         .collect()

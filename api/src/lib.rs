@@ -2,7 +2,8 @@
 //!
 //! Start with [`crd`] for the Volcano custom resources (`PodGroup`, `Queue` of
 //! `scheduling.volcano.sh/v1beta1`) and [`conf`] for the scheduler configuration file
-//! (`volcano-scheduler.conf`). [`quantity`] parses and prints Kubernetes quantities.
+//! (`volcano-scheduler.conf`). [`quantity`] parses and prints Kubernetes quantities;
+//! [`names`] holds the scheduler name, condition types, reasons and event reasons.
 //!
 //! This crate does no IO beyond (de)serialisation and knows nothing of a client:
 //! `kube` is used for its `CustomResource` derive only.
@@ -10,6 +11,7 @@
 
 pub mod conf;
 pub mod crd;
+pub mod names;
 pub mod quantity;
 
 pub use k8s_openapi;

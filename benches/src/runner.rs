@@ -1,13 +1,14 @@
 //! Runs a benchmark case and reports its figures.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
-    run_cycle, ClusterObjects, CycleContext, Effect, Observer, Profile, Registries, Session, SessionOptions, Snapshot,
+    run_cycle, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, Session,
+    SessionOptions, Snapshot,
 };
+use volcano_sim::Cluster;
 
 use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
 
@@ -55,7 +56,10 @@ pub struct CaseReport {
     /// `steady-5k`: 99th percentile cycle time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_seconds: Option<f64>,
-    /// Result checks: no node over allocatable, every gang whole or empty.
+    /// Result checks: the framework's invariant checker after every action of the first
+    /// measured cycle (no node over allocatable, every gang whole or empty, no queue over
+    /// its capability), the same effects on a second run, and every effect accepted by the
+    /// simulator's applier.
     pub checks_passed: bool,
     /// What the checks found, if anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -107,9 +111,7 @@ pub fn timed_warm_cycle(cached: &Snapshot, profile: &Profile, cycle: u64) -> (Ve
 fn timed_session(start: Instant, snap: Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
     let built = Instant::now();
     let mut timer = Timer { start: built, last: built, open: None, actions: Vec::new() };
-    let cx =
-        CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() };
-    let outcome = run_cycle(snap, profile, &cx, &mut timer);
+    let outcome = run_cycle(snap, profile, &context(cycle), &mut timer);
     let end = Instant::now();
     let times = CycleTimes {
         snapshot_seconds: (built - start).as_secs_f64(),
@@ -121,54 +123,30 @@ fn timed_session(start: Instant, snap: Snapshot, profile: &Profile, cycle: u64) 
     (outcome.effects, times)
 }
 
-/// Applies binds (pod → node, Running) and PodGroup statuses to the objects, as a cluster
-/// would between cycles.
-pub fn apply(objects: &mut ClusterObjects, effects: &[Effect]) {
-    let mut pods: HashMap<String, usize> = HashMap::with_capacity(objects.pods.len());
-    for (i, p) in objects.pods.iter().enumerate() {
-        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-        pods.insert(format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()), i);
+/// Re-runs a measured cycle, untimed, with the framework's invariant checker after every
+/// action, and checks that it gives the same effects (a cycle is deterministic). Returns
+/// what the checker found.
+pub fn check_cycle(snap: Snapshot, profile: &Profile, cycle: u64, measured: &[Effect]) -> Vec<String> {
+    let mut checker = InvariantChecker::default();
+    let outcome = run_cycle(snap, profile, &context(cycle), &mut checker);
+    let mut failures = checker.violations;
+    if outcome.effects != measured {
+        failures.push(format!("cycle {cycle} is not deterministic: a second run gave other effects"));
     }
-    let mut pgs: HashMap<String, usize> = HashMap::new();
-    for (i, p) in objects.pod_groups.iter().enumerate() {
-        let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-        pgs.insert(format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()), i);
-    }
-    for e in effects {
-        match e {
-            Effect::Bind { pod, node } => {
-                if let Some(&i) = pods.get(pod) {
-                    let p = Arc::make_mut(&mut objects.pods[i]);
-                    p.spec.get_or_insert_with(Default::default).node_name = Some(node.clone());
-                    p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
-                }
-            }
-            Effect::PodGroupStatus { pod_group, status } => {
-                if let Some(&i) = pgs.get(pod_group) {
-                    Arc::make_mut(&mut objects.pod_groups[i]).status = Some(status.clone());
-                }
-            }
-            _ => {}
-        }
+    failures
+}
+
+/// Applies a cycle's effects with the simulator's applier, as a cluster would between
+/// cycles; an effect the cluster refuses is a failure.
+pub fn apply(cluster: &mut Cluster, effects: &[Effect], cycle: u64) -> Vec<String> {
+    match cluster.apply_effects(effects, cycle, context(cycle).now_ms) {
+        Ok(_) => Vec::new(),
+        Err(e) => vec![format!("cycle {cycle}: {e}")],
     }
 }
 
-/// Checks a cycle's result: no node over allocatable, every gang bound whole or not at all.
-pub fn check(objects: &ClusterObjects) -> Vec<String> {
-    let snap = Snapshot::build(objects, &[SCHEDULER_NAME]).expect("valid objects");
-    let mut failures = Vec::new();
-    for n in &snap.nodes {
-        if !n.used.less_equal(&n.allocatable, volcano_framework::DimensionDefault::Zero) {
-            failures.push(format!("node {} is over allocatable: used {} of {}", n.name, n.used, n.allocatable));
-        }
-    }
-    for j in &snap.jobs {
-        let placed = j.ready_task_num();
-        if placed > 0 && placed < j.min_available {
-            failures.push(format!("job {} is partially placed: {placed} of minMember {}", j.key, j.min_available));
-        }
-    }
-    failures
+fn context(cycle: u64) -> CycleContext {
+    CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() }
 }
 
 fn gangs(effects: &[Effect], pending_jobs: &BTreeMap<String, usize>) -> (usize, usize) {
@@ -176,7 +154,7 @@ fn gangs(effects: &[Effect], pending_jobs: &BTreeMap<String, usize>) -> (usize, 
     for e in effects {
         if let Effect::Bind { pod, .. } = e {
             // Pod `bench/job-000123-4` belongs to job `bench/job-000123`.
-            if let Some((job, _)) = pod.rsplit_once('-') {
+            if let Some((job, _)) = pod.key().rsplit_once('-') {
                 *bound.entry(job).or_default() += 1;
             }
         }
@@ -207,9 +185,9 @@ fn binds(effects: &[Effect]) -> usize {
     effects.iter().filter(|e| matches!(e, Effect::Bind { .. })).count()
 }
 
-fn pending_jobs(objects: &ClusterObjects) -> BTreeMap<String, usize> {
+fn pending_jobs(cluster: &Cluster) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
-    for p in &objects.pods {
+    for p in cluster.pods.values() {
         let pending = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
         if pending {
             let ns = p.metadata.namespace.as_deref().unwrap_or_default();
@@ -227,26 +205,26 @@ pub fn bench_profile() -> Profile {
     Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid")
 }
 
-/// The objects at the start of a case's measured cycle(s). For `steady-5k` this runs the
+/// The cluster at the start of a case's measured cycle(s). For `steady-5k` this runs the
 /// earlier sessions that place gang-30000 (untimed) and adds the new pending jobs.
-pub fn prepare(case: Case, profile: &Profile) -> ClusterObjects {
+pub fn prepare(case: Case, profile: &Profile) -> Cluster {
     let nodes = case.nodes();
     match case {
         Case::Steady5k => {
             // An earlier session placed gang-30000; its jobs then run.
             let first = workloads::gang(0, 30_000);
             let next = first.len();
-            let mut objects = workloads::objects(nodes, first);
-            let (effects, _) = timed_cycle(&objects, profile, 1);
-            apply(&mut objects, &effects);
-            let (effects, _) = timed_cycle(&objects, profile, 2);
-            apply(&mut objects, &effects);
+            let mut cluster = Cluster::from_objects(workloads::objects(nodes, first));
+            for cycle in 1..=2 {
+                let (effects, _) = timed_cycle(&cluster.objects(), profile, cycle);
+                let failures = apply(&mut cluster, &effects, cycle);
+                assert!(failures.is_empty(), "steady-5k preparation: {failures:?}");
+            }
             let new = workloads::objects(0, workloads::gang(next, case.pending_pods()));
-            objects.pod_groups.extend(new.pod_groups);
-            objects.pods.extend(new.pods);
-            objects
+            cluster.insert_objects(new);
+            cluster
         }
-        _ => workloads::objects(nodes, workloads::gang(0, case.pending_pods())),
+        _ => Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods()))),
     }
 }
 
@@ -254,9 +232,9 @@ pub fn prepare(case: Case, profile: &Profile) -> ClusterObjects {
 pub fn run_case(case: Case) -> CaseReport {
     let profile = bench_profile();
     let nodes = case.nodes();
-    let mut objects = prepare(case, &profile);
+    let mut cluster = prepare(case, &profile);
     let cycles = if case == Case::Steady5k { 20 } else { 1 };
-    let pending = pending_jobs(&objects);
+    let pending = pending_jobs(&cluster);
     let pending_pods: usize = pending.values().sum();
     let mut times = Vec::new();
     let mut first_phases = None;
@@ -265,26 +243,33 @@ pub fn run_case(case: Case) -> CaseReport {
     let mut rolled_back = 0;
     // steady-5k measures warm sessions, each from the same busy state: the scheduler keeps
     // its snapshot between cycles, so a cycle starts from a copy of it.
+    let objects = cluster.objects();
     let cached = (case == Case::Steady5k)
         .then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"));
+    let mut failures = Vec::new();
     for c in 0..cycles {
+        let cycle = 10 + c as u64;
         let (effects, t) = match &cached {
-            Some(snap) => timed_warm_cycle(snap, &profile, 10 + c as u64),
-            None => timed_cycle(&objects, &profile, 10 + c as u64),
+            Some(snap) => timed_warm_cycle(snap, &profile, cycle),
+            None => timed_cycle(&objects, &profile, cycle),
         };
         if c == 0 {
             let (w, r) = gangs(&effects, &pending);
             whole = w;
             rolled_back = r;
             bound = binds(&effects);
+            // The first measured cycle is checked (untimed) and applied; the warm cycles of
+            // steady-5k all start from the same state, so one check covers them.
+            let snap = match &cached {
+                Some(snap) => snap.clone(),
+                None => Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"),
+            };
+            failures.extend(check_cycle(snap, &profile, cycle, &effects));
+            failures.extend(apply(&mut cluster, &effects, cycle));
         }
         times.push(t.total_seconds);
         first_phases.get_or_insert(t);
-        if cached.is_none() || c == 0 {
-            apply(&mut objects, &effects);
-        }
     }
-    let failures = check(&objects);
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median = percentile(&sorted, 0.5);

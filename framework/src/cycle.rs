@@ -10,9 +10,11 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
 
-use crate::effect::Effect;
+use volcano_api::names::{event_reason, pod_condition, pod_group_condition, pod_group_reason};
+
+use crate::effect::{Effect, Event, EventKind, EventType, PodScheduledFalse};
 use crate::model::*;
-use crate::plugin::{CloseOutput, SessionContext};
+use crate::plugin::{CloseOutput, JobVerdict, SessionContext};
 use crate::profile::Profile;
 use crate::resource::{DimensionDefault, Resource, MIN_RESOURCE};
 use crate::session::{Session, SessionOptions};
@@ -168,17 +170,17 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             if let Some(n) = t.node {
                 let node: &str = &snap.node(n).name;
                 if t.nominated_node.as_deref() != Some(node) {
-                    effects.push(Effect::Pipeline { pod: t.key.to_string(), node: node.to_string() });
+                    effects.push(Effect::Pipeline { pod: t.object_ref(), node: snap.node(n).name.clone() });
                 }
             }
         }
     }
 
-    // PodGroup statuses, written only when they changed. The conditions of each job, in
-    // the order the plugins wrote them.
-    let mut conditions = out.job_conditions;
-    conditions.sort_by_key(|(j, _)| *j);
-    let mut conditions = conditions.into_iter().peekable();
+    // PodGroup statuses, written only when they changed. The verdicts on each job, in the
+    // order the plugins gave them, become its conditions.
+    let mut verdicts = out.job_verdicts;
+    verdicts.sort_by_key(|(j, _)| *j);
+    let mut verdicts = verdicts.into_iter().peekable();
     let mut mine: Vec<PodGroupCondition> = Vec::new();
     let mut pending_reasons = BTreeMap::new();
     static NO_STATUS: PodGroupStatus =
@@ -186,18 +188,33 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
     for (i, job) in snap.jobs.iter().enumerate() {
         let j = JobId(i as u32);
         mine.clear();
-        while let Some((_, c)) = conditions.next_if(|(x, _)| *x == j) {
-            mine.push(c);
-        }
-        let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
-        let mut unschedulable_now = false;
-        for c in &mine {
-            if c.type_ == "Unschedulable" && c.status == "True" {
-                unschedulable_now = true;
-                if let Some(m) = &c.message {
-                    pending_reasons.insert(job.key.clone(), m.clone());
+        let mut unschedulable: Option<String> = None;
+        while let Some((_, verdict)) = verdicts.next_if(|(x, _)| *x == j) {
+            match verdict {
+                JobVerdict::Ready => mine.push(PodGroupCondition {
+                    type_: pod_group_condition::SCHEDULED.into(),
+                    status: "True".into(),
+                    reason: Some(pod_group_reason::TASKS_READY.into()),
+                    message: Some(String::new()),
+                    ..Default::default()
+                }),
+                JobVerdict::Unschedulable { reason, message } => {
+                    mine.push(PodGroupCondition {
+                        type_: pod_group_condition::UNSCHEDULABLE.into(),
+                        status: "True".into(),
+                        reason: Some(reason.into()),
+                        message: Some(message.clone()),
+                        ..Default::default()
+                    });
+                    unschedulable = Some(message);
                 }
             }
+        }
+        let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
+        let unschedulable_now = unschedulable.is_some();
+        if let Some(message) = unschedulable {
+            pod_conditions(snap, job, &message, &mut effects);
+            pending_reasons.insert(job.key.clone(), message);
         }
         let phase = job_phase(job, snap, unschedulable_now);
         let running = job.count(TaskStatus::Running);
@@ -222,7 +239,7 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             status.running = running;
             status.succeeded = succeeded;
             status.failed = failed;
-            effects.push(Effect::PodGroupStatus { pod_group: job.key.clone(), status });
+            effects.push(Effect::PodGroupStatus { pod_group: job.object_ref(), status });
         }
     }
 
@@ -253,7 +270,7 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
             .and_then(|l| Resource::from_list(l).ok())
             .unwrap_or_default();
         if !same_resource(&old, &report.allocated) {
-            effects.push(Effect::QueueStatus { queue: q.name.clone(), allocated: report.allocated.to_list() });
+            effects.push(Effect::QueueStatus { queue: q.object_ref(), allocated: report.allocated.to_list() });
         }
     }
     let mut reports: BTreeMap<String, QueueReport> = BTreeMap::new();
@@ -262,10 +279,69 @@ fn close(mut ssn: Session<'_>) -> CycleOutcome {
     }
 
     for (j, type_, reason, message) in out.job_events {
-        let job = snap.job(j);
-        effects.push(Effect::Event { object: format!("PodGroup/{}", job.key), type_, reason, message });
+        let object = snap.job(j).object_ref();
+        effects.push(Effect::Event(Event { kind: EventKind::PodGroup, object, type_, reason, message }));
     }
     CycleOutcome { effects, queues: reports, pending_reasons }
+}
+
+/// The `PodScheduled=False` conditions (and `FailedScheduling` events) of the waiting pods
+/// of a job that cannot be scheduled now, as Volcano's `TaskSchedulingReason` words them;
+/// only for pods whose current condition differs.
+fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &mut Vec<Effect>) {
+    for t in &job.tasks {
+        let task = snap.task(*t);
+        if !matches!(task.status, TaskStatus::Pending | TaskStatus::Allocated | TaskStatus::Pipelined) {
+            continue;
+        }
+        let last = match task.status {
+            TaskStatus::Pending => task.last_tx,
+            status => task.node.map(|n| (status, n)),
+        };
+        let (reason, message) = match last {
+            Some((TaskStatus::Allocated, n)) => (
+                pod_condition::SCHEDULABLE,
+                format!(
+                    "Pod {} can possibly be assigned to {}, once minAvailable is satisfied",
+                    task.key,
+                    snap.node(n).name
+                ),
+            ),
+            Some((TaskStatus::Pipelined, n)) => (
+                pod_condition::UNSCHEDULABLE,
+                format!(
+                    "Pod {} can possibly be assigned to {}, once resource is released and minAvailable is satisfied",
+                    task.key,
+                    snap.node(n).name
+                ),
+            ),
+            _ => match job.fit_errors.get(t) {
+                Some(fit) => (pod_condition::UNSCHEDULABLE, fit.to_string()),
+                None => (pod_condition::UNSCHEDULABLE, job_message.to_string()),
+            },
+        };
+        let current = task
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED));
+        let unchanged = current.is_some_and(|c| {
+            c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message.as_str())
+        });
+        if unchanged {
+            continue;
+        }
+        let pod = task.object_ref();
+        effects.push(Effect::Event(Event {
+            kind: EventKind::Pod,
+            object: pod.clone(),
+            type_: EventType::Warning,
+            reason: event_reason::FAILED_SCHEDULING,
+            message: message.clone(),
+        }));
+        effects.push(Effect::PodUnschedulable { pod, condition: PodScheduledFalse { reason, message } });
+    }
 }
 
 fn same_resource(a: &Resource, b: &Resource) -> bool {

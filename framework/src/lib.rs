@@ -27,9 +27,9 @@ pub mod status;
 
 pub use cow::CowVec;
 pub use cycle::{run_cycle, CycleContext, CycleOutcome, InvariantChecker, NoObserver, Observer, QueueReport};
-pub use effect::Effect;
+pub use effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
-pub use plugin::{CloseOutput, Hooks, InvalidJob, Plugin, SessionContext, Vote};
+pub use plugin::{CloseOutput, Hooks, InvalidJob, JobVerdict, Plugin, SessionContext, Vote};
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{
     parse_args, Action, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry,

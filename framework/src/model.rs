@@ -190,6 +190,15 @@ impl TaskInfo {
         &self.key[self.ns_len as usize + 1..]
     }
 
+    /// The pod as effects name it (namespace, name, uid).
+    pub fn object_ref(&self) -> crate::effect::ObjectRef {
+        crate::effect::ObjectRef::from_key(
+            self.key.clone(),
+            self.ns_len,
+            self.pod.metadata.uid.as_deref().unwrap_or_default().into(),
+        )
+    }
+
     /// Pod namespace.
     pub fn namespace(&self) -> &str {
         &self.key[..self.ns_len as usize]
@@ -248,6 +257,15 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
+    /// The PodGroup as effects name it (namespace, name, uid).
+    pub fn object_ref(&self) -> crate::effect::ObjectRef {
+        crate::effect::ObjectRef::namespaced(
+            &self.namespace,
+            &self.name,
+            self.pod_group.metadata.uid.as_deref().unwrap_or_default(),
+        )
+    }
+
     /// Tasks with the given status.
     pub fn count(&self, s: TaskStatus) -> i32 {
         self.status_counts[s as usize] as i32
@@ -378,6 +396,11 @@ pub struct QueueInfo {
 }
 
 impl QueueInfo {
+    /// The Queue as effects name it (cluster-scoped, with its uid).
+    pub fn object_ref(&self) -> crate::effect::ObjectRef {
+        crate::effect::ObjectRef::cluster(&self.name, self.queue.metadata.uid.as_deref().unwrap_or_default())
+    }
+
     /// Whether the queue accepts new allocations.
     pub fn is_open(&self) -> bool {
         self.state == QueueState::Open

@@ -11,8 +11,8 @@
 use std::cmp::Ordering;
 
 use bitflags::bitflags;
-use volcano_api::crd::PodGroupCondition;
 
+use crate::effect::EventType;
 use crate::model::{JobId, NodeId, QueueId, TaskId};
 use crate::snapshot::Snapshot;
 use crate::status::Status;
@@ -91,12 +91,29 @@ pub struct SessionContext {
 /// What plugins may write when the session closes.
 #[derive(Debug, Default)]
 pub struct CloseOutput {
-    /// PodGroup conditions to merge into each job's status (same type replaces).
-    pub job_conditions: Vec<(JobId, PodGroupCondition)>,
-    /// Events on PodGroups: (job, type `Normal`/`Warning`, reason, message).
-    pub job_events: Vec<(JobId, &'static str, String, String)>,
+    /// The gang verdict of each job the plugin judged: the close step derives the
+    /// PodGroup's conditions and phase, and its pods' `PodScheduled` conditions, from it.
+    pub job_verdicts: Vec<(JobId, JobVerdict)>,
+    /// Events on PodGroups: (job, type, reason from [`volcano_api::names::event_reason`],
+    /// message).
+    pub job_events: Vec<(JobId, EventType, &'static str, String)>,
     /// Deserved resources and share per queue, from the queue policy plugin.
     pub queue_reports: Vec<(QueueId, crate::cycle::QueueReport)>,
+}
+
+/// A plugin's verdict on a job at the end of a session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobVerdict {
+    /// The job's gang is ready (condition `Scheduled=True`).
+    Ready,
+    /// The job cannot be scheduled now (condition `Unschedulable=True`, and its pending
+    /// pods get `PodScheduled=False`).
+    Unschedulable {
+        /// Condition reason, from [`volcano_api::names::pod_group_reason`].
+        reason: &'static str,
+        /// Why, for people.
+        message: String,
+    },
 }
 
 /// A job that fails [`Plugin::job_valid`].

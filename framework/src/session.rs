@@ -525,7 +525,7 @@ impl<'p> Session<'p> {
     pub(crate) fn dispatch(&mut self, t: TaskId) {
         let task = self.snap.task(t);
         let node = task.node.expect("an allocated task has a node");
-        self.effects.push(Effect::Bind { pod: task.key.to_string(), node: self.snap.node(node).name.to_string() });
+        self.effects.push(Effect::Bind { pod: task.object_ref(), node: self.snap.node(node).name.clone() });
         self.snap.set_task_status(t, TaskStatus::Binding);
     }
 

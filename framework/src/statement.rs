@@ -73,9 +73,9 @@ impl Statement {
             match op {
                 Op::Evict { task, reason_idx, .. } => {
                     let t = ssn.snap.task(task);
-                    let node = t.node.map(|n| ssn.snap.node(n).name.to_string()).unwrap_or_default();
+                    let node = t.node.map(|n| ssn.snap.node(n).name.clone()).unwrap_or_else(|| "".into());
                     let effect = Effect::Evict {
-                        pod: t.key.to_string(),
+                        pod: t.object_ref(),
                         node,
                         action: ssn.current_action(),
                         reason: self.reasons[reason_idx].clone(),

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_api::crd::PodGroupCondition;
-use volcano_framework::plugin::CloseOutput;
+use volcano_api::names::pod_group_reason;
+use volcano_framework::plugin::{CloseOutput, JobVerdict};
 use volcano_framework::{
     parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId,
     TaskStatus, Vote,
@@ -159,14 +159,14 @@ impl Plugin for Gang {
         let job = snap.job(j);
         if !task_valid(snap, job) {
             return Some(InvalidJob {
-                reason: "NotEnoughPodsOfTask".into(),
+                reason: pod_group_reason::NOT_ENOUGH_PODS_OF_TASK.into(),
                 message: "Not enough valid pods of each task for gang-scheduling".into(),
             });
         }
         let valid = job.valid_task_num();
         if valid < job.min_available {
             return Some(InvalidJob {
-                reason: "NotEnoughTasks".into(),
+                reason: pod_group_reason::NOT_ENOUGH_TASKS.into(),
                 message: format!(
                     "Not enough valid tasks for gang-scheduling, valid: {valid}, min: {}",
                     job.min_available
@@ -234,27 +234,10 @@ impl Plugin for Gang {
                 let unready = job.min_available - schedulable;
                 let message =
                     format!("{unready}/{} tasks in gang unschedulable: {}", job.tasks.len(), fit_error(snap, job));
-                out.job_conditions.push((
-                    j,
-                    PodGroupCondition {
-                        type_: "Unschedulable".into(),
-                        status: "True".into(),
-                        reason: Some("NotEnoughResources".into()),
-                        message: Some(message),
-                        ..Default::default()
-                    },
-                ));
+                out.job_verdicts
+                    .push((j, JobVerdict::Unschedulable { reason: pod_group_reason::NOT_ENOUGH_RESOURCES, message }));
             } else {
-                out.job_conditions.push((
-                    j,
-                    PodGroupCondition {
-                        type_: "Scheduled".into(),
-                        status: "True".into(),
-                        reason: Some("tasks in gang are ready to be scheduled".into()),
-                        message: Some(String::new()),
-                        ..Default::default()
-                    },
-                ));
+                out.job_verdicts.push((j, JobVerdict::Ready));
             }
         }
     }

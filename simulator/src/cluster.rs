@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
-use volcano_framework::{ClusterObjects, Effect};
+use volcano_api::names::pod_condition;
+use volcano_framework::{ClusterObjects, Effect, ObjectRef};
 
 use crate::error::EffectError;
 
@@ -76,6 +77,8 @@ pub struct CycleRecord {
     pub evictions: Vec<Eviction>,
     /// Pods given a nominated node, in effect order.
     pub pipelined: Vec<Placement>,
+    /// Pods whose `PodScheduled` condition was set (`namespace/name`).
+    pub pod_condition_updates: Vec<String>,
     /// PodGroups whose status changed.
     pub pod_group_updates: Vec<String>,
     /// Queues whose `status.allocated` changed.
@@ -86,11 +89,12 @@ pub struct CycleRecord {
 
 impl CycleRecord {
     /// Whether the cycle changed anything but events: a bind, an eviction, a nominated node,
-    /// a PodGroup or a Queue status.
+    /// a pod condition, a PodGroup or a Queue status.
     pub fn changed(&self) -> bool {
         !(self.binds.is_empty()
             && self.evictions.is_empty()
             && self.pipelined.is_empty()
+            && self.pod_condition_updates.is_empty()
             && self.pod_group_updates.is_empty()
             && self.queue_updates.is_empty())
     }
@@ -113,7 +117,48 @@ fn fail(effect: String, message: impl Into<String>) -> EffectError {
     EffectError { effect, message: message.into() }
 }
 
+/// The pod an effect names, if it exists and has the effect's uid (when the effect has one):
+/// an applier never acts on a pod that was deleted and created again under the same name.
+fn pod_mut<'a>(
+    pods: &'a mut BTreeMap<String, Arc<Pod>>,
+    pod: &ObjectRef,
+    what: impl Fn() -> String,
+) -> Result<&'a mut Arc<Pod>, EffectError> {
+    let p = pods.get_mut(pod.key()).ok_or_else(|| fail(what(), format!("pod {pod} does not exist")))?;
+    if let Some(uid) = pod.uid() {
+        if p.metadata.uid.as_deref() != Some(uid) {
+            return Err(fail(what(), format!("pod {pod} was replaced: it no longer has uid {uid}")));
+        }
+    }
+    Ok(p)
+}
+
+fn key(meta: &ObjectMeta) -> String {
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
+        None => meta.name.clone().unwrap_or_default(),
+    }
+}
+
 impl Cluster {
+    /// A cluster holding these objects (already valid: this is for objects built by code,
+    /// such as benchmark workloads; manifests go through [`crate::normalise`]).
+    pub fn from_objects(objects: ClusterObjects) -> Self {
+        let mut cluster = Cluster::default();
+        cluster.insert_objects(objects);
+        cluster
+    }
+
+    /// Adds objects, replacing those with the same key.
+    pub fn insert_objects(&mut self, objects: ClusterObjects) {
+        let ClusterObjects { nodes, pods, pod_groups, queues, priority_classes } = objects;
+        self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
+        self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
+        self.pod_groups.extend(pod_groups.into_iter().map(|o| (key(&o.metadata), o)));
+        self.queues.extend(queues.into_iter().map(|o| (key(&o.metadata), o)));
+        self.priority_classes.extend(priority_classes.into_iter().map(|o| (key(&o.metadata), o)));
+    }
+
     /// The objects a snapshot is built from (shared, not copied).
     pub fn objects(&self) -> ClusterObjects {
         ClusterObjects {
@@ -131,12 +176,15 @@ impl Cluster {
     ///   nominated node;
     /// - `Evict`: the pod is deleted;
     /// - `Pipeline`: the pod gets `status.nominatedNodeName`;
+    /// - `PodUnschedulable`: the pod's `PodScheduled` condition becomes `False` with the
+    ///   effect's reason and message;
     /// - `PodGroupStatus`: the PodGroup's status is replaced;
     /// - `QueueStatus`: the Queue's `status.allocated` is replaced;
     /// - `Event`: recorded only.
     ///
-    /// An effect naming an object that does not exist, or binding a pod that already has a
-    /// node, is an error: the effects before it have been applied.
+    /// An effect naming an object that does not exist, or whose uid differs from the
+    /// object's (it was replaced), or binding a pod that already has a node, is an error:
+    /// the effects before it have been applied.
     pub fn apply_effects(&mut self, effects: &[Effect], cycle: u64, now_ms: i64) -> Result<CycleRecord, EffectError> {
         let now = Time(k8s_openapi::jiff::Timestamp::from_millisecond(now_ms).unwrap_or_default());
         let mut rec = CycleRecord { cycle, time_ms: now_ms, ..CycleRecord::default() };
@@ -144,74 +192,102 @@ impl Cluster {
             match effect {
                 Effect::Bind { pod, node } => {
                     let what = || format!("bind {pod} to {node}");
-                    if !self.nodes.contains_key(node) {
+                    if !self.nodes.contains_key(&**node) {
                         return Err(fail(what(), format!("node {node} does not exist")));
                     }
-                    let p = self.pods.get_mut(pod).ok_or_else(|| fail(what(), format!("pod {pod} does not exist")))?;
+                    let p = pod_mut(&mut self.pods, pod, what)?;
                     let p = Arc::make_mut(p);
                     let spec = p.spec.get_or_insert_with(Default::default);
                     if let Some(bound) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
                         return Err(fail(what(), format!("the pod is already bound to {bound}")));
                     }
-                    spec.node_name = Some(node.clone());
+                    spec.node_name = Some(node.to_string());
                     let status = p.status.get_or_insert_with(Default::default);
                     status.phase = Some("Running".into());
                     status.nominated_node_name = None;
                     status.start_time = Some(now.clone());
-                    rec.binds.push(Placement { pod: pod.clone(), node: node.clone() });
+                    if let Some(cs) = status.conditions.as_mut() {
+                        cs.retain(|c| c.type_ != pod_condition::POD_SCHEDULED);
+                    }
+                    rec.binds.push(Placement { pod: pod.to_string(), node: node.to_string() });
                 }
                 Effect::Evict { pod, node, action, reason } => {
-                    if self.pods.remove(pod).is_none() {
-                        return Err(fail(format!("evict {pod} from {node}"), format!("pod {pod} does not exist")));
-                    }
+                    pod_mut(&mut self.pods, pod, || format!("evict {pod} from {node}"))?;
+                    self.pods.remove(pod.key());
                     rec.evictions.push(Eviction {
-                        pod: pod.clone(),
-                        node: node.clone(),
+                        pod: pod.to_string(),
+                        node: node.to_string(),
                         action: action.to_string(),
                         reason: reason.clone(),
                     });
                 }
                 Effect::Pipeline { pod, node } => {
                     let what = || format!("nominate {node} for {pod}");
-                    if !self.nodes.contains_key(node) {
+                    if !self.nodes.contains_key(&**node) {
                         return Err(fail(what(), format!("node {node} does not exist")));
                     }
-                    let p = self.pods.get_mut(pod).ok_or_else(|| fail(what(), format!("pod {pod} does not exist")))?;
+                    let p = pod_mut(&mut self.pods, pod, what)?;
                     let current = p.status.as_ref().and_then(|s| s.nominated_node_name.as_deref());
-                    if current != Some(node.as_str()) {
+                    if current != Some(&**node) {
                         let status = Arc::make_mut(p).status.get_or_insert_with(Default::default);
-                        status.nominated_node_name = Some(node.clone());
-                        rec.pipelined.push(Placement { pod: pod.clone(), node: node.clone() });
+                        status.nominated_node_name = Some(node.to_string());
+                        rec.pipelined.push(Placement { pod: pod.to_string(), node: node.to_string() });
                     }
                 }
+                Effect::PodUnschedulable { pod, condition } => {
+                    let p = pod_mut(&mut self.pods, pod, || format!("condition of pod {pod}"))?;
+                    let status = Arc::make_mut(p).status.get_or_insert_with(Default::default);
+                    let conditions = status.conditions.get_or_insert_with(Vec::new);
+                    let new = PodCondition {
+                        type_: pod_condition::POD_SCHEDULED.into(),
+                        status: "False".into(),
+                        reason: Some(condition.reason.into()),
+                        message: Some(condition.message.clone()),
+                        last_transition_time: Some(now.clone()),
+                        ..Default::default()
+                    };
+                    match conditions.iter_mut().find(|c| c.type_ == pod_condition::POD_SCHEDULED) {
+                        Some(c) => *c = new,
+                        None => conditions.push(new),
+                    }
+                    rec.pod_condition_updates.push(pod.to_string());
+                }
                 Effect::PodGroupStatus { pod_group, status } => {
-                    let pg = self.pod_groups.get_mut(pod_group).ok_or_else(|| {
+                    let missing = || {
                         fail(format!("status of PodGroup {pod_group}"), format!("PodGroup {pod_group} does not exist"))
-                    })?;
+                    };
+                    let pg = self.pod_groups.get_mut(pod_group.key()).ok_or_else(missing)?;
+                    if pod_group.uid().is_some_and(|u| pg.metadata.uid.as_deref() != Some(u)) {
+                        return Err(fail(
+                            format!("status of PodGroup {pod_group}"),
+                            format!("PodGroup {pod_group} was replaced (uid {})", pod_group.uid().unwrap_or_default()),
+                        ));
+                    }
                     let changed = !same_status(&pg.status.clone().unwrap_or_default(), status);
                     Arc::make_mut(pg).status = Some(status.clone());
                     if changed {
-                        rec.pod_group_updates.push(pod_group.clone());
+                        rec.pod_group_updates.push(pod_group.to_string());
                     }
                 }
                 Effect::QueueStatus { queue, allocated } => {
-                    let q = self.queues.get_mut(queue).ok_or_else(|| {
+                    let q = self.queues.get_mut(queue.key()).ok_or_else(|| {
                         fail(format!("status of Queue {queue}"), format!("queue {queue} does not exist"))
                     })?;
                     let old = q.status.as_ref().and_then(|s| s.allocated.as_ref());
                     if old != Some(allocated) {
                         Arc::make_mut(q).status.get_or_insert_with(Default::default).allocated =
                             Some(allocated.clone());
-                        rec.queue_updates.push(queue.clone());
+                        rec.queue_updates.push(queue.to_string());
                     }
                 }
-                Effect::Event { object, type_, reason, message } => {
-                    tracing::debug!(cycle, object = %object, type_ = *type_, reason = %reason, "{message}");
+                Effect::Event(event) => {
+                    let object = format!("{}/{}", event.kind.as_str(), event.object);
+                    tracing::debug!(cycle, object = %object, type_ = event.type_.as_str(), reason = event.reason, "{}", event.message);
                     rec.events.push(EventRecord {
-                        object: object.clone(),
-                        type_: type_.to_string(),
-                        reason: reason.clone(),
-                        message: message.clone(),
+                        object,
+                        type_: event.type_.as_str().to_string(),
+                        reason: event.reason.to_string(),
+                        message: event.message.clone(),
                     });
                 }
             }

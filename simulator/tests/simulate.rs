@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use common::{docs, node, pod, simulator};
 use serde_json::Value;
-use volcano_framework::Effect;
+use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 use volcano_sim::{normalise, Cluster, SimError, Stop, MAX_CYCLES};
 
 fn three_pods() -> String {
@@ -129,7 +129,11 @@ fn an_invariant_violation_is_an_error() {
 fn effects_that_cannot_apply_are_errors() {
     let n = normalise(common::manifest(&docs(&[node("n1", "4", "8Gi"), pod("ml", "a", "1", "1Gi")]))).unwrap();
     let mut cluster: Cluster = n.cluster;
-    let bind = |pod: &str, node: &str| Effect::Bind { pod: pod.into(), node: node.into() };
+    let pod_ref = |key: &str| {
+        let (ns, name) = key.split_once('/').unwrap();
+        ObjectRef::namespaced(ns, name, "")
+    };
+    let bind = |pod: &str, node: &str| Effect::Bind { pod: pod_ref(pod), node: node.into() };
     let err = cluster.apply_effects(&[bind("ml/nope", "n1")], 1, 0).unwrap_err();
     assert_eq!(err.to_string(), "cannot apply bind ml/nope to n1: pod ml/nope does not exist");
     let err = cluster.apply_effects(&[bind("ml/a", "n9")], 1, 0).unwrap_err();
@@ -138,15 +142,48 @@ fn effects_that_cannot_apply_are_errors() {
     assert_eq!(rec.binds.len(), 1);
     let err = cluster.apply_effects(&[bind("ml/a", "n1")], 2, 0).unwrap_err();
     assert!(err.message.contains("already bound to n1"), "{err}");
-    let ev = Effect::Event { object: "PodGroup/ml/x".into(), type_: "Normal", reason: "R".into(), message: "m".into() };
+    let ev = Effect::Event(Event {
+        kind: EventKind::PodGroup,
+        object: ObjectRef::namespaced("ml", "x", ""),
+        type_: EventType::Normal,
+        reason: "R",
+        message: "m".into(),
+    });
     let rec = cluster.apply_effects(&[ev], 3, 0).unwrap();
     assert_eq!(rec.events.len(), 1);
     assert!(!rec.changed(), "events do not count as changes");
-    let nominate = Effect::Pipeline { pod: "ml/a".into(), node: "n1".into() };
+    let nominate = Effect::Pipeline { pod: pod_ref("ml/a"), node: "n1".into() };
     let rec = cluster.apply_effects(std::slice::from_ref(&nominate), 4, 0).unwrap();
     assert_eq!(rec.pipelined.len(), 1);
     let rec = cluster.apply_effects(&[nominate], 5, 0).unwrap();
     assert!(rec.pipelined.is_empty(), "the same nominated node again is no change");
+}
+
+#[test]
+fn effects_carry_the_uid_and_never_touch_a_replaced_pod() {
+    let n = normalise(common::manifest(&docs(&[node("n1", "4", "8Gi"), pod("ml", "a", "1", "1Gi")]))).unwrap();
+    let mut cluster: Cluster = n.cluster;
+    let uid = cluster.pods["ml/a"].metadata.uid.clone().expect("normalised pods have a uid");
+    let stale = Effect::Bind { pod: ObjectRef::namespaced("ml", "a", "another-uid"), node: "n1".into() };
+    let err = cluster.apply_effects(&[stale], 1, 0).unwrap_err();
+    assert!(err.message.contains("was replaced"), "{err}");
+    assert!(cluster.pods["ml/a"].spec.as_ref().unwrap().node_name.is_none(), "nothing applied");
+
+    let pod = ObjectRef::namespaced("ml", "a", &uid);
+    let condition = PodScheduledFalse { reason: "Unschedulable", message: "0/1 nodes are unavailable".into() };
+    let rec = cluster.apply_effects(&[Effect::PodUnschedulable { pod: pod.clone(), condition }], 1, 0).unwrap();
+    assert_eq!(rec.pod_condition_updates, vec!["ml/a".to_string()]);
+    assert!(rec.changed());
+    let conditions = cluster.pods["ml/a"].status.as_ref().unwrap().conditions.clone().unwrap();
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(
+        (conditions[0].type_.as_str(), conditions[0].status.as_str(), conditions[0].reason.as_deref()),
+        ("PodScheduled", "False", Some("Unschedulable"))
+    );
+    let rec = cluster.apply_effects(&[Effect::Bind { pod, node: "n1".into() }], 2, 0).unwrap();
+    assert_eq!(rec.binds.len(), 1);
+    let conditions = cluster.pods["ml/a"].status.as_ref().unwrap().conditions.clone().unwrap_or_default();
+    assert!(conditions.is_empty(), "a bound pod loses its PodScheduled=False condition: {conditions:?}");
 }
 
 fn keys(v: &Value) -> BTreeSet<&str> {

@@ -1,4 +1,6 @@
 use std::sync::Arc;
+use volcano_api::names::event_reason;
+use volcano_framework::EventType;
 
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
 use volcano_api::crd::{PodGroupPhase, QueueState};
@@ -380,8 +382,8 @@ fn admission_checks_real_capability_and_reports_rejections() {
         out.job_events,
         vec![(
             b,
-            "Normal",
-            "Unschedulable".to_string(),
+            EventType::Normal,
+            event_reason::UNSCHEDULABLE,
             "queue resource quota insufficient: insufficient nvidia.com/gpu".to_string()
         )]
     );

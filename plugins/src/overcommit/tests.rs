@@ -1,5 +1,7 @@
 use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
+use volcano_api::names::event_reason;
+use volcano_framework::EventType;
 use volcano_framework::{CloseOutput, JobId, SessionContext, Snapshot};
 use volcano_testkit::{node, pod, pod_group, queue, Objects};
 
@@ -69,7 +71,12 @@ fn admission_until_the_overcommitted_cluster_is_full() {
     p.on_session_close(&snap, &ctx(), &mut out);
     assert_eq!(
         out.job_events,
-        vec![(p1, "Normal", "Unschedulable".to_string(), "resource in cluster is overused: overused cpu".to_string())]
+        vec![(
+            p1,
+            EventType::Normal,
+            event_reason::UNSCHEDULABLE,
+            "resource in cluster is overused: overused cpu".to_string()
+        )]
     );
     assert!(out.queue_reports.is_empty());
 }

@@ -4,6 +4,8 @@
 //! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`).
 
 use volcano_api::crd::PodGroupPhase;
+use volcano_api::names::event_reason;
+use volcano_framework::effect::EventType;
 use volcano_framework::resource::{Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{JobInfo, Snapshot, TaskStatus};
 
@@ -157,7 +159,7 @@ impl Rejections {
     /// Writes the rejections as PodGroup events (`Normal`, `Unschedulable`) at session close.
     pub(crate) fn emit(&mut self, out: &mut volcano_framework::CloseOutput) {
         for (job, message) in self.drain() {
-            out.job_events.push((job, "Normal", "Unschedulable".to_string(), message));
+            out.job_events.push((job, EventType::Normal, event_reason::UNSCHEDULABLE, message));
         }
     }
 

@@ -1,4 +1,6 @@
 use std::sync::Arc;
+use volcano_api::names::event_reason;
+use volcano_framework::EventType;
 
 use k8s_openapi::api::core::v1::PodSchedulingGate;
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
@@ -394,8 +396,8 @@ fn admission_accounts_inqueue_and_rejects_beyond_real_capability() {
         out.job_events,
         vec![(
             b,
-            "Normal",
-            "Unschedulable".to_string(),
+            EventType::Normal,
+            event_reason::UNSCHEDULABLE,
             "queue resource quota insufficient: insufficient nvidia.com/gpu".to_string()
         )]
     );
