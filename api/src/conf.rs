@@ -145,23 +145,77 @@ fn null_as_default<'de, D: Deserializer<'de>>(d: D) -> Result<Arguments, D::Erro
 
 /// A configuration file that could not be parsed.
 #[derive(Debug, Error)]
-#[error("invalid scheduler configuration: {0}")]
-pub struct ConfParseError(#[source] pub serde_yaml::Error);
+pub enum ConfParseError {
+    /// The YAML does not parse into a configuration.
+    #[error("invalid scheduler configuration: {0}")]
+    Yaml(#[source] serde_yaml::Error),
+    /// A ConfigMap without the configuration key.
+    #[error(
+        "invalid scheduler configuration: ConfigMap {name}: data has no key {CONF_KEY:?} (keys: {keys}); \
+         Volcano's scheduler reads its configuration from that key"
+    )]
+    ConfigMapWithoutConf {
+        /// The ConfigMap's name.
+        name: String,
+        /// The keys it has.
+        keys: String,
+    },
+}
+
+/// The key of the scheduler ConfigMap that holds the configuration file, as Volcano ships it
+/// (`volcano-scheduler-configmap`, mounted at `/volcano.scheduler/volcano-scheduler.conf`).
+pub const CONF_KEY: &str = "volcano-scheduler.conf";
 
 impl SchedulerConfiguration {
-    /// Parses the YAML text of a configuration file.
+    /// Parses the YAML text of a configuration file, or of the ConfigMap that holds it
+    /// (`kind: ConfigMap` with the file under `data."volcano-scheduler.conf"`).
     pub fn from_yaml(text: &str) -> Result<Self, ConfParseError> {
-        serde_yaml::from_str(text).map_err(ConfParseError)
+        if let Some(conf) = configmap_conf(text)? {
+            return serde_yaml::from_str(&conf).map_err(ConfParseError::Yaml);
+        }
+        serde_yaml::from_str(text).map_err(ConfParseError::Yaml)
     }
 
-    /// The action names in order, trimmed, empty entries dropped.
+    /// The entries of `actions`, in order, trimmed (an empty entry stays, empty: loading
+    /// rejects it).
     pub fn action_names(&self) -> Vec<String> {
-        self.actions.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+        let names: Vec<String> = self.actions.split(',').map(|s| s.trim().to_string()).collect();
+        if names.iter().all(String::is_empty) {
+            return Vec::new();
+        }
+        names
     }
 
     /// The built-in default configuration (used when no file is given).
     pub fn builtin_default() -> Self {
         Self::from_yaml(DEFAULT_SCHEDULER_CONF).expect("the built-in configuration parses")
+    }
+}
+
+/// The configuration text of a ConfigMap document, `None` when the text is not a ConfigMap.
+fn configmap_conf(text: &str) -> Result<Option<String>, ConfParseError> {
+    // Only a document that says `kind: ConfigMap` at its top level is read as one.
+    if !text.lines().any(|l| l.trim_end() == "kind: ConfigMap" || l.trim_end() == "kind: \"ConfigMap\"") {
+        return Ok(None);
+    }
+    let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(ConfParseError::Yaml)?;
+    if value.get("kind").and_then(|k| k.as_str()) != Some("ConfigMap") {
+        return Ok(None);
+    }
+    let name = value
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or("(unnamed)")
+        .to_string();
+    let data = value.get("data").and_then(|d| d.as_mapping());
+    match data.and_then(|d| d.get(CONF_KEY)).and_then(|c| c.as_str()) {
+        Some(conf) => Ok(Some(conf.to_string())),
+        None => {
+            let keys: Vec<&str> = data.map(|d| d.keys().filter_map(|k| k.as_str()).collect()).unwrap_or_default();
+            let keys = if keys.is_empty() { "none".to_string() } else { keys.join(", ") };
+            Err(ConfParseError::ConfigMapWithoutConf { name, keys })
+        }
     }
 }
 

@@ -50,6 +50,14 @@ pub enum ProfileError {
     /// `actions` is empty.
     #[error("invalid scheduler configuration: field actions: expected at least one action")]
     NoActions,
+    /// An empty entry in `actions` (`"enqueue, , allocate"`).
+    #[error("invalid scheduler configuration: field actions: entry {position} of {actions:?} is empty (expected an action name between commas)")]
+    EmptyAction {
+        /// 1-based position of the empty entry.
+        position: usize,
+        /// The whole `actions` value.
+        actions: String,
+    },
     /// An action name nobody knows.
     #[error("invalid scheduler configuration: field actions: unknown action {name:?} (known: {known})")]
     UnknownAction {
@@ -126,7 +134,7 @@ impl ProfileError {
     pub fn category(&self) -> &'static str {
         match self {
             ProfileError::Parse(_) => "parse",
-            ProfileError::NoActions => "no_actions",
+            ProfileError::NoActions | ProfileError::EmptyAction { .. } => "no_actions",
             ProfileError::UnknownAction { .. } | ProfileError::UnknownConfiguration { .. } => "unknown_action",
             ProfileError::ActionNotImplemented { .. } | ProfileError::PluginNotImplemented { .. } => "not_implemented",
             ProfileError::UnknownPlugin { .. } => "unknown_plugin",
@@ -221,6 +229,9 @@ impl Profile {
         let names = conf.action_names();
         if names.is_empty() {
             return Err(ProfileError::NoActions);
+        }
+        if let Some(i) = names.iter().position(String::is_empty) {
+            return Err(ProfileError::EmptyAction { position: i + 1, actions: conf.actions.clone() });
         }
         for (index, c) in conf.configurations.iter().enumerate() {
             if !names.contains(&c.name) && !VOLCANO_ACTIONS.contains(&c.name.as_str()) {
