@@ -105,7 +105,7 @@ fn invalid_configuration_is_rejected_before_the_first_cycle() {
 
     let o = run(&["simulate", "--config", "no/such.conf", "examples/gpu-cluster.yaml"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).starts_with("error: cannot read no/such.conf: "), "{}", stderr(&o));
+    assert!(stderr(&o).starts_with("error: cannot read the scheduler configuration no/such.conf: "), "{}", stderr(&o));
 }
 
 #[test]

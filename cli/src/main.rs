@@ -1,10 +1,18 @@
-//! `volcano-rs`: the volcano-rs command.
+//! `volcano-rs`: the volcano-rs command. This crate only wires subcommands to the libraries
+//! that implement them, so that each shell stays a library with its own tests.
 //!
 //! Subcommands:
 //! - `simulate`: schedule Kubernetes manifests on an in-memory cluster with the real
 //!   scheduling core (see `docs/simulate.md` and the `volcano-sim` crate);
 //! - `bench`: run the standard benchmark workloads (see `docs/performance.md` and the
 //!   `volcano-benches` crate).
+//!
+//! `scheduler` (the kube backend, `volcano-scheduler`), `controller`, `webhook` and `replay`
+//! are wired here as they land.
+//!
+//! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
+//! 2 invalid command line, 3 the simulation caught the scheduler breaking an invariant,
+//! 4 internal error (a panic: a bug in volcano-rs).
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -14,13 +22,15 @@ use std::time::Instant;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
-use volcano_framework::{Profile, Registries};
+use volcano_framework::Profile;
 use volcano_sim::{Manifest, SimError, Simulator};
 
 /// Exit code for invalid input: manifests, configuration, unreadable files.
 const EXIT_INPUT: u8 = 1;
 /// Exit code when the simulation caught the scheduler breaking an invariant.
 const EXIT_SCHEDULER_BUG: u8 = 3;
+/// Exit code when volcano-rs panicked (a bug).
+const EXIT_INTERNAL: u8 = 4;
 
 #[derive(Parser, Debug)]
 #[command(name = "volcano-rs", version, about = "volcano-rs: a batch and gang scheduler for Kubernetes")]
@@ -33,7 +43,7 @@ struct Cli {
 enum Command {
     /// Schedule Kubernetes manifests on a simulated cluster, without a cluster.
     Simulate(SimulateArgs),
-    /// Run the standard benchmark workloads (bench/WORKLOADS.md) and check their results.
+    /// Run the standard benchmark workloads (docs/performance.md) and check their results.
     Bench(BenchArgs),
 }
 
@@ -145,17 +155,10 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
     Ok(text)
 }
 
-fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
-}
-
 fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
-    let registries = registries();
+    let registries = volcano_scheduler::registries();
     let profile = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            Profile::from_yaml(&text, &registries).with_context(|| format!("{}", path.display()))?
-        }
+        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
         None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
     };
     let start = Instant::now();
@@ -206,6 +209,41 @@ fn main() -> ExitCode {
         .init();
 
     let cli = Cli::parse();
+    std::panic::set_hook(Box::new(report_panic));
+    guarded(move || run(&cli))
+}
+
+/// Runs a command; a panic becomes the internal-error exit code (its message was printed
+/// by [`report_panic`]).
+fn guarded(f: impl FnOnce() -> ExitCode + std::panic::UnwindSafe) -> ExitCode {
+    std::panic::catch_unwind(f).unwrap_or(ExitCode::from(EXIT_INTERNAL))
+}
+
+/// The text of a panic's payload.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+/// The panic hook: one paragraph that says a bug happened and where, and a backtrace only
+/// when `RUST_BACKTRACE` asks for one.
+fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let location = info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+    eprintln!(
+        "error: internal error: {}{location}\nThis is a bug in volcano-rs, not a problem with your input: please report it \
+         with the command line and the files it read. (exit code {EXIT_INTERNAL})",
+        panic_text(info.payload())
+    );
+    let backtrace = std::backtrace::Backtrace::capture();
+    if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+        eprintln!("{backtrace}");
+    }
+}
+
+fn run(cli: &Cli) -> ExitCode {
     let result = match &cli.command {
         Command::Simulate(args) => simulate(args),
         Command::Bench(args) => bench(args),
@@ -228,5 +266,26 @@ fn main() -> ExitCode {
             let bug = err.downcast_ref::<SimError>().is_some_and(SimError::is_scheduler_bug);
             ExitCode::from(if bug { EXIT_SCHEDULER_BUG } else { EXIT_INPUT })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_the_internal_error_exit_code() {
+        assert_eq!(guarded(|| panic!("boom")), ExitCode::from(EXIT_INTERNAL));
+        assert_eq!(guarded(|| ExitCode::SUCCESS), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn panic_payloads_are_read_as_text() {
+        let p = std::panic::catch_unwind(|| panic!("static text")).unwrap_err();
+        assert_eq!(panic_text(&*p), "static text");
+        let p = std::panic::catch_unwind(|| panic!("formatted {}", 42)).unwrap_err();
+        assert_eq!(panic_text(&*p), "formatted 42");
+        let p = std::panic::catch_unwind(|| std::panic::panic_any(7_u8)).unwrap_err();
+        assert_eq!(panic_text(&*p), "(no message)");
     }
 }
