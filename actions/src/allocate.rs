@@ -37,7 +37,7 @@ pub struct Allocate {
 
 /// Whether a job may keep allocating after one of its tasks failed (Volcano
 /// `NeedContinueAllocating`).
-pub(crate) fn need_continue_allocating(ssn: &Session<'_>, j: JobId) -> bool {
+pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId) -> bool {
     let job = ssn.snap.job(j);
     if job.min_available as usize == job.tasks.len() {
         return false;
@@ -75,14 +75,14 @@ pub(crate) fn need_continue_allocating(ssn: &Session<'_>, j: JobId) -> bool {
 }
 
 /// Whether another task of the same job and role already failed predicates this session.
-pub(crate) fn role_failed(ssn: &Session<'_>, j: JobId, t: TaskId) -> bool {
+pub(crate) fn role_failed(ssn: &Session, j: JobId, t: TaskId) -> bool {
     let role = &ssn.snap.task(t).role;
     !role.is_empty() && ssn.snap.job(j).fit_errors.keys().any(|x| *x != t && &ssn.snap.task(*x).role == role)
 }
 
 /// Finds the node for a task: its nominated node first (if it still fits), else the best
 /// node of the session's node selection (fits now before fits once releasing pods are gone).
-pub(crate) fn select_node(ssn: &mut Session<'_>, t: TaskId) -> Result<NodeChoice, FitErrors> {
+pub(crate) fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, FitErrors> {
     let task = ssn.snap.task(t);
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
@@ -102,7 +102,7 @@ impl Allocate {
     /// pipelined, discards it otherwise.
     fn allocate_job(
         &self,
-        ssn: &mut Session<'_>,
+        ssn: &mut Session,
         q: QueueId,
         j: JobId,
         tasks: &mut CmpHeap<TaskId>,
@@ -156,7 +156,7 @@ impl Action for Allocate {
         NAME
     }
 
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let enqueue = ssn.ctx.enqueue_enabled;
         let nq = ssn.snap.queues.len();
         let mut queues: CmpHeap<QueueId> = CmpHeap::new();

@@ -35,7 +35,7 @@ impl Action for Backfill {
         NAME
     }
 
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         // Collect pending best-effort tasks of valid, admitted jobs; un-pipeline pipelined ones.
         let nq = ssn.snap.queues.len();
         let mut queues: CmpHeap<QueueId> = CmpHeap::new();

@@ -33,7 +33,7 @@ impl Action for Enqueue {
         NAME
     }
 
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let mut queues: CmpHeap<QueueId> = CmpHeap::new();
         let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); ssn.snap.queues.len()];
         for i in 0..ssn.snap.jobs.len() {

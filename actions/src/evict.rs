@@ -10,7 +10,7 @@ use volcano_framework::{NodeId, Resource, Session, Statement, TaskId, TaskStatus
 /// `BuildVictimsPriorityQueue`): within a job, the reverse of task order; a victim whose
 /// job is gone first; within a queue, the reverse of job order (then of task order);
 /// across queues, the victim queue order (default: the most over-served queue first).
-pub(crate) fn evicted_first(ssn: &Session<'_>, preemptor: TaskId, l: TaskId, r: TaskId) -> bool {
+pub(crate) fn evicted_first(ssn: &Session, preemptor: TaskId, l: TaskId, r: TaskId) -> bool {
     let (lt, rt) = (ssn.snap.task(l), ssn.snap.task(r));
     if lt.job == rt.job {
         return ssn.task_order(l, r) == Ordering::Greater;
@@ -32,7 +32,7 @@ pub(crate) fn evicted_first(ssn: &Session<'_>, preemptor: TaskId, l: TaskId, r: 
 /// Sorts candidates in victim order, so that plugins that walk candidates and stop (gang's
 /// "only above minMember", the queue plugins' running totals) pick the pods that would be
 /// evicted first — an elastic job shrinks from its last pod.
-pub(crate) fn sort_in_victim_order(ssn: &Session<'_>, preemptor: TaskId, candidates: &mut [TaskId]) {
+pub(crate) fn sort_in_victim_order(ssn: &Session, preemptor: TaskId, candidates: &mut [TaskId]) {
     candidates.sort_by(|a, b| {
         if evicted_first(ssn, preemptor, *a, *b) {
             Ordering::Less
@@ -46,7 +46,7 @@ pub(crate) fn sort_in_victim_order(ssn: &Session<'_>, preemptor: TaskId, candida
 
 /// Whether the node's future idle resources plus the victims' requests cover the
 /// preemptor's request (Volcano `ValidateVictims`).
-pub(crate) fn victims_suffice(ssn: &Session<'_>, preemptor: TaskId, n: NodeId, victims: &[TaskId]) -> bool {
+pub(crate) fn victims_suffice(ssn: &Session, preemptor: TaskId, n: NodeId, victims: &[TaskId]) -> bool {
     if victims.is_empty() {
         return false;
     }
@@ -61,12 +61,12 @@ pub(crate) fn victims_suffice(ssn: &Session<'_>, preemptor: TaskId, n: NodeId, v
 /// there. Returns the node's statement when the preemptor got the node; discards it
 /// (nothing evicted) otherwise.
 pub(crate) fn free_node_for(
-    ssn: &mut Session<'_>,
+    ssn: &mut Session,
     preemptor: TaskId,
     n: NodeId,
     victims: Vec<TaskId>,
     reason: &str,
-    fits: impl Fn(&Session<'_>) -> bool,
+    fits: impl Fn(&Session) -> bool,
 ) -> Option<Statement> {
     let mut heap = CmpHeap::new();
     for v in victims {

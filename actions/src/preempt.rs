@@ -66,7 +66,7 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 pub struct Preempt;
 
 /// Pending, non-gated tasks of a job in a task-order heap.
-pub(crate) fn pending_tasks(ssn: &Session<'_>, j: JobId) -> CmpHeap<TaskId> {
+pub(crate) fn pending_tasks(ssn: &Session, j: JobId) -> CmpHeap<TaskId> {
     let mut heap = CmpHeap::new();
     for &t in &ssn.snap.job(j).tasks {
         let task = ssn.snap.task(t);
@@ -80,7 +80,7 @@ pub(crate) fn pending_tasks(ssn: &Session<'_>, j: JobId) -> CmpHeap<TaskId> {
 /// Whether a task may take part in an eviction at all: not `preemptionPolicy: Never`, and
 /// not already served by its nominated node (it fits there now, or a lower-priority pod is
 /// already terminating there for it).
-pub(crate) fn may_evict_for(ssn: &Session<'_>, t: TaskId) -> bool {
+pub(crate) fn may_evict_for(ssn: &Session, t: TaskId) -> bool {
     let task = ssn.snap.task(t);
     if task.preemption_never {
         return false;
@@ -102,7 +102,7 @@ pub(crate) fn may_evict_for(ssn: &Session<'_>, t: TaskId) -> bool {
 }
 
 /// Nodes that pass the eviction predicates, best score first (ties by node order).
-pub(crate) fn candidate_nodes(ssn: &Session<'_>, t: TaskId, scored: bool) -> Vec<NodeId> {
+pub(crate) fn candidate_nodes(ssn: &Session, t: TaskId, scored: bool) -> Vec<NodeId> {
     let nodes: Vec<NodeId> =
         (0..ssn.snap.nodes.len() as u32).map(NodeId).filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
     if !scored || nodes.len() < 2 {
@@ -116,12 +116,7 @@ pub(crate) fn candidate_nodes(ssn: &Session<'_>, t: TaskId, scored: bool) -> Vec
 
 /// Tries to free a node for `t` by evicting candidates accepted by `filter`; on success the
 /// node's evictions and the pipelined task are merged into `stmt`.
-fn preempt_task(
-    ssn: &mut Session<'_>,
-    stmt: &mut Statement,
-    t: TaskId,
-    filter: impl Fn(&Session<'_>, TaskId) -> bool,
-) -> bool {
+fn preempt_task(ssn: &mut Session, stmt: &mut Statement, t: TaskId, filter: impl Fn(&Session, TaskId) -> bool) -> bool {
     if !may_evict_for(ssn, t) || ssn.pre_predicate(t).is_err() {
         return false;
     }
@@ -145,7 +140,7 @@ fn preempt_task(
         if !victims_suffice(ssn, t, n, &victims) {
             continue;
         }
-        let fits = |s: &Session<'_>| {
+        let fits = |s: &Session| {
             let task = s.snap.task(t);
             s.allocatable(queue, t)
                 && Session::fits_future_idle(task, s.snap.node(n)).is_ok()
@@ -160,11 +155,11 @@ fn preempt_task(
 }
 
 /// Whether the task fits the node's future idle resources and passes every predicate.
-pub(crate) fn fits_without_eviction(ssn: &Session<'_>, t: TaskId, n: NodeId) -> bool {
+pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
     Session::fits_future_idle(ssn.snap.task(t), ssn.snap.node(n)).is_ok() && ssn.predicate(t, n).is_ok()
 }
 
-fn victim_status_ok(ssn: &Session<'_>, preemptor: TaskId, v: TaskId) -> bool {
+fn victim_status_ok(ssn: &Session, preemptor: TaskId, v: TaskId) -> bool {
     let (p, task) = (ssn.snap.task(preemptor), ssn.snap.task(v));
     task.status.is_preemptable() && task.preemptable && (!p.best_effort || task.best_effort)
 }
@@ -174,7 +169,7 @@ impl Action for Preempt {
         NAME
     }
 
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let nq = ssn.snap.queues.len();
         let mut queues: CmpHeap<QueueId> = CmpHeap::new();
         let mut queued = vec![false; nq];
@@ -207,7 +202,7 @@ impl Action for Preempt {
                 let mut heap = tasks[j.idx()].take().unwrap_or_default();
                 while ssn.job_starving(j) {
                     let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
-                    let filter = |s: &Session<'_>, v: TaskId| {
+                    let filter = |s: &Session, v: TaskId| {
                         victim_status_ok(s, t, v)
                             && s.snap.task(v).job.is_some_and(|vj| vj != j && s.snap.job(vj).queue == q)
                     };
@@ -225,8 +220,7 @@ impl Action for Preempt {
                 let mut heap = pending_tasks(ssn, j);
                 while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
                     let mut stmt = Statement::new();
-                    let filter =
-                        |s: &Session<'_>, v: TaskId| victim_status_ok(s, t, v) && s.snap.task(v).job == Some(j);
+                    let filter = |s: &Session, v: TaskId| victim_status_ok(s, t, v) && s.snap.task(v).job == Some(j);
                     let assigned = preempt_task(ssn, &mut stmt, t, filter);
                     stmt.commit(ssn);
                     if !assigned {

@@ -29,7 +29,7 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 #[derive(Debug)]
 pub struct Reclaim;
 
-fn reclaim_task(ssn: &mut Session<'_>, stmt: &mut Statement, q: QueueId, t: TaskId) -> bool {
+fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId) -> bool {
     let nodes = candidate_nodes(ssn, t, false);
     if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
         stmt.pipeline(ssn, t, n);
@@ -61,7 +61,7 @@ fn reclaim_task(ssn: &mut Session<'_>, stmt: &mut Statement, q: QueueId, t: Task
         if !victims_suffice(ssn, t, n, &victims) {
             continue;
         }
-        let fits = |s: &Session<'_>| Session::fits_future_idle(s.snap.task(t), s.snap.node(n)).is_ok();
+        let fits = |s: &Session| Session::fits_future_idle(s.snap.task(t), s.snap.node(n)).is_ok();
         if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "reclaim", fits) {
             stmt.merge(node_stmt);
             return true;
@@ -75,7 +75,7 @@ impl Action for Reclaim {
         NAME
     }
 
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let nq = ssn.snap.queues.len();
         let mut queues: CmpHeap<QueueId> = CmpHeap::new();
         let mut queued = vec![false; nq];

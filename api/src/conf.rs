@@ -202,12 +202,8 @@ fn configmap_conf(text: &str) -> Result<Option<String>, ConfParseError> {
     if value.get("kind").and_then(|k| k.as_str()) != Some("ConfigMap") {
         return Ok(None);
     }
-    let name = value
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(|n| n.as_str())
-        .unwrap_or("(unnamed)")
-        .to_string();
+    let name =
+        value.get("metadata").and_then(|m| m.get("name")).and_then(|n| n.as_str()).unwrap_or("(unnamed)").to_string();
     let data = value.get("data").and_then(|d| d.as_mapping());
     match data.and_then(|d| d.get(CONF_KEY)).and_then(|c| c.as_str()) {
         Some(conf) => Ok(Some(conf.to_string())),

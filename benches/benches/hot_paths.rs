@@ -29,7 +29,7 @@ fn one_task(c: &mut Criterion) {
     let task = volcano_framework::TaskId(0);
     let ctx = volcano_framework::SessionContext { now_ms: 0, cycle: 1, uid: "bench".into(), enqueue_enabled: true };
     let options = volcano_framework::SessionOptions { node_index: false, ..Default::default() };
-    let ssn = volcano_framework::Session::open(snap, &profile, ctx, options);
+    let ssn = volcano_framework::Session::open(snap, profile.instantiate(), ctx, options);
     c.bench_function("predicate_and_score/one-task/gpu-1k", |b| b.iter(|| ssn.find_node_by_scan(task).unwrap()));
 }
 

@@ -74,14 +74,14 @@ struct Timer {
 }
 
 impl Observer for Timer {
-    fn before_action(&mut self, _action: &str, _ssn: &Session<'_>) {
+    fn before_action(&mut self, _action: &str, _ssn: &Session) {
         let now = Instant::now();
         if self.open.is_none() {
             self.open = Some(now - self.start);
         }
         self.last = now;
     }
-    fn after_action(&mut self, action: &str, _ssn: &Session<'_>) {
+    fn after_action(&mut self, action: &str, _ssn: &Session) {
         let now = Instant::now();
         self.actions.push((action.to_string(), (now - self.last).as_secs_f64()));
         self.last = now;

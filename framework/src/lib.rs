@@ -10,33 +10,37 @@
 //! function of its inputs.
 #![deny(missing_docs)]
 
+pub mod action;
+pub mod close;
 pub mod cow;
 pub mod cycle;
 pub mod effect;
+pub mod invariants;
 pub mod model;
 pub mod plugin;
 pub mod pq;
 pub mod profile;
 pub mod registry;
 pub mod resource;
-pub mod select;
 pub mod session;
 pub mod snapshot;
 pub mod statement;
 pub mod status;
 
+pub use action::Action;
+pub use close::CycleOutcome;
 pub use cow::CowVec;
-pub use cycle::{run_cycle, CycleContext, CycleOutcome, InvariantChecker, NoObserver, Observer, QueueReport};
+pub use cycle::{run_cycle, CycleContext, NoObserver, Observer};
 pub use effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
+pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
-pub use plugin::{CloseOutput, Hooks, InvalidJob, JobVerdict, Plugin, SessionContext, Vote};
+pub use plugin::{CloseOutput, Hooks, InvalidJob, JobVerdict, Plugin, QueueReport, SessionContext, Vote};
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{
-    parse_args, Action, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry,
-    Registries,
+    parse_args, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry, Registries,
 };
 pub use resource::{DimensionDefault, Resource};
-pub use select::NodeChoice;
+pub use session::select::{self, NodeChoice};
 pub use session::{Session, SessionOptions};
 pub use snapshot::{ClusterObjects, Snapshot, SnapshotError};
 pub use statement::Statement;

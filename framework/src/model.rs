@@ -150,7 +150,7 @@ pub struct TaskInfo {
     /// [`crate::Snapshot::build`]: tasks of a snapshot with the same shape have the same
     /// requests (`resreq`, non-zero cpu and memory), node selector, affinity, tolerations,
     /// topology spread constraints, namespace and host ports (and container restart
-    /// policies). The node index ([`crate::select`]) shares its answers within a shape.
+    /// policies). The node index ([`crate::session::select`]) shares its answers within a shape.
     pub shape: u32,
     /// Task priority.
     pub priority: i32,

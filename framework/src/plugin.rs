@@ -14,6 +14,7 @@ use bitflags::bitflags;
 
 use crate::effect::EventType;
 use crate::model::{JobId, NodeId, QueueId, TaskId};
+use crate::resource::Resource;
 use crate::snapshot::Snapshot;
 use crate::status::Status;
 
@@ -88,6 +89,17 @@ pub struct SessionContext {
     pub enqueue_enabled: bool,
 }
 
+/// What a queue looked like at the end of the session (for status, metrics and reports).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueReport {
+    /// Σ requests of the queue's tasks in allocated statuses.
+    pub allocated: Resource,
+    /// Deserved resources computed by the queue policy plugin, if any.
+    pub deserved: Option<Resource>,
+    /// Share (max over dims of allocated/deserved), if a policy plugin computed one.
+    pub share: Option<f64>,
+}
+
 /// What plugins may write when the session closes.
 #[derive(Debug, Default)]
 pub struct CloseOutput {
@@ -98,7 +110,7 @@ pub struct CloseOutput {
     /// message).
     pub job_events: Vec<(JobId, EventType, &'static str, String)>,
     /// Deserved resources and share per queue, from the queue policy plugin.
-    pub queue_reports: Vec<(QueueId, crate::cycle::QueueReport)>,
+    pub queue_reports: Vec<(QueueId, QueueReport)>,
 }
 
 /// A plugin's verdict on a job at the end of a session.
@@ -236,7 +248,7 @@ pub trait Plugin: Send + Sync {
     /// cpu and memory), node selector, affinity, tolerations, topology spread constraints,
     /// namespace and host ports (with the restart policy of each container) — so equivalent
     /// tasks get equal answers and the session may use its incremental node index
-    /// ([`crate::select`]). The default (false) makes the session scan every node for the
+    /// ([`crate::session::select`]). The default (false) makes the session scan every node for the
     /// task; a plugin whose answer depends on the task's job (say) returns false only for
     /// the tasks concerned. The session asks once per task: the answer must not change
     /// while the session runs.

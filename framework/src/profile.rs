@@ -6,8 +6,9 @@ use std::sync::Arc;
 use thiserror::Error;
 use volcano_api::conf::{ConfParseError, PluginOption, SchedulerConfiguration};
 
+use crate::action::Action;
 use crate::plugin::Hooks;
-use crate::registry::{Action, PluginBuilder, Registries};
+use crate::registry::{PluginBuilder, Registries};
 
 /// Every plugin name Volcano's scheduler registers.
 pub const VOLCANO_PLUGINS: &[&str] = &[
@@ -179,6 +180,14 @@ impl std::fmt::Debug for Profile {
             .field("actions", &self.actions.iter().map(|a| a.name()).collect::<Vec<_>>())
             .field("tiers", &self.tiers)
             .finish()
+    }
+}
+
+impl Profile {
+    /// Fresh plugin instances for one session, tier by tier, each with the extension points
+    /// its entry enables (what [`crate::Session::open`] takes).
+    pub fn instantiate(&self) -> Vec<Vec<(Box<dyn crate::Plugin>, Hooks)>> {
+        self.tiers.iter().map(|tier| tier.iter().map(|e| (e.builder.build(), e.enabled)).collect()).collect()
     }
 }
 

@@ -10,8 +10,8 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 use volcano_api::conf::{Arguments, PluginOption};
 
+use crate::action::Action;
 use crate::plugin::Plugin;
-use crate::session::Session;
 
 /// Arguments that do not fit a plugin's or action's typed `Args`.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -38,14 +38,6 @@ impl<F: Fn() -> Box<dyn Plugin> + Send + Sync> PluginBuilder for F {
 
 /// Checks a plugin entry's arguments and returns its builder.
 pub type PluginFactory = fn(&PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError>;
-
-/// An action of a session (`enqueue`, `allocate`, …).
-pub trait Action: Send + Sync {
-    /// The configuration name.
-    fn name(&self) -> &'static str;
-    /// Runs the action over the session.
-    fn execute(&self, ssn: &mut Session<'_>);
-}
 
 /// Checks an action's arguments (from `configurations`) and builds it.
 pub type ActionFactory = fn(&Arguments) -> Result<Box<dyn Action>, ArgsError>;

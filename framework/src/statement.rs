@@ -38,20 +38,20 @@ impl Statement {
     }
 
     /// Marks a running task Releasing (nothing is sent until commit).
-    pub fn evict(&mut self, ssn: &mut Session<'_>, task: TaskId, reason: impl Into<String>) {
+    pub fn evict(&mut self, ssn: &mut Session, task: TaskId, reason: impl Into<String>) {
         let prev = ssn.do_evict(task);
         self.reasons.push(reason.into());
         self.ops.push(Op::Evict { task, prev, reason_idx: self.reasons.len() - 1 });
     }
 
     /// Reserves a pending task on the node's future idle resources.
-    pub fn pipeline(&mut self, ssn: &mut Session<'_>, task: TaskId, node: NodeId) {
+    pub fn pipeline(&mut self, ssn: &mut Session, task: TaskId, node: NodeId) {
         ssn.do_pipeline(task, node);
         self.ops.push(Op::Pipeline { task });
     }
 
     /// Places a pending task on a node.
-    pub fn allocate(&mut self, ssn: &mut Session<'_>, task: TaskId, node: NodeId) {
+    pub fn allocate(&mut self, ssn: &mut Session, task: TaskId, node: NodeId) {
         ssn.do_allocate(task, node);
         self.ops.push(Op::Allocate { task });
     }
@@ -68,7 +68,7 @@ impl Statement {
 
     /// Applies the operations in order: evictions become evict effects, allocations go to
     /// the binder (status Binding, bind effect), pipelined tasks stay reserved.
-    pub fn commit(self, ssn: &mut Session<'_>) {
+    pub fn commit(self, ssn: &mut Session) {
         for op in self.ops {
             match op {
                 Op::Evict { task, reason_idx, .. } => {
@@ -98,7 +98,7 @@ impl Statement {
     pub fn keep(self) {}
 
     /// Undoes the operations in reverse order.
-    pub fn discard(self, ssn: &mut Session<'_>) {
+    pub fn discard(self, ssn: &mut Session) {
         for op in self.ops.into_iter().rev() {
             match op {
                 Op::Evict { task, prev, .. } => ssn.undo_evict(task, prev),

@@ -101,49 +101,216 @@ fn crd_files_are_up_to_date() {
     }
 }
 
-/// The scheduling core and the test kit never depend on a Kubernetes client, an async
-/// runtime or HTTP (ARCHITECTURE.md, "Architecture invariants").
-#[test]
-fn the_core_has_no_io_dependencies() {
-    let forbidden = ["kube", "kube-runtime", "kube-client", "tokio", "hyper", "reqwest"];
-    for krate in ["framework", "plugins", "actions", "tests"] {
-        let manifest: toml_like::Manifest = toml_like::parse(&read(&format!("{krate}/Cargo.toml")));
-        for dep in manifest.dependencies {
-            assert!(!forbidden.contains(&dep.as_str()), "{krate} depends on {dep}");
-        }
-    }
-    // `api` uses kube for its derive only: no client, no runtime.
-    let workspace = read("Cargo.toml");
-    let kube_line = workspace.lines().find(|l| l.starts_with("kube ")).expect("kube in the workspace dependencies");
-    assert!(
-        kube_line.contains("default-features = false")
-            && kube_line.contains("\"derive\"")
-            && !kube_line.contains("client"),
-        "kube must be used without default features, for its derive only: {kube_line}"
-    );
+/// Layers of the workspace crates: a crate's normal dependencies on workspace crates go to
+/// strictly lower layers only (STYLE.md §4, ARCHITECTURE.md "Crate graph").
+const LAYERS: &[(&str, u32)] = &[
+    ("volcano-api", 0),
+    ("volcano-framework", 1),
+    ("volcano-plugins", 2),
+    ("volcano-actions", 2),
+    ("volcano-testkit", 2),
+    ("volcano-controller", 2),
+    ("volcano-scheduler", 3),
+    ("volcano-sim", 3),
+    ("volcano-benches", 4),
+    ("volcano-rs", 5),
+];
+
+/// Crates with a narrower rule than their layer: the only workspace crates they may depend on.
+const ONLY: &[(&str, &[&str])] = &[
+    // The test kit builds fixtures for every crate's tests: api and framework only.
+    ("volcano-testkit", &["volcano-api", "volcano-framework"]),
+    // The kube backend never links the simulator or the bench harness.
+    ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions"]),
+    // The controller plans from the API types.
+    ("volcano-controller", &["volcano-api", "volcano-framework"]),
+];
+
+/// Packages the pure core must not reach through normal dependencies, directly or not.
+const IO_PACKAGES: &[&str] = &["kube-client", "kube-runtime", "tokio", "hyper", "reqwest", "tower"];
+const CORE: &[&str] = &["volcano-framework", "volcano-plugins", "volcano-actions", "volcano-testkit"];
+
+struct Graph {
+    /// package id → name
+    names: std::collections::BTreeMap<String, String>,
+    /// package id → normal dependencies (package ids)
+    normal: std::collections::BTreeMap<String, Vec<String>>,
+    members: Vec<String>,
 }
 
-/// Just enough of TOML to list a manifest's `[dependencies]` names.
-mod toml_like {
-    pub(super) struct Manifest {
-        pub(super) dependencies: Vec<String>,
+fn cargo_metadata() -> Graph {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    // Only this machine's platform: its dependencies are the ones a build downloaded, so
+    // the check needs no network.
+    let rustc = std::process::Command::new("rustc").arg("-vV").output().expect("rustc -vV runs");
+    let rustc = String::from_utf8_lossy(&rustc.stdout).to_string();
+    let host = rustc.lines().find_map(|l| l.strip_prefix("host: ")).expect("rustc -vV names the host").to_string();
+    let out = std::process::Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline", "--filter-platform", &host])
+        .current_dir(root())
+        .output()
+        .expect("cargo metadata runs");
+    assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata prints JSON");
+    let mut names = std::collections::BTreeMap::new();
+    for p in v["packages"].as_array().expect("packages") {
+        names.insert(p["id"].as_str().unwrap().to_string(), p["name"].as_str().unwrap().to_string());
     }
+    let members = v["workspace_members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
+    let mut normal = std::collections::BTreeMap::new();
+    for node in v["resolve"]["nodes"].as_array().expect("resolve.nodes") {
+        let deps = node["deps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+            .map(|d| d["pkg"].as_str().unwrap().to_string())
+            .collect();
+        normal.insert(node["id"].as_str().unwrap().to_string(), deps);
+    }
+    Graph { names, normal, members }
+}
 
-    pub(super) fn parse(text: &str) -> Manifest {
-        let mut in_deps = false;
-        let mut dependencies = Vec::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if line.starts_with('[') {
-                in_deps = line == "[dependencies]";
+/// The workspace crate graph keeps its direction (from `cargo metadata`, so that a
+/// dependency added anywhere is seen): layers only point down, the narrow crates stay narrow,
+/// and nobody depends on the binary crate.
+#[test]
+fn the_crate_graph_points_down() {
+    let g = cargo_metadata();
+    let layer = |name: &str| LAYERS.iter().find(|(n, _)| *n == name).map(|(_, l)| *l);
+    let mut problems = Vec::new();
+    for m in &g.members {
+        let name = &g.names[m];
+        let Some(own) = layer(name) else {
+            problems.push(format!("workspace crate {name} has no layer in tidy.rs LAYERS"));
+            continue;
+        };
+        for d in &g.normal[m] {
+            let dep = &g.names[d];
+            if !g.members.contains(d) {
                 continue;
             }
-            if in_deps && !line.is_empty() && !line.starts_with('#') {
-                if let Some((name, _)) = line.split_once('=') {
-                    dependencies.push(name.trim().trim_end_matches(".workspace").to_string());
+            let dl = layer(dep).unwrap_or(u32::MAX);
+            if dl >= own {
+                problems.push(format!("{name} (layer {own}) depends on {dep} (layer {dl}): dependencies point down"));
+            }
+            if let Some((_, only)) = ONLY.iter().find(|(n, _)| n == name) {
+                if !only.contains(&dep.as_str()) {
+                    problems.push(format!("{name} may depend on {only:?} only, not {dep}"));
                 }
             }
         }
-        Manifest { dependencies }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// The scheduling core and the test kit never reach a Kubernetes client, an async runtime or
+/// HTTP, directly or through another crate (ARCHITECTURE.md, "Architecture invariants").
+#[test]
+fn the_core_has_no_io_dependencies() {
+    let g = cargo_metadata();
+    for core in CORE {
+        let start =
+            g.names.iter().find(|(id, n)| n.as_str() == *core && g.members.contains(id)).expect("a core crate").0;
+        // Depth-first over normal dependencies, keeping the path for the message.
+        let mut stack = vec![(start.clone(), vec![core.to_string()])];
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some((id, path)) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            for d in g.normal.get(&id).into_iter().flatten() {
+                let name = &g.names[d];
+                let mut p = path.clone();
+                p.push(name.clone());
+                assert!(!IO_PACKAGES.contains(&name.as_str()), "{core} reaches {name}: {}", p.join(" → "));
+                stack.push((d.clone(), p));
+            }
+        }
+    }
+}
+
+/// The framework's modules form no import cycle: a module is a file or directory directly
+/// under `framework/src`, and `use crate::x` (or `crate::x::…` anywhere outside tests and
+/// comments) is an edge.
+#[test]
+fn framework_modules_have_no_cycle() {
+    let src = root().join("framework/src");
+    let mut files = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("readable").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                files.push(p);
+            }
+        }
+    }
+    let module = |p: &Path| -> String {
+        let rel = p.strip_prefix(&src).unwrap();
+        let first = rel.components().next().unwrap().as_os_str().to_string_lossy().to_string();
+        first.trim_end_matches(".rs").to_string()
+    };
+    let modules: std::collections::BTreeSet<String> = files.iter().map(|f| module(f)).collect();
+    let mut edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for f in &files {
+        let m = module(f);
+        if m == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let code: String = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        let mut deps = std::collections::BTreeSet::new();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = &group[..group.find('}').unwrap_or(group.len())];
+                for item in inner.split(',') {
+                    deps.insert(item.trim().split("::").next().unwrap_or_default().to_string());
+                }
+            } else {
+                deps.insert(rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect());
+            }
+        }
+        deps.retain(|d| modules.contains(d) && *d != m && d != "lib");
+        edges.entry(m).or_default().extend(deps);
+    }
+    assert!(edges.len() > 10, "expected the framework's modules, found {edges:?}");
+    // Depth-first search for a back edge.
+    fn visit(
+        m: &str,
+        edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        state: &mut std::collections::BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(m) {
+            Some(1) => {
+                let start = path.iter().position(|p| p == m).unwrap();
+                let mut cycle = path[start..].to_vec();
+                cycle.push(m.to_string());
+                return Some(cycle);
+            }
+            Some(_) => return None,
+            None => {}
+        }
+        state.insert(m.to_string(), 1);
+        path.push(m.to_string());
+        for d in edges.get(m).into_iter().flatten() {
+            if let Some(c) = visit(d, edges, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = Default::default();
+    for m in edges.keys() {
+        if let Some(cycle) = visit(m, &edges, &mut state, &mut Vec::new()) {
+            panic!("framework modules import each other in a cycle: {}", cycle.join(" → "));
+        }
     }
 }

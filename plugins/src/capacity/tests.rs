@@ -635,7 +635,7 @@ fn profile() -> Profile {
 fn session_events_keep_allocatable_in_step_with_statements() {
     let snap = borrowing_snapshot();
     let profile = profile();
-    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
     let q1 = ssn.snap.queue_id("q1").unwrap();
     let n1 = ssn.snap.node_id("n1").unwrap();
     let n2 = ssn.snap.node_id("n2").unwrap();

@@ -179,7 +179,7 @@ fn session_statement_events_reorder_jobs() {
         }]],
         conf: SchedulerConfiguration::default(),
     };
-    let mut ssn = Session::open(cluster(), &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(cluster(), profile.instantiate(), ctx(), SessionOptions::default());
     let (a, b) = (job(&ssn.snap, "ns/a"), job(&ssn.snap, "ns/b"));
     assert_eq!(ssn.job_order(b, a), Ordering::Less);
     let n1 = ssn.snap.node_id("n1").unwrap();
@@ -552,7 +552,7 @@ fn hier_profile() -> Profile {
 #[test]
 fn session_events_and_reclaim_use_the_hierarchy() {
     let profile = hier_profile();
-    let mut ssn = Session::open(deep(), &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(deep(), profile.instantiate(), ctx(), SessionOptions::default());
     let (dev, research) = (qid(&ssn.snap, "dev"), qid(&ssn.snap, "research"));
     assert_eq!(ssn.queue_order(dev, research), Ordering::Less);
     let n1 = ssn.snap.node_id("n1").unwrap();
@@ -565,7 +565,7 @@ fn session_events_and_reclaim_use_the_hierarchy() {
     stmt.discard(&mut ssn);
     assert_eq!(ssn.queue_order(dev, research), Ordering::Less);
 
-    let ssn = Session::open(reclaim_cluster(), &profile, ctx(), SessionOptions::default());
+    let ssn = Session::open(reclaim_cluster(), profile.instantiate(), ctx(), SessionOptions::default());
     let reclaimer = task(&ssn.snap, "ns/rb-0");
     let candidates: Vec<TaskId> = (0..10).map(|i| task(&ssn.snap, &format!("ns/ra-{i}"))).collect();
     assert_eq!(ssn.reclaimable(reclaimer, &candidates), candidates[..7].to_vec());
@@ -589,7 +589,7 @@ fn allocation_by_queue_order_matches_volcanos_rescaling_test() {
     let o = add_job(o, "pg21", "root-eng-dev", 10, 0, "1", "0");
     let snap = add_job(o, "pg22", "root-eng-prod", 10, 0, "0", "1G").snapshot();
     let profile = hier_profile();
-    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
     let n1 = ssn.snap.node_id("n1").unwrap();
     loop {
         // Per queue, its first pending task that fits the node.

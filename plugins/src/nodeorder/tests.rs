@@ -423,7 +423,7 @@ impl Action for Noop {
     fn name(&self) -> &'static str {
         "allocate"
     }
-    fn execute(&self, _ssn: &mut Session<'_>) {}
+    fn execute(&self, _ssn: &mut Session) {}
 }
 
 fn noop(_: &Arguments) -> Result<Box<dyn Action>, volcano_framework::ArgsError> {
@@ -458,7 +458,7 @@ tiers:
         .pod(pod("ns", "q").cpu_mem("4", "8Gi"))
         .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
         .snapshot();
-    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
     let (p, q) = (task(&ssn.snap, "p"), task(&ssn.snap, "q"));
     let (feasible, errors) = ssn.predicate_nodes(p, |_| Ok(()));
     let names: Vec<&str> = feasible.iter().map(|n| &*ssn.snap.node(*n).name).collect();

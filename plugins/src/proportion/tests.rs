@@ -552,7 +552,7 @@ fn profile() -> Profile {
 fn session_events_keep_allocatable_in_step_with_statements() {
     let snap = weights_1_3_with_running();
     let profile = profile();
-    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
     let q3 = ssn.snap.queue_id("q3").unwrap();
     let n2 = ssn.snap.node_id("n2").unwrap();
     let mut stmt = Statement::new();

@@ -159,10 +159,10 @@ fn a_due_job_is_pipelined_even_when_a_later_tier_rejects_it() {
     let snap = snapshot();
     let c = job(&snap, "c");
     // 9m59s after creation sla abstains and gang decides.
-    let early = Session::open(snap.clone(), &profile, ctx((T0 + 599) * 1000), SessionOptions::default());
+    let early = Session::open(snap.clone(), profile.instantiate(), ctx((T0 + 599) * 1000), SessionOptions::default());
     assert!(!early.job_pipelined(c));
     // 10 minutes: sla permits in the first tier, which decides.
-    let late = Session::open(snap, &profile, ctx((T0 + 600) * 1000), SessionOptions::default());
+    let late = Session::open(snap, profile.instantiate(), ctx((T0 + 600) * 1000), SessionOptions::default());
     assert!(late.job_pipelined(c));
     assert!(late.job_enqueueable(c));
 }

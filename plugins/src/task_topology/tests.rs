@@ -260,7 +260,7 @@ fn events_follow_evictions_and_undone_placements() {
         }]],
         conf: SchedulerConfiguration::default(),
     };
-    let mut ssn = Session::open(snap, &profile, ctx(), SessionOptions::default());
+    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
     let (n1, n2) = (ssn.snap.node_id("n1").unwrap(), ssn.snap.node_id("n2").unwrap());
     let (ps0, w0) = (task(&ssn.snap, "tf-ps-0"), task(&ssn.snap, "tf-worker-0"));
     // Bucket of 3 (4 cpu): 3 × 100 / 3 everywhere it fits.

@@ -13,7 +13,7 @@ impl Action for BindOne {
     fn name(&self) -> &'static str {
         "bind-one"
     }
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let mut pending: Vec<TaskId> = (0..ssn.snap.tasks.len() as u32)
             .map(TaskId)
             .filter(|t| {
@@ -41,7 +41,7 @@ impl Action for Overcommit {
     fn name(&self) -> &'static str {
         "overcommit"
     }
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let pending: Vec<TaskId> = (0..ssn.snap.tasks.len() as u32)
             .map(TaskId)
             .filter(|t| ssn.snap.task(*t).status == TaskStatus::Pending && ssn.snap.task(*t).job.is_some())
@@ -59,7 +59,7 @@ impl Action for EvictAll {
     fn name(&self) -> &'static str {
         "evict-all"
     }
-    fn execute(&self, ssn: &mut Session<'_>) {
+    fn execute(&self, ssn: &mut Session) {
         let running: Vec<TaskId> = (0..ssn.snap.tasks.len() as u32)
             .map(TaskId)
             .filter(|t| ssn.snap.task(*t).status == TaskStatus::Running && ssn.snap.task(*t).job.is_some())

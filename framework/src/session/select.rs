@@ -184,7 +184,7 @@ fn fit_check(task: &TaskInfo, node: &NodeInfo) -> Result<bool, Option<u64>> {
     }
 }
 
-impl Session<'_> {
+impl Session {
     fn evaluate(&self, t: TaskId, n: NodeId) -> Evaluation {
         let task = self.snap.task(t);
         let node = self.snap.node(n);
@@ -300,7 +300,7 @@ impl Session<'_> {
     }
 }
 
-impl Session<'_> {
+impl Session {
     /// Whether the index gives the same answer as a scan for this task: every plugin that
     /// filters or scores nodes is shape-local (asked once per task and session), and batch
     /// scores are uniform for the task's shape (asked once per shape).

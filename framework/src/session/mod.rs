@@ -2,6 +2,8 @@
 //! their answers (spec §1.5), plus the state changes that actions make (allocate,
 //! pipeline, evict and their undo) with the plugin event handlers they fire.
 
+pub mod select;
+
 use std::cmp::Ordering;
 
 use rayon::prelude::*;
@@ -9,7 +11,6 @@ use rayon::prelude::*;
 use crate::effect::Effect;
 use crate::model::*;
 use crate::plugin::{Hooks, InvalidJob, Plugin, SessionContext, Vote};
-use crate::profile::Profile;
 use crate::resource::{DimensionDefault, Resource};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, FitErrors, Status};
@@ -41,7 +42,7 @@ impl Default for SessionOptions {
 }
 
 /// One scheduling session over a snapshot.
-pub struct Session<'p> {
+pub struct Session {
     /// The state actions work on.
     pub snap: Snapshot,
     /// Session time, cycle number and UID.
@@ -53,26 +54,32 @@ pub struct Session<'p> {
     /// active, in tier order.
     hooked: Vec<Vec<(usize, usize)>>,
     pub(crate) effects: Vec<Effect>,
-    pub(crate) profile: &'p Profile,
     pub(crate) current_action: &'static str,
-    pub(crate) index: crate::select::NodeIndex,
+    pub(crate) index: crate::session::select::NodeIndex,
     pub(crate) index_enabled: bool,
 }
 
-impl<'p> Session<'p> {
-    /// Opens a session: builds fresh plugins from the profile and calls their
+impl Session {
+    /// Opens a session over fresh plugin instances, tier by tier, each with the extension
+    /// points enabled for it (see [`crate::Profile::instantiate`]), and calls their
     /// `on_session_open` in tier order.
-    pub fn open(snap: Snapshot, profile: &'p Profile, ctx: SessionContext, options: SessionOptions) -> Self {
-        let mut tiers = Vec::with_capacity(profile.tiers.len());
-        for tier in &profile.tiers {
-            let mut slots = Vec::with_capacity(tier.len());
-            for entry in tier {
-                let plugin = entry.builder.build();
-                let active = plugin.hooks() & entry.enabled;
-                slots.push(Slot { plugin, active });
-            }
-            tiers.push(slots);
-        }
+    pub fn open(
+        snap: Snapshot,
+        plugins: Vec<Vec<(Box<dyn Plugin>, Hooks)>>,
+        ctx: SessionContext,
+        options: SessionOptions,
+    ) -> Self {
+        let tiers: Vec<Vec<Slot>> = plugins
+            .into_iter()
+            .map(|tier| {
+                tier.into_iter()
+                    .map(|(plugin, enabled)| {
+                        let active = plugin.hooks() & enabled;
+                        Slot { plugin, active }
+                    })
+                    .collect()
+            })
+            .collect();
         let hooked = (0..Hooks::all().bits().count_ones())
             .map(|bit| {
                 let hook = Hooks::from_bits_retain(1 << bit);
@@ -98,7 +105,6 @@ impl<'p> Session<'p> {
             tiers,
             hooked,
             effects,
-            profile,
             current_action: "",
             index: Default::default(),
             index_enabled,
@@ -107,11 +113,6 @@ impl<'p> Session<'p> {
             slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
         }
         ssn
-    }
-
-    /// The profile of this session.
-    pub fn profile(&self) -> &Profile {
-        self.profile
     }
 
     /// The action now running (for eviction effects).

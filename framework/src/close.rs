@@ -1,0 +1,324 @@
+//! Closing a session: the plugins' close hooks, then the PodGroup statuses (phase,
+//! conditions and counts, from the plugins' [`JobVerdict`]s), the `PodScheduled=False`
+//! conditions of the pods of unschedulable jobs, nominated nodes, queue allocations rolled
+//! up the hierarchy, and events — each written only when it changed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
+use volcano_api::names::{event_reason, pod_condition, pod_group_condition, pod_group_reason};
+
+use crate::effect::{Effect, Event, EventKind, EventType, PodScheduledFalse};
+use crate::model::*;
+use crate::plugin::{CloseOutput, JobVerdict, QueueReport};
+use crate::resource::{DimensionDefault, Resource};
+use crate::session::Session;
+use crate::snapshot::Snapshot;
+
+/// The result of one cycle.
+#[derive(Clone, Debug, Default)]
+pub struct CycleOutcome {
+    /// Effects in order: those of the actions, then those of closing the session.
+    pub effects: Vec<Effect>,
+    /// Queue reports by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Why each job that is not ready is waiting (`namespace/name` → message).
+    pub pending_reasons: BTreeMap<String, String>,
+}
+
+fn same_condition(x: &PodGroupCondition, y: &PodGroupCondition) -> bool {
+    x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
+}
+
+/// Whether merging `new` into `old` (a condition replaces the first one of its type, or is
+/// appended) changes the type, status, reason or message of any condition.
+fn conditions_change(old: &[PodGroupCondition], new: &[PodGroupCondition]) -> bool {
+    new.iter().enumerate().any(|(i, c)| {
+        // Only the last new condition of a type stays.
+        if new[i + 1..].iter().any(|d| d.type_ == c.type_) {
+            return false;
+        }
+        match old.iter().find(|x| x.type_ == c.type_) {
+            Some(x) => !same_condition(x, c),
+            None => true,
+        }
+    })
+}
+
+/// A queue followed by its ancestors that are in the snapshot (a queue without
+/// `spec.parent` hangs under `root`); stops at a self-parent or after 64 levels.
+fn queue_chain(snap: &Snapshot, q: QueueId) -> Vec<QueueId> {
+    let mut chain = vec![q];
+    let mut name = snap.queue(q).name.as_str();
+    while chain.len() < 64 {
+        let parent = snap.queue(*chain.last().expect("not empty")).parent.as_deref().unwrap_or("root");
+        if parent == name {
+            break;
+        }
+        let Some(p) = snap.queue_id(parent) else { break };
+        chain.push(p);
+        name = parent;
+    }
+    chain
+}
+
+fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGroupPhase {
+    if job.count(TaskStatus::Running) > 0 && unschedulable_now {
+        return PodGroupPhase::Unknown;
+    }
+    let releasing_on_node = if job.count(TaskStatus::Releasing) == 0 {
+        0
+    } else {
+        job.tasks
+            .iter()
+            .filter(|t| {
+                let t = snap.task(**t);
+                t.status == TaskStatus::Releasing && t.node.is_some()
+            })
+            .count() as i32
+    };
+    let finished = job.count(TaskStatus::Succeeded) + job.count(TaskStatus::Failed);
+    let scheduled = job.count(TaskStatus::Running) + job.count(TaskStatus::Bound) + finished + releasing_on_node;
+    if scheduled >= job.min_available && scheduled > 0 {
+        if finished == scheduled {
+            PodGroupPhase::Completed
+        } else {
+            PodGroupPhase::Running
+        }
+    } else if job.phase == PodGroupPhase::Inqueue {
+        PodGroupPhase::Inqueue
+    } else {
+        PodGroupPhase::Pending
+    }
+}
+
+/// Closes a session and returns the cycle's outcome.
+pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
+    let mut out = CloseOutput::default();
+    for slot in ssn.tiers.iter_mut().flatten() {
+        slot.plugin.on_session_close(&ssn.snap, &ssn.ctx, &mut out);
+    }
+    let snap = &ssn.snap;
+    let now = Time(jiff_from_ms(ssn.ctx.now_ms));
+    let mut effects = std::mem::take(&mut ssn.effects);
+
+    // Pipelined tasks keep a nominated node.
+    if snap.status_count(TaskStatus::Pipelined) > 0 {
+        for t in snap.tasks.iter().filter(|t| t.status == TaskStatus::Pipelined) {
+            if let Some(n) = t.node {
+                let node: &str = &snap.node(n).name;
+                if t.nominated_node.as_deref() != Some(node) {
+                    effects.push(Effect::Pipeline { pod: t.object_ref(), node: snap.node(n).name.clone() });
+                }
+            }
+        }
+    }
+
+    // PodGroup statuses, written only when they changed. The verdicts on each job, in the
+    // order the plugins gave them, become its conditions.
+    let mut verdicts = out.job_verdicts;
+    verdicts.sort_by_key(|(j, _)| *j);
+    let mut verdicts = verdicts.into_iter().peekable();
+    let mut mine: Vec<PodGroupCondition> = Vec::new();
+    let mut pending_reasons = BTreeMap::new();
+    static NO_STATUS: PodGroupStatus =
+        PodGroupStatus { phase: None, conditions: Vec::new(), running: 0, succeeded: 0, failed: 0 };
+    for (i, job) in snap.jobs.iter().enumerate() {
+        let j = JobId(i as u32);
+        mine.clear();
+        let mut unschedulable: Option<String> = None;
+        while let Some((_, verdict)) = verdicts.next_if(|(x, _)| *x == j) {
+            match verdict {
+                JobVerdict::Ready => mine.push(PodGroupCondition {
+                    type_: pod_group_condition::SCHEDULED.into(),
+                    status: "True".into(),
+                    reason: Some(pod_group_reason::TASKS_READY.into()),
+                    message: Some(String::new()),
+                    ..Default::default()
+                }),
+                JobVerdict::Unschedulable { reason, message } => {
+                    mine.push(PodGroupCondition {
+                        type_: pod_group_condition::UNSCHEDULABLE.into(),
+                        status: "True".into(),
+                        reason: Some(reason.into()),
+                        message: Some(message.clone()),
+                        ..Default::default()
+                    });
+                    unschedulable = Some(message);
+                }
+            }
+        }
+        let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
+        let unschedulable_now = unschedulable.is_some();
+        if let Some(message) = unschedulable {
+            pod_conditions(snap, job, &message, &mut effects);
+            pending_reasons.insert(job.key.clone(), message);
+        }
+        let phase = job_phase(job, snap, unschedulable_now);
+        let running = job.count(TaskStatus::Running);
+        let succeeded = job.count(TaskStatus::Succeeded);
+        let failed = job.count(TaskStatus::Failed);
+        let changed = phase != old.phase.unwrap_or_default()
+            || running != old.running
+            || succeeded != old.succeeded
+            || failed != old.failed
+            || conditions_change(&old.conditions, &mine);
+        if changed {
+            let mut status = old.clone();
+            for mut c in mine.drain(..) {
+                c.transition_id = Some(ssn.ctx.uid.clone());
+                c.last_transition_time = Some(now.clone());
+                match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
+                    Some(x) => *x = c,
+                    None => status.conditions.push(c),
+                }
+            }
+            status.phase = Some(phase);
+            status.running = running;
+            status.succeeded = succeeded;
+            status.failed = failed;
+            effects.push(Effect::PodGroupStatus { pod_group: job.object_ref(), status });
+        }
+    }
+
+    // Queue allocation, rolled up to parents: each job's allocation is added to its queue
+    // and to the queue's ancestors (a queue without `spec.parent` hangs under `root`, as in
+    // Volcano).
+    let chains: Vec<Vec<QueueId>> = (0..snap.queues.len()).map(|q| queue_chain(snap, QueueId(q as u32))).collect();
+    let mut allocated = vec![Resource::empty(); snap.queues.len()];
+    for job in &snap.jobs {
+        for q in &chains[job.queue.idx()] {
+            allocated[q.idx()].add(&job.allocated);
+        }
+    }
+    let mut by_queue: Vec<QueueReport> =
+        allocated.into_iter().map(|allocated| QueueReport { allocated, ..Default::default() }).collect();
+    for (q, report) in out.queue_reports {
+        if let Some(r) = by_queue.get_mut(q.idx()) {
+            r.deserved = report.deserved;
+            r.share = report.share;
+        }
+    }
+    for (q, report) in snap.queues.iter().zip(&by_queue) {
+        let old = q
+            .queue
+            .status
+            .as_ref()
+            .and_then(|s| s.allocated.as_ref())
+            .and_then(|l| Resource::from_list(l).ok())
+            .unwrap_or_default();
+        if !same_resource(&old, &report.allocated) {
+            effects.push(Effect::QueueStatus { queue: q.object_ref(), allocated: report.allocated.to_list() });
+        }
+    }
+    let mut reports: BTreeMap<String, QueueReport> = BTreeMap::new();
+    for (q, report) in snap.queues.iter().zip(by_queue) {
+        reports.insert(q.name.clone(), report);
+    }
+
+    for (j, type_, reason, message) in out.job_events {
+        let object = snap.job(j).object_ref();
+        effects.push(Effect::Event(Event { kind: EventKind::PodGroup, object, type_, reason, message }));
+    }
+    CycleOutcome { effects, queues: reports, pending_reasons }
+}
+
+/// The `PodScheduled=False` conditions (and `FailedScheduling` events) of the waiting pods
+/// of a job that cannot be scheduled now, as Volcano's `TaskSchedulingReason` words them;
+/// only for pods whose current condition differs.
+fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &mut Vec<Effect>) {
+    for t in &job.tasks {
+        let task = snap.task(*t);
+        if !matches!(task.status, TaskStatus::Pending | TaskStatus::Allocated | TaskStatus::Pipelined) {
+            continue;
+        }
+        let last = match task.status {
+            TaskStatus::Pending => task.last_tx,
+            status => task.node.map(|n| (status, n)),
+        };
+        let (reason, message) = match last {
+            Some((TaskStatus::Allocated, n)) => (
+                pod_condition::SCHEDULABLE,
+                format!(
+                    "Pod {} can possibly be assigned to {}, once minAvailable is satisfied",
+                    task.key,
+                    snap.node(n).name
+                ),
+            ),
+            Some((TaskStatus::Pipelined, n)) => (
+                pod_condition::UNSCHEDULABLE,
+                format!(
+                    "Pod {} can possibly be assigned to {}, once resource is released and minAvailable is satisfied",
+                    task.key,
+                    snap.node(n).name
+                ),
+            ),
+            _ => match job.fit_errors.get(t) {
+                Some(fit) => (pod_condition::UNSCHEDULABLE, fit.to_string()),
+                None => (pod_condition::UNSCHEDULABLE, job_message.to_string()),
+            },
+        };
+        let current = task
+            .pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED));
+        let unchanged = current.is_some_and(|c| {
+            c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message.as_str())
+        });
+        if unchanged {
+            continue;
+        }
+        let pod = task.object_ref();
+        effects.push(Effect::Event(Event {
+            kind: EventKind::Pod,
+            object: pod.clone(),
+            type_: EventType::Warning,
+            reason: event_reason::FAILED_SCHEDULING,
+            message: message.clone(),
+        }));
+        effects.push(Effect::PodUnschedulable { pod, condition: PodScheduledFalse { reason, message } });
+    }
+}
+
+fn same_resource(a: &Resource, b: &Resource) -> bool {
+    a.less_equal(b, DimensionDefault::Zero) && b.less_equal(a, DimensionDefault::Zero)
+}
+
+fn jiff_from_ms(ms: i64) -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cond(type_: &str, status: &str, message: &str) -> PodGroupCondition {
+        PodGroupCondition {
+            type_: type_.into(),
+            status: status.into(),
+            message: Some(message.into()),
+            transition_id: Some("an earlier session".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn conditions_change_like_a_merge() {
+        let old = vec![cond("Scheduled", "True", ""), cond("Unschedulable", "False", "")];
+        // The same values (transition fields aside) change nothing.
+        assert!(!conditions_change(
+            &old,
+            &[PodGroupCondition { transition_id: None, ..cond("Scheduled", "True", "") }]
+        ));
+        assert!(!conditions_change(&old, &[]));
+        // A new value, or a new type, does.
+        assert!(conditions_change(&old, &[cond("Scheduled", "True", "x")]));
+        assert!(conditions_change(&old, &[cond("Ready", "True", "")]));
+        // Only the last condition of a type counts.
+        assert!(!conditions_change(&old, &[cond("Unschedulable", "True", "a"), cond("Unschedulable", "False", "")]));
+        assert!(conditions_change(&old, &[cond("Unschedulable", "False", ""), cond("Unschedulable", "True", "a")]));
+    }
+}

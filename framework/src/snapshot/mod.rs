@@ -1,0 +1,207 @@
+//! The session snapshot: the model's state (tasks, jobs, nodes and queues indexed by dense
+//! ids, in copy-on-write storage) and the bookkeeping that keeps job counters and node
+//! accounting consistent when a task changes status or node. [`build`] converts Kubernetes
+//! objects into it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::cow::CowVec;
+use crate::model::*;
+use crate::resource::Resource;
+
+pub mod build;
+
+pub use build::{
+    parse_duration_ms, pod_request, pod_requests, ClusterObjects, PodRequests, SnapshotError, DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+};
+
+/// The state a session works on: every task, job, node and queue, by index.
+///
+/// Tasks, jobs and nodes live in copy-on-write chunks ([`CowVec`]) and the name indexes
+/// are shared: a clone of a built snapshot (what a scheduler does at the start of every
+/// cycle with the snapshot it keeps) copies no task, job or node, and a session copies only
+/// the chunks it changes. Call [`Snapshot::share`] after changing a kept snapshot so that
+/// its next clones are cheap again ([`Snapshot::build`] returns a shared snapshot).
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Tasks (pods that are pending for this scheduler or occupy a node).
+    pub tasks: CowVec<TaskInfo>,
+    /// Jobs (PodGroups whose queue exists).
+    pub jobs: CowVec<JobInfo>,
+    /// Ready nodes, sorted by name.
+    pub nodes: CowVec<NodeInfo>,
+    /// Queues, sorted by name.
+    pub queues: Vec<QueueInfo>,
+    /// Σ allocatable of the snapshot's nodes.
+    pub total_resource: Resource,
+    /// Number of distinct [`TaskInfo::shape`]s.
+    shapes: u32,
+    /// Number of tasks per status (kept by [`Snapshot::set_task_status`]).
+    status_counts: [u32; TaskStatus::COUNT],
+    /// Number of nodes with taints.
+    tainted_nodes: u32,
+    node_by_name: Arc<HashMap<String, NodeId>>,
+    queue_by_name: Arc<HashMap<String, QueueId>>,
+    job_by_key: Arc<HashMap<String, JobId>>,
+}
+
+impl Snapshot {
+    /// Marks the tasks, jobs and nodes shared so that clones copy none of them (see
+    /// [`CowVec::share`]); [`Snapshot::build`] returns a shared snapshot.
+    pub fn share(&mut self) {
+        self.tasks.share();
+        self.jobs.share();
+        self.nodes.share();
+    }
+
+    /// Number of tasks with this status.
+    pub fn status_count(&self, status: TaskStatus) -> u32 {
+        self.status_counts[status as usize]
+    }
+
+    /// Whether any node has a taint.
+    pub fn any_node_tainted(&self) -> bool {
+        self.tainted_nodes > 0
+    }
+
+    /// Number of distinct task shapes (every [`TaskInfo::shape`] is below it).
+    pub fn shape_count(&self) -> u32 {
+        self.shapes
+    }
+
+    /// The node with this name.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.node_by_name.get(name).copied()
+    }
+
+    /// The queue with this name.
+    pub fn queue_id(&self, name: &str) -> Option<QueueId> {
+        self.queue_by_name.get(name).copied()
+    }
+
+    /// The job with this `namespace/name`.
+    pub fn job_id(&self, key: &str) -> Option<JobId> {
+        self.job_by_key.get(key).copied()
+    }
+
+    /// The task.
+    #[inline]
+    pub fn task(&self, t: TaskId) -> &TaskInfo {
+        &self.tasks[t.idx()]
+    }
+
+    /// The job.
+    #[inline]
+    pub fn job(&self, j: JobId) -> &JobInfo {
+        &self.jobs[j.idx()]
+    }
+
+    /// The node.
+    #[inline]
+    pub fn node(&self, n: NodeId) -> &NodeInfo {
+        &self.nodes[n.idx()]
+    }
+
+    /// The queue.
+    #[inline]
+    pub fn queue(&self, q: QueueId) -> &QueueInfo {
+        &self.queues[q.idx()]
+    }
+
+    /// The queue of a job.
+    pub fn job_queue(&self, j: JobId) -> &QueueInfo {
+        &self.queues[self.jobs[j.idx()].queue.idx()]
+    }
+
+    fn job_attach_task(&mut self, j: JobId, t: TaskId) {
+        let task = &self.tasks[t.idx()];
+        let job = &mut self.jobs[j.idx()];
+        job.tasks.push(t);
+        job.gated_tasks += u32::from(task.sch_gated);
+        job.total_request.add(&task.resreq);
+        Self::count_in(job, task, 1);
+    }
+
+    fn count_in(job: &mut JobInfo, task: &TaskInfo, sign: i32) {
+        let c = &mut job.status_counts[task.status as usize];
+        *c = (*c as i32 + sign) as u32;
+        if task.status.is_allocated() {
+            if sign > 0 {
+                job.allocated.add(&task.resreq);
+            } else {
+                job.allocated.sub_unchecked(&task.resreq);
+            }
+        }
+        if task.status == TaskStatus::Pending && task.best_effort {
+            job.pending_best_effort = (job.pending_best_effort as i32 + sign) as u32;
+        }
+    }
+
+    /// Changes a task's status, keeping its job's counters and allocated resources in step.
+    pub fn set_task_status(&mut self, t: TaskId, status: TaskStatus) {
+        let task = &mut self.tasks[t.idx()];
+        if task.status == status {
+            return;
+        }
+        self.status_counts[task.status as usize] -= 1;
+        self.status_counts[status as usize] += 1;
+        if let Some(j) = task.job {
+            let job = &mut self.jobs[j.idx()];
+            Self::count_in(job, task, -1);
+            task.status = status;
+            Self::count_in(job, task, 1);
+        } else {
+            task.status = status;
+        }
+    }
+
+    /// Accounts a task on a node according to its current status (Volcano `AddTask`).
+    pub fn node_add_task(&mut self, n: NodeId, t: TaskId) {
+        let task = &self.tasks[t.idx()];
+        let node = &mut self.nodes[n.idx()];
+        match task.status {
+            TaskStatus::Releasing => {
+                node.idle.sub_unchecked(&task.resreq);
+                node.used.add(&task.resreq);
+                node.releasing.add(&task.resreq);
+            }
+            TaskStatus::Pipelined => {
+                node.pipelined.add(&task.resreq);
+            }
+            _ => {
+                node.idle.sub_unchecked(&task.resreq);
+                node.used.add(&task.resreq);
+            }
+        }
+        node.nonzero_cpu += task.nonzero_cpu;
+        node.nonzero_memory += task.nonzero_memory;
+        node.tasks.push(t);
+    }
+
+    /// Reverses [`Snapshot::node_add_task`] for the task's current status.
+    pub fn node_remove_task(&mut self, n: NodeId, t: TaskId) {
+        let task = &self.tasks[t.idx()];
+        let node = &mut self.nodes[n.idx()];
+        match task.status {
+            TaskStatus::Releasing => {
+                node.idle.add(&task.resreq);
+                node.used.sub_unchecked(&task.resreq);
+                node.releasing.sub_unchecked(&task.resreq);
+            }
+            TaskStatus::Pipelined => {
+                node.pipelined.sub_unchecked(&task.resreq);
+            }
+            _ => {
+                node.idle.add(&task.resreq);
+                node.used.sub_unchecked(&task.resreq);
+            }
+        }
+        node.nonzero_cpu -= task.nonzero_cpu;
+        node.nonzero_memory -= task.nonzero_memory;
+        if let Some(pos) = node.tasks.iter().rposition(|x| *x == t) {
+            node.tasks.swap_remove(pos);
+        }
+    }
+}
