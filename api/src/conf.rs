@@ -148,7 +148,7 @@ fn null_as_default<'de, D: Deserializer<'de>>(d: D) -> Result<Arguments, D::Erro
 pub enum ConfParseError {
     /// The YAML does not parse into a configuration.
     #[error("invalid scheduler configuration: {0}")]
-    Yaml(#[source] serde_yaml::Error),
+    Yaml(#[source] serde_yaml_ng::Error),
     /// A ConfigMap without the configuration key.
     #[error(
         "invalid scheduler configuration: ConfigMap {name}: data has no key {CONF_KEY:?} (keys: {keys}); \
@@ -171,9 +171,9 @@ impl SchedulerConfiguration {
     /// (`kind: ConfigMap` with the file under `data."volcano-scheduler.conf"`).
     pub fn from_yaml(text: &str) -> Result<Self, ConfParseError> {
         if let Some(conf) = configmap_conf(text)? {
-            return serde_yaml::from_str(&conf).map_err(ConfParseError::Yaml);
+            return serde_yaml_ng::from_str(&conf).map_err(ConfParseError::Yaml);
         }
-        serde_yaml::from_str(text).map_err(ConfParseError::Yaml)
+        serde_yaml_ng::from_str(text).map_err(ConfParseError::Yaml)
     }
 
     /// The entries of `actions`, in order, trimmed (an empty entry stays, empty: loading
@@ -198,7 +198,7 @@ fn configmap_conf(text: &str) -> Result<Option<String>, ConfParseError> {
     if !text.lines().any(|l| l.trim_end() == "kind: ConfigMap" || l.trim_end() == "kind: \"ConfigMap\"") {
         return Ok(None);
     }
-    let value: serde_yaml::Value = serde_yaml::from_str(text).map_err(ConfParseError::Yaml)?;
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(text).map_err(ConfParseError::Yaml)?;
     if value.get("kind").and_then(|k| k.as_str()) != Some("ConfigMap") {
         return Ok(None);
     }

@@ -73,7 +73,7 @@ fn default_configuration_table_and_yaml() {
 
     let o = run(&["simulate", "-o", "yaml", "--cycles", "2", "examples/gpu-cluster.yaml"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_yaml::from_slice(&o.stdout).expect("YAML on stdout");
+    let v: Value = serde_yaml_ng::from_slice(&o.stdout).expect("YAML on stdout");
     assert_eq!(v["cycles"].as_array().unwrap().len(), 2);
 }
 

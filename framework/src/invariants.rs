@@ -14,6 +14,7 @@ use crate::snapshot::Snapshot;
 /// long as an action does not make it grow.
 #[derive(Default)]
 pub struct InvariantChecker {
+    has_baseline: bool,
     baseline_nodes: Vec<Resource>,
     baseline_queues: Vec<Resource>,
     /// Violations found so far, with the action that caused them.
@@ -48,7 +49,13 @@ fn grew_beyond(now: &Resource, limit: &Resource, before: &Resource) -> Option<St
 
 impl InvariantChecker {
     fn ensure_baseline(&mut self, snap: &Snapshot) {
-        if self.baseline_nodes.len() != snap.nodes.len() {
+        // The first session seen (or one of another cluster) sets the baseline; an empty
+        // cluster has a baseline too.
+        if !self.has_baseline
+            || self.baseline_nodes.len() != snap.nodes.len()
+            || self.baseline_queues.len() != snap.queues.len()
+        {
+            self.has_baseline = true;
             self.baseline_nodes = snap.nodes.iter().map(node_commitment).collect();
             self.baseline_queues = queue_allocated(snap);
         }

@@ -19,15 +19,17 @@ pub enum InputError {
         source: std::io::Error,
     },
     /// A YAML document does not parse.
-    #[error("{file}: document {document}: invalid YAML")]
+    #[error("{file}: document {document}{}: invalid YAML", line.map(|l| format!(" (line {l})")).unwrap_or_default())]
     Yaml {
         /// The file.
         file: String,
         /// 1-based index of the document in the file.
         document: usize,
+        /// 1-based line where the document starts, when known.
+        line: Option<usize>,
         /// The parser's error (with line and column).
         #[source]
-        source: serde_yaml::Error,
+        source: serde_yaml_ng::Error,
     },
     /// A JSON file does not parse.
     #[error("{file}: invalid JSON")]

@@ -416,18 +416,125 @@ fn validate(origin: &Origin, object: &Object, display: &str) -> Result<(), Input
     Ok(())
 }
 
+/// A JSON value read strictly: a key that appears twice in one mapping is an error naming
+/// the mapping's path, as the API server's strict decoding reports it (a plain `Value` keeps
+/// the last one silently).
+struct Strict<'a> {
+    /// Keys and indices from the document's root to the value being read.
+    path: &'a std::cell::RefCell<Vec<String>>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Strict<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a YAML or JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map(Value::Number).unwrap_or(Value::Null))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            self.path.borrow_mut().push(format!("[{}]", items.len()));
+            let next = seq.next_element_seed(Strict { path: self.path });
+            self.path.borrow_mut().pop();
+            match next? {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if out.contains_key(&key) {
+                let path = self.path.borrow();
+                let at = if path.is_empty() { String::new() } else { format!(" in {}", path_text(&path)) };
+                return Err(serde::de::Error::custom(format!(
+                    "duplicate key {key:?}{at}: a key may appear once in a mapping (the API server rejects \
+                     duplicate fields)"
+                )));
+            }
+            self.path.borrow_mut().push(key);
+            let value = map.next_value_seed(Strict { path: self.path });
+            let key = self.path.borrow_mut().pop().expect("pushed above");
+            out.insert(key, value?);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+fn path_text(path: &[String]) -> String {
+    let mut s = String::new();
+    for p in path {
+        if !p.starts_with('[') && !s.is_empty() {
+            s.push('.');
+        }
+        s.push_str(p);
+    }
+    s
+}
+
+fn strict_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+    use serde::de::DeserializeSeed;
+    let path = std::cell::RefCell::new(Vec::new());
+    Strict { path: &path }.deserialize(d)
+}
+
+/// One JSON document read with [`strict_value`].
+struct StrictDoc(Value);
+
+impl<'de> Deserialize<'de> for StrictDoc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        strict_value(d).map(StrictDoc)
+    }
+}
+
 fn yaml_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
     let mut docs = Vec::new();
-    for (i, de) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    let lines = yaml_document_lines(text);
+    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         // On a syntax error the iterator would repeat the error forever: stop at the first.
-        let value = Value::deserialize(de).map_err(|source| InputError::Yaml {
+        let value = strict_value(de).map_err(|source| InputError::Yaml {
             file: file.to_string(),
             document: i + 1,
+            // The parser's own errors carry their line; a duplicate key gets its document's.
+            line: lines.get(i).copied(),
             source,
         })?;
         docs.push(Document { index: i + 1, line: None, value });
     }
-    let lines = yaml_document_lines(text);
     if lines.len() == docs.len() {
         for (d, line) in docs.iter_mut().zip(lines) {
             d.line = Some(line);
@@ -477,11 +584,11 @@ fn yaml_document_lines(text: &str) -> Vec<usize> {
 
 fn json_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
     let mut docs = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<StrictDoc>();
     loop {
         let start = stream.byte_offset();
         let Some(next) = stream.next() else { break };
-        let value = next.map_err(|source| InputError::Json { file: file.to_string(), source })?;
+        let StrictDoc(value) = next.map_err(|source| InputError::Json { file: file.to_string(), source })?;
         let rest = &text[start..];
         let skipped = rest.len() - rest.trim_start().len();
         let line = text[..start + skipped].matches('\n').count() + 1;

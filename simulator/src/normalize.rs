@@ -10,7 +10,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, ResourceList};
-use volcano_api::quantity;
+use volcano_api::validation::{self, FieldError};
 use volcano_framework::resource::PODS;
 use volcano_framework::SnapshotError;
 
@@ -144,7 +144,7 @@ pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
                 second: Box::new(e.origin.clone()),
             });
         }
-        check_quantities(&e.object).map_err(|(field, message)| InputError::Field {
+        validate(&e.object).map_err(|FieldError { field, message }| InputError::Field {
             origin: Some(Box::new(e.origin.clone())),
             kind: kind.as_str(),
             object: key,
@@ -256,6 +256,37 @@ pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
         }
     }
 
+    // Across objects: the queue hierarchy as Volcano's webhook admits it, and pods that hold
+    // a node that exists (a pod on a missing node would count against no node's resources).
+    validation::queue_hierarchy(cluster.queues.values().map(|q| &**q)).map_err(
+        |(queue, FieldError { field, message })| InputError::Field {
+            origin: origins.get(ObjectKind::Queue, &queue).cloned().map(Box::new),
+            kind: "Queue",
+            object: queue,
+            field,
+            message,
+        },
+    )?;
+    for key in &pod_order {
+        let pod = &cluster.pods[key];
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        let done = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));
+        if !done && !cluster.nodes.contains_key(node) {
+            return Err(InputError::Field {
+                origin: origins.get(ObjectKind::Pod, key).cloned().map(Box::new),
+                kind: "Pod",
+                object: key.clone(),
+                field: "spec.nodeName".into(),
+                message: format!(
+                    "node {node:?} is not in the input: a pod that holds a node needs that Node, or its \
+                     resources would be counted nowhere"
+                ),
+            });
+        }
+    }
+
     // Volcano's PodGroup controller: a PodGroup for every pod of ours without one.
     for key in pod_order {
         let pod = &cluster.pods[&key];
@@ -280,48 +311,14 @@ pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
     Ok(Normalised { cluster, origins, latest_creation_ms })
 }
 
-/// Checks one resource list: every quantity parses and none is negative.
-fn check_list(path: &str, list: Option<&ResourceList>) -> Result<(), (String, String)> {
-    for (name, q) in list.into_iter().flatten() {
-        let field = || format!("{path}[{name}]");
-        match quantity::parse(&q.0) {
-            Err(e) => return Err((field(), format!("{e}; expected a Kubernetes quantity such as 500m, 4, 64Gi"))),
-            Ok(v) if v < 0.0 => return Err((field(), format!("{:?} is negative; expected a quantity ≥ 0", q.0))),
-            Ok(_) => {}
-        }
-    }
-    Ok(())
-}
-
-/// What the API server checks of every quantity: the field and the message of the first
-/// invalid one.
-fn check_quantities(object: &Object) -> Result<(), (String, String)> {
+/// What the API server and Volcano's webhooks check of one object.
+fn validate(object: &Object) -> Result<(), FieldError> {
     match object {
-        Object::Pod(pod) => {
-            let Some(spec) = &pod.spec else { return Ok(()) };
-            let groups = [("containers", Some(&spec.containers)), ("initContainers", spec.init_containers.as_ref())];
-            for (group, containers) in groups {
-                for (i, c) in containers.into_iter().flatten().enumerate() {
-                    let Some(r) = &c.resources else { continue };
-                    check_list(&format!("spec.{group}[{i}].resources.requests"), r.requests.as_ref())?;
-                    check_list(&format!("spec.{group}[{i}].resources.limits"), r.limits.as_ref())?;
-                }
-            }
-            check_list("spec.overhead", spec.overhead.as_ref())
-        }
-        Object::Node(node) => {
-            let Some(status) = &node.status else { return Ok(()) };
-            check_list("status.capacity", status.capacity.as_ref())?;
-            check_list("status.allocatable", status.allocatable.as_ref())
-        }
-        Object::PodGroup(pg) => check_list("spec.minResources", pg.spec.min_resources.as_ref()),
-        Object::Queue(q) => {
-            check_list("spec.capability", q.spec.capability.as_ref())?;
-            check_list("spec.deserved", q.spec.deserved.as_ref())?;
-            check_list("spec.guarantee.resource", q.spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()))?;
-            check_list("status.allocated", q.status.as_ref().and_then(|s| s.allocated.as_ref()))
-        }
-        Object::PriorityClass(_) => Ok(()),
+        Object::Pod(pod) => validation::pod(pod),
+        Object::Node(node) => validation::node(node),
+        Object::PodGroup(pg) => validation::pod_group(pg),
+        Object::Queue(q) => validation::queue(q),
+        Object::PriorityClass(pc) => validation::priority_class(pc),
     }
 }
 

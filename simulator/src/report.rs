@@ -213,7 +213,7 @@ impl Report {
 
     /// The report as YAML (the same structure as the JSON).
     pub fn to_yaml(&self) -> String {
-        serde_yaml::to_string(&self.output()).expect("the report serialises")
+        serde_yaml_ng::to_string(&self.output()).expect("the report serialises")
     }
 
     fn output(&self) -> Output<'_> {

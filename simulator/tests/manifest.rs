@@ -221,8 +221,23 @@ fn syntax_errors_name_the_file_and_position() {
     let InputError::Yaml { document, .. } = &err else { panic!("{err:?}") };
     assert_eq!(*document, 2);
     let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
-    assert!(chain.starts_with("bad.yaml: document 2: invalid YAML: "), "{chain}");
+    assert!(chain.starts_with("bad.yaml: document 2 (line 3): invalid YAML: "), "{chain}");
     assert!(chain.contains("line 4"), "{chain}");
+}
+
+#[test]
+fn duplicate_keys_are_errors_in_yaml_and_json() {
+    let err =
+        load_err("dup.yaml", "a: 1\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n, labels: {x: a, x: b}}\n");
+    let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(chain.starts_with("dup.yaml: document 2 (line 3): invalid YAML: "), "{chain}");
+    assert!(chain.contains("duplicate key \"x\" in metadata.labels"), "{chain}");
+    let err = load_err("dup.json", "{\"apiVersion\": \"v1\", \"kind\": \"Node\", \"kind\": \"Pod\"}");
+    let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(chain.contains("duplicate key \"kind\""), "{chain}");
+    let err = load_err("dup.yaml", "items:\n- {a: 1, a: 2}\n");
+    let chain = format!("{err}: {}", std::error::Error::source(&err).unwrap());
+    assert!(chain.contains("duplicate key \"a\" in items[0]"), "{chain}");
 }
 
 #[test]

@@ -12,7 +12,7 @@ fn norm(yaml: &str) -> Normalised {
 
 fn pod_with(ns: &str, name: &str, extra_meta: &str, extra_spec: &str) -> String {
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n{extra_meta}spec:\n  schedulerName: volcano-rs\n{extra_spec}  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: \"2\", memory: 4Gi, nvidia.com/gpu: \"1\"}}}}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {ns}\n{extra_meta}spec:\n  schedulerName: volcano-rs\n{extra_spec}  containers:\n  - name: c\n    image: i\n    resources: {{requests: {{cpu: \"2\", memory: 4Gi, nvidia.com/gpu: \"1\"}}, limits: {{nvidia.com/gpu: \"1\"}}}}\n"
     )
 }
 

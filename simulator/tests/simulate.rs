@@ -221,7 +221,7 @@ fn json_output_has_exactly_the_specified_keys() {
     assert_eq!(queues[0]["weight"], 1);
     assert_eq!(queues[0]["allocated"], serde_json::json!({"cpu": "3", "memory": "3Gi", "pods": "3"}));
     // YAML has the same structure.
-    let y: Value = serde_yaml::from_str(&report.to_yaml()).unwrap();
+    let y: Value = serde_yaml_ng::from_str(&report.to_yaml()).unwrap();
     assert_eq!(y, v);
 }
 

@@ -126,14 +126,15 @@ impl PodBuilder {
         self.0.metadata.labels.get_or_insert_with(BTreeMap::new).insert(k.into(), v.into());
         self
     }
-    /// Sets a request of the container.
+    /// Sets a request of the container; for an extended resource (`nvidia.com/gpu`) the limit
+    /// too, as the API server requires (extended resources cannot be overcommitted).
     pub fn req(mut self, name: &str, q: &str) -> Self {
         let c = &mut self.spec().containers[0];
-        c.resources
-            .get_or_insert_with(ResourceRequirements::default)
-            .requests
-            .get_or_insert_with(BTreeMap::new)
-            .insert(name.into(), Quantity(q.into()));
+        let r = c.resources.get_or_insert_with(ResourceRequirements::default);
+        r.requests.get_or_insert_with(BTreeMap::new).insert(name.into(), Quantity(q.into()));
+        if volcano_api::validation::is_extended_resource(name) {
+            r.limits.get_or_insert_with(BTreeMap::new).insert(name.into(), Quantity(q.into()));
+        }
         self
     }
     /// cpu and memory requests.

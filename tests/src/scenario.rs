@@ -276,7 +276,7 @@ impl Expanded {
     /// Every object as a multi-document YAML text (what a user would write).
     pub fn to_yaml(&self) -> String {
         let mut docs: Vec<String> = Vec::new();
-        let mut push = |v: serde_json::Value| docs.push(serde_yaml::to_string(&v).expect("serialisable"));
+        let mut push = |v: serde_json::Value| docs.push(serde_yaml_ng::to_string(&v).expect("serialisable"));
         let with_kind = |mut v: serde_json::Value, api: &str, kind: &str| {
             v["apiVersion"] = api.into();
             v["kind"] = kind.into();

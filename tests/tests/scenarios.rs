@@ -186,7 +186,7 @@ fn main() {
             continue;
         }
         let text = std::fs::read_to_string(path).expect("readable scenario");
-        let scenario: Scenario = match serde_yaml::from_str(&text) {
+        let scenario: Scenario = match serde_yaml_ng::from_str(&text) {
             Ok(s) => s,
             Err(e) => {
                 println!("scenario {rel} ... FAILED: the file does not parse: {e}");

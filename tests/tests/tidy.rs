@@ -73,7 +73,8 @@ fn configuration_examples_in_the_docs_load() {
 fn example_configuration_and_deploy_configmap_load() {
     let reg = registries();
     Profile::from_yaml(&read("examples/volcano-scheduler.conf"), &reg).expect("examples/volcano-scheduler.conf");
-    let cm: serde_yaml::Value = serde_yaml::from_str(&read("deploy/volcano-scheduler-configmap.yaml")).expect("yaml");
+    let cm: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&read("deploy/volcano-scheduler-configmap.yaml")).expect("yaml");
     let conf = cm["data"]["volcano-scheduler.conf"].as_str().expect("the ConfigMap holds volcano-scheduler.conf");
     let parsed = SchedulerConfiguration::from_yaml(conf).expect("parses");
     assert_eq!(parsed, SchedulerConfiguration::builtin_default(), "the deployed ConfigMap is the built-in default");
@@ -89,7 +90,7 @@ fn crd_files_are_up_to_date() {
     ] {
         let generated = format!(
             "# Generated from volcano-api (tests/tests/tidy.rs); do not edit: BLESS=1 rewrites it.\n{}",
-            serde_yaml::to_string(&crd).expect("serialisable")
+            serde_yaml_ng::to_string(&crd).expect("serialisable")
         );
         let path = root().join(file);
         if bless {
