@@ -23,7 +23,7 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
 use volcano_framework::Profile;
-use volcano_sim::{Manifest, SimError, Simulator};
+use volcano_sim::{normalise_for, FieldValidation, Manifest, SimError, Simulator};
 
 /// Exit code for invalid input: manifests, configuration, unreadable files.
 const EXIT_INPUT: u8 = 1;
@@ -79,10 +79,28 @@ struct SimulateArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
     output: Output,
+    /// Schedule the pods whose spec.schedulerName is this (repeatable), as the scheduler's
+    /// --scheduler-name does; `--scheduler-name volcano` runs manifests written for Volcano.
+    #[arg(long = "scheduler-name", value_name = "NAME", default_value = "volcano-rs")]
+    scheduler_names: Vec<String>,
+    /// Fields an object's type does not have: an error (strict, kubectl's default), a
+    /// warning on stderr (warn), or dropped silently (ignore).
+    #[arg(long, value_enum, default_value_t = Validate::Strict)]
+    validate: Validate,
     /// Manifest files: YAML (multi-document) or JSON, a List included; a directory reads its
     /// .yaml, .yml and .json files; - reads standard input.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Validate {
+    /// Unknown fields are errors.
+    Strict,
+    /// Unknown fields are reported and dropped.
+    Warn,
+    /// Unknown fields are dropped.
+    Ignore,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -162,10 +180,22 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
         None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
     };
     let start = Instant::now();
-    let manifest = Manifest::from_paths(&args.files).map_err(SimError::from)?;
+    let validation = match args.validate {
+        Validate::Strict => FieldValidation::Strict,
+        Validate::Warn => FieldValidation::Warn,
+        Validate::Ignore => FieldValidation::Ignore,
+    };
+    let manifest = Manifest::from_paths_with(&args.files, validation).map_err(SimError::from)?;
     tracing::info!(objects = manifest.entries.len(), elapsed = ?start.elapsed(), "manifests read");
+    for w in &manifest.warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(line) = manifest.skipped_summary() {
+        eprintln!("{line}");
+    }
     let start = Instant::now();
-    let mut sim = Simulator::new(manifest, profile)?;
+    let normalised = normalise_for(manifest, &args.scheduler_names).map_err(SimError::from)?;
+    let mut sim = Simulator::from_normalised(normalised, profile)?;
     tracing::info!(elapsed = ?start.elapsed(), "cluster normalised and validated");
     let start = Instant::now();
     sim.run(args.cycles)?;

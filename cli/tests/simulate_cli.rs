@@ -83,12 +83,48 @@ fn unknown_kind_fails_naming_file_and_document() {
         "unknown.yaml",
         "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n",
     );
+    // A built-in kind that does not affect scheduling is skipped with a count.
+    let o = run(&["simulate", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped 1 object(s) that do not affect scheduling: 1 apps/v1 Deployment"));
+    // A kind nobody knows is an error.
+    let f = temp_file(
+        "unknown2.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: web}\n",
+    );
     let o = run(&["simulate", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(o.stdout.is_empty());
     let err = stderr(&o);
     assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains("unknown.yaml: document 2 (line 5): object web: unknown kind \"Deployment\""), "{err}");
+    assert!(err.contains("unknown2.yaml: document 2 (line 5): object web: unknown kind \"Widget\""), "{err}");
+}
+
+#[test]
+fn scheduler_names_and_field_validation_follow_the_flags() {
+    let f = temp_file(
+        "volcano.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: \"4\", memory: 8Gi, pods: \"10\"}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml}\nspec:\n  schedulerName: volcano\n  containers: [{name: c, image: i, resoures: {}}]\n",
+    );
+    let o = run(&["simulate", "-o", "json", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("field spec.containers[0].resoures: strict decoding error: unknown field"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["simulate", "-o", "json", "--validate", "warn", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: ") && stderr(&o).contains("unknown field \"spec.containers[0].resoures\""));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pods"][0]["node"], serde_json::Value::Null, "pods of schedulerName volcano are not ours by default");
+    let o =
+        run(&["simulate", "-o", "json", "--validate", "ignore", "--scheduler-name", "volcano", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pods"][0]["node"], "n");
 }
 
 #[test]

@@ -37,10 +37,10 @@ pub mod sim;
 
 pub use cluster::{Cluster, CycleRecord, EventRecord, Eviction, Placement};
 pub use error::{EffectError, InputError, SimError};
-pub use manifest::{Entry, Manifest, Object, ObjectKind, Origin};
-pub use normalize::{normalise, Normalised, Origins, SIM_EPOCH_MS};
+pub use manifest::{Entry, FieldValidation, Manifest, Object, ObjectKind, Origin};
+pub use normalize::{normalise, normalise_for, Normalised, Origins, SIM_EPOCH_MS};
 pub use report::{ConditionLine, PodGroupLine, PodLine, QueueLine, Report};
 pub use sim::{LastCycle, Simulator, Stop, CYCLE_PERIOD_MS, MAX_CYCLES};
 
 /// The scheduler name of volcano-rs: only pods with this `spec.schedulerName` are scheduled.
-pub const SCHEDULER_NAME: &str = "volcano-rs";
+pub const SCHEDULER_NAME: &str = volcano_api::names::DEFAULT_SCHEDULER_NAME;

@@ -4,6 +4,7 @@
 //! Every object keeps its [`Origin`] (file, document, line, List item) so that any later
 //! error can name where the object was written. Unknown kinds are an error, never skipped.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
@@ -178,11 +179,89 @@ pub struct Entry {
     pub object: Object,
 }
 
+/// What to do with fields an object's type does not have (`minMemebr`), as `kubectl
+/// --validate` spells it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// An unknown field is an error (kubectl's default).
+    #[default]
+    Strict,
+    /// An unknown field is reported in [`Manifest::warnings`] and dropped.
+    Warn,
+    /// Unknown fields are dropped silently.
+    Ignore,
+}
+
 /// The objects of one or more manifest files, in input order.
 #[derive(Clone, Debug, Default)]
 pub struct Manifest {
     /// The objects, in the order of the files, documents and List items.
     pub entries: Vec<Entry>,
+    /// How unknown fields are treated.
+    pub validation: FieldValidation,
+    /// Objects of Kubernetes kinds that do not affect scheduling (Services, ConfigMaps,
+    /// Deployments, …), skipped: how many of each `apiVersion/kind`.
+    pub skipped: BTreeMap<String, usize>,
+    /// Unknown fields dropped under [`FieldValidation::Warn`], one line each.
+    pub warnings: Vec<String>,
+}
+
+/// Built-in Kubernetes kinds that do not change a scheduling decision of volcano-rs today,
+/// by API group: a cluster dump (`kubectl get all -A -o yaml`) holds them, and the simulator
+/// skips them with a count. Workload controllers (Deployments, Jobs, …) are here because the
+/// dump holds the pods they created. Any other kind is an error.
+pub const SKIPPED_KINDS: &[(&str, &[&str])] = &[
+    (
+        "v1",
+        &[
+            "ConfigMap",
+            "Secret",
+            "Service",
+            "Endpoints",
+            "ServiceAccount",
+            "Namespace",
+            "Event",
+            "LimitRange",
+            "ResourceQuota",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "ReplicationController",
+            "PodTemplate",
+            "ComponentStatus",
+        ],
+    ),
+    ("apps", &["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"]),
+    ("batch", &["Job", "CronJob"]),
+    ("autoscaling", &["HorizontalPodAutoscaler"]),
+    ("policy", &["PodDisruptionBudget"]),
+    ("networking.k8s.io", &["Ingress", "IngressClass", "NetworkPolicy"]),
+    ("discovery.k8s.io", &["EndpointSlice"]),
+    ("coordination.k8s.io", &["Lease"]),
+    ("events.k8s.io", &["Event"]),
+    ("rbac.authorization.k8s.io", &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]),
+    ("storage.k8s.io", &["StorageClass", "CSINode", "CSIDriver", "VolumeAttachment", "CSIStorageCapacity"]),
+    ("node.k8s.io", &["RuntimeClass"]),
+    ("apiextensions.k8s.io", &["CustomResourceDefinition"]),
+    (
+        "admissionregistration.k8s.io",
+        &[
+            "ValidatingWebhookConfiguration",
+            "MutatingWebhookConfiguration",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ],
+    ),
+    ("apiregistration.k8s.io", &["APIService"]),
+    ("certificates.k8s.io", &["CertificateSigningRequest"]),
+    ("flowcontrol.apiserver.k8s.io", &["FlowSchema", "PriorityLevelConfiguration"]),
+    ("bus.volcano.sh", &["Command"]),
+];
+
+/// Whether objects of this type are skipped (see [`SKIPPED_KINDS`]).
+pub fn is_skipped_kind(api_version: &str, kind: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("v1", |(g, _)| g);
+    let group = if api_version == "v1" { "v1" } else { group };
+    SKIPPED_KINDS.iter().any(|(g, kinds)| *g == group && kinds.contains(&kind))
 }
 
 /// One parsed top-level value of a file.
@@ -198,9 +277,29 @@ impl Manifest {
         Self::default()
     }
 
-    /// Reads every path in order (see [`Manifest::load_path`]).
+    /// An empty manifest that treats unknown fields this way.
+    pub fn with_validation(validation: FieldValidation) -> Self {
+        Manifest { validation, ..Self::default() }
+    }
+
+    /// One line for people about the skipped objects, `None` when nothing was skipped:
+    /// `skipped 7 objects that do not affect scheduling: 4 Service, 3 apps/v1 Deployment`.
+    pub fn skipped_summary(&self) -> Option<String> {
+        let total: usize = self.skipped.values().sum();
+        (total > 0).then(|| {
+            let each: Vec<String> = self.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            format!("skipped {total} object(s) that do not affect scheduling: {}", each.join(", "))
+        })
+    }
+
+    /// Reads every path in order (see [`Manifest::load_path`]), unknown fields being errors.
     pub fn from_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Self, InputError> {
-        let mut m = Manifest::new();
+        Self::from_paths_with(paths, FieldValidation::Strict)
+    }
+
+    /// Reads every path in order, treating unknown fields as `validation` says.
+    pub fn from_paths_with<P: AsRef<Path>>(paths: &[P], validation: FieldValidation) -> Result<Self, InputError> {
+        let mut m = Manifest::with_validation(validation);
         for p in paths {
             m.load_path(p.as_ref())?;
         }
@@ -294,6 +393,11 @@ impl Manifest {
         let (api_version, kind) = type_of(&origin, &map)?;
         let name = name_of(&map);
         let Some(k) = ObjectKind::from_type(&api_version, &kind) else {
+            if is_skipped_kind(&api_version, &kind) {
+                let key = if api_version == "v1" { kind } else { format!("{api_version} {kind}") };
+                *self.skipped.entry(key).or_default() += 1;
+                return Ok(());
+            }
             if api_version.starts_with("batch.volcano.sh/") && kind == "Job" {
                 return Err(InputError::UnsupportedKind {
                     origin: Box::new(origin),
@@ -312,13 +416,38 @@ impl Manifest {
             map.entry("spec").or_insert_with(|| Value::Object(Map::new()));
         }
         let value = Value::Object(map);
+        let mut unknown = Vec::new();
         let object = match k {
-            ObjectKind::Node => Object::Node(decode(&origin, k, &display, value)?),
-            ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value)?),
-            ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value)?),
-            ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value)?),
-            ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value)?),
+            ObjectKind::Node => Object::Node(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
         };
+        if !unknown.is_empty() {
+            let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
+            match self.validation {
+                FieldValidation::Strict => {
+                    return Err(InputError::Field {
+                        origin: Some(Box::new(origin)),
+                        kind: k.as_str(),
+                        object: display,
+                        field: unknown[0].clone(),
+                        message: format!(
+                            "strict decoding error: {} ({} {} has no such field; check the spelling, or pass \
+                             --validate=warn to drop unknown fields)",
+                            fields.join(", "),
+                            k.api_version(),
+                            k.as_str()
+                        ),
+                    })
+                }
+                FieldValidation::Warn => {
+                    self.warnings.push(format!("{origin}: {} {display}: {}", k.as_str(), fields.join(", ")))
+                }
+                FieldValidation::Ignore => {}
+            }
+        }
         validate(&origin, &object, &display)?;
         self.entries.push(Entry { origin, object });
         Ok(())
@@ -380,8 +509,24 @@ fn type_of(origin: &Origin, map: &Map<String, Value>) -> Result<(String, String)
     Ok((field("apiVersion")?, field("kind")?))
 }
 
-fn decode<T: DeserializeOwned>(origin: &Origin, kind: ObjectKind, object: &str, value: Value) -> Result<T, InputError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+/// Decodes an object, collecting the paths of the fields its type does not have (the
+/// Kubernetes types drop them silently).
+fn decode<T: DeserializeOwned>(
+    origin: &Origin,
+    kind: ObjectKind,
+    object: &str,
+    value: Value,
+    unknown: &mut Vec<String>,
+) -> Result<T, InputError> {
+    let mut seen = |path: serde_ignored::Path<'_>| {
+        let path = ignored_path(&path);
+        // The type was read from these already; some derives leave them to the caller.
+        if path != "apiVersion" && path != "kind" {
+            unknown.push(path);
+        }
+    };
+    let de = serde_ignored::Deserializer::new(value, &mut seen);
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         InputError::Field {
             origin: Some(Box::new(origin.clone())),
@@ -391,6 +536,26 @@ fn decode<T: DeserializeOwned>(origin: &Origin, kind: ObjectKind, object: &str, 
             message: e.into_inner().to_string(),
         }
     })
+}
+
+/// A field path as kubectl prints it: `spec.containers[0].resoures`.
+fn ignored_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", ignored_path(parent)),
+        Path::Map { parent, key } => {
+            let p = ignored_path(parent);
+            if p.is_empty() {
+                key.clone()
+            } else {
+                format!("{p}.{key}")
+            }
+        }
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            ignored_path(parent)
+        }
+    }
 }
 
 /// What the API server requires of every object before anything else looks at it.

@@ -77,6 +77,8 @@ pub struct Normalised {
     pub origins: Origins,
     /// The latest `creationTimestamp` of any object, milliseconds since the Unix epoch.
     pub latest_creation_ms: i64,
+    /// The `spec.schedulerName`s this run schedules.
+    pub scheduler_names: Vec<String>,
 }
 
 fn time(ms: i64) -> Time {
@@ -120,6 +122,12 @@ fn generated_queue(name: &str, reclaimable: bool) -> Object {
 /// namespaces, duplicates, the built-in PriorityClasses and default queues, creation
 /// timestamps, UIDs, pod defaults, pod priorities and the PodGroups of plain pods.
 pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
+    normalise_for(manifest, &[SCHEDULER_NAME.to_string()])
+}
+
+/// [`normalise`] for a run that schedules the pods of these scheduler names (`volcano-rs
+/// simulate --scheduler-name`): plain pods of any of them get a PodGroup.
+pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<Normalised, InputError> {
     let mut origins = Origins::default();
     let mut entries = manifest.entries;
 
@@ -290,7 +298,11 @@ pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
     // Volcano's PodGroup controller: a PodGroup for every pod of ours without one.
     for key in pod_order {
         let pod = &cluster.pods[&key];
-        let ours = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(SCHEDULER_NAME);
+        let ours = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .is_some_and(|n| scheduler_names.iter().any(|s| s == n));
         let grouped = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(crd::GROUP_NAME_ANNOTATION));
         if !ours || grouped {
             continue;
@@ -308,7 +320,7 @@ pub fn normalise(manifest: Manifest) -> Result<Normalised, InputError> {
             .insert(crd::GROUP_NAME_ANNOTATION.into(), pg_name);
     }
 
-    Ok(Normalised { cluster, origins, latest_creation_ms })
+    Ok(Normalised { cluster, origins, latest_creation_ms, scheduler_names: scheduler_names.to_vec() })
 }
 
 /// What the API server and Volcano's webhooks check of one object.

@@ -12,7 +12,6 @@ use volcano_framework::Resource;
 
 use crate::cluster::{Cluster, CycleRecord};
 use crate::sim::{LastCycle, Stop};
-use crate::SCHEDULER_NAME;
 
 /// A pod after the last cycle.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,7 +103,13 @@ fn canonical(list: &ResourceList) -> ResourceList {
 
 impl Report {
     /// Builds the report from the cluster after the last cycle.
-    pub fn new(cluster: &Cluster, cycles: &[CycleRecord], last: Option<&LastCycle>, stop: Option<Stop>) -> Report {
+    pub fn new(
+        cluster: &Cluster,
+        cycles: &[CycleRecord],
+        last: Option<&LastCycle>,
+        stop: Option<Stop>,
+        scheduler_names: &[String],
+    ) -> Report {
         let pod_groups: Vec<PodGroupLine> = {
             let mut v: Vec<PodGroupLine> = cluster
                 .pod_groups
@@ -160,7 +165,7 @@ impl Report {
                     pending_reason: None,
                 };
                 if line.node.is_none() && line.phase == "Pending" {
-                    line.pending_reason = Some(pending_reason(&line, cluster, last));
+                    line.pending_reason = Some(pending_reason(&line, cluster, last, scheduler_names));
                 }
                 line
             })
@@ -390,14 +395,15 @@ impl Report {
 /// Pending pods named per PodGroup in the table; the others are counted.
 const MAX_NAMES: usize = 8;
 
-fn pending_reason(pod: &PodLine, cluster: &Cluster, last: Option<&LastCycle>) -> String {
+fn pending_reason(pod: &PodLine, cluster: &Cluster, last: Option<&LastCycle>, scheduler_names: &[String]) -> String {
     if let Some(node) = &pod.nominated_node {
         return format!("pipelined to {node}: waits for resources being released there");
     }
-    if pod.scheduler != SCHEDULER_NAME {
+    if !scheduler_names.iter().any(|n| *n == pod.scheduler) {
         return format!(
-            "schedulerName is {:?}: volcano-rs schedules only pods with schedulerName {SCHEDULER_NAME}",
-            pod.scheduler
+            "schedulerName is {:?}: this run schedules only pods with schedulerName {} (see --scheduler-name)",
+            pod.scheduler,
+            scheduler_names.join(" or ")
         );
     }
     let Some(pg_key) = &pod.pod_group else { return "the pod has no PodGroup".into() };

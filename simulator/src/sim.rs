@@ -11,7 +11,6 @@ use crate::error::SimError;
 use crate::manifest::Manifest;
 use crate::normalize::{normalise, Normalised, Origins, SIM_EPOCH_MS};
 use crate::report::Report;
-use crate::SCHEDULER_NAME;
 
 /// Without `--cycles`, the simulation stops after this many cycles at most.
 pub const MAX_CYCLES: u32 = 100;
@@ -51,6 +50,8 @@ pub struct Simulator {
     stop: Option<Stop>,
     /// The snapshot built to validate the input, used by the first cycle.
     prepared: Option<Snapshot>,
+    /// The `spec.schedulerName`s scheduled by this run.
+    scheduler_names: Vec<String>,
 }
 
 impl std::fmt::Debug for Simulator {
@@ -73,9 +74,10 @@ impl Simulator {
     /// A simulator over an already normalised cluster.
     pub fn from_normalised(n: Normalised, profile: Profile) -> Result<Self, SimError> {
         let start_ms = SIM_EPOCH_MS.max(n.latest_creation_ms);
-        let prepared =
-            Snapshot::build(&n.cluster.objects(), &[SCHEDULER_NAME]).map_err(|e| n.origins.snapshot_error(e))?;
+        let names: Vec<&str> = n.scheduler_names.iter().map(String::as_str).collect();
+        let prepared = Snapshot::build(&n.cluster.objects(), &names).map_err(|e| n.origins.snapshot_error(e))?;
         Ok(Simulator {
+            scheduler_names: n.scheduler_names,
             cluster: n.cluster,
             origins: n.origins,
             profile,
@@ -131,8 +133,11 @@ impl Simulator {
         let now_ms = self.cycle_time_ms(cycle);
         let snap = match self.prepared.take() {
             Some(s) => s,
-            None => Snapshot::build(&self.cluster.objects(), &[SCHEDULER_NAME])
-                .map_err(|e| self.origins.snapshot_error(e))?,
+            None => Snapshot::build(
+                &self.cluster.objects(),
+                &self.scheduler_names.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .map_err(|e| self.origins.snapshot_error(e))?,
         };
         let cx = CycleContext { cycle, now_ms, options: self.options.clone() };
         let mut checker = InvariantChecker::default();
@@ -190,6 +195,6 @@ impl Simulator {
 
     /// The state of the cluster and what every cycle did, for output.
     pub fn report(&self) -> Report {
-        Report::new(&self.cluster, &self.history, self.last.as_ref(), self.stop)
+        Report::new(&self.cluster, &self.history, self.last.as_ref(), self.stop, &self.scheduler_names)
     }
 }
