@@ -170,7 +170,7 @@ pub struct PodGroupCondition {
     /// `True`, `False` or `Unknown`.
     pub status: String,
     /// Session that set the condition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "transitionID", skip_serializing_if = "Option::is_none")]
     pub transition_id: Option<String>,
     /// Time of the last transition.
     #[serde(default, skip_serializing_if = "Option::is_none")]

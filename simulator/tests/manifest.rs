@@ -14,13 +14,16 @@ fn load_err(file: &str, text: &str) -> InputError {
 fn unknown_kind_names_file_document_and_object() {
     let text = docs(&[
         node("n1", "4", "8Gi"),
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n".into(),
+        "apiVersion: apps.example.com/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n".into(),
     ]);
     let err = load_err("cluster.yaml", &text);
     assert_eq!(err.category(), "unknown_kind");
     let InputError::UnknownKind { origin, kind, api_version, object } = &err else { panic!("{err:?}") };
     assert_eq!((origin.file.as_str(), origin.document, origin.line), ("cluster.yaml", 2, Some(6)));
-    assert_eq!((kind.as_str(), api_version.as_str(), object.as_deref()), ("Deployment", "apps/v1", Some("web")));
+    assert_eq!(
+        (kind.as_str(), api_version.as_str(), object.as_deref()),
+        ("Deployment", "apps.example.com/v1", Some("web"))
+    );
     let msg = err.to_string();
     assert!(msg.starts_with("cluster.yaml: document 2 (line 6): object web: unknown kind \"Deployment\""), "{msg}");
     assert!(msg.contains("scheduling.volcano.sh/v1beta1 PodGroup"), "{msg}");
@@ -179,10 +182,10 @@ items:
 
 #[test]
 fn error_inside_a_list_names_the_item() {
-    let text = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n";
+    let text = "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Node, metadata: {name: n1}}\n- {apiVersion: v1, kind: Sekret, metadata: {name: s}}\n";
     let err = load_err("l.yaml", text);
     assert!(
-        err.to_string().starts_with("l.yaml: document 1 (line 1), item 2: object s: unknown kind \"Secret\""),
+        err.to_string().starts_with("l.yaml: document 1 (line 1), item 2: object s: unknown kind \"Sekret\""),
         "{err}"
     );
 }

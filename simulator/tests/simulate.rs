@@ -276,3 +276,34 @@ fn the_clock_starts_at_the_latest_creation_time() {
     let t = k8s_openapi::jiff::Timestamp::from_millisecond(sim.history()[0].time_ms).unwrap();
     assert_eq!(t.to_string(), "2030-06-01T00:00:00Z");
 }
+
+/// A cluster dump as `kubectl get … -o yaml` prints it (server-populated fields, Lists,
+/// kinds that do not affect scheduling) simulates with `--scheduler-name volcano`.
+#[test]
+fn a_kubectl_dump_simulates() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubectl-get-all.yaml");
+    let manifest = volcano_sim::Manifest::from_paths(&[&path]).unwrap();
+    assert_eq!(
+        manifest.skipped_summary().as_deref(),
+        Some(
+            "skipped 4 object(s) that do not affect scheduling: 1 Service, 1 apps/v1 Deployment, \
+             1 apps/v1 ReplicaSet, 1 batch/v1 CronJob"
+        )
+    );
+    let registries =
+        volcano_framework::Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    let profile = volcano_framework::Profile::builtin_default(&registries).unwrap();
+    let n = volcano_sim::normalise_for(manifest, &["volcano".to_string()]).unwrap();
+    let mut sim = volcano_sim::Simulator::from_normalised(n, profile).unwrap();
+    sim.run(None).unwrap();
+    let report = sim.report();
+    let v: Value = serde_json::from_str(&report.to_json()).unwrap();
+    // The inference pod of another scheduler holds 2 of gpu-0's 8 GPUs, so the gang of two
+    // 8-GPU workers cannot be placed whole and stays pending.
+    let pods = v["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 3);
+    assert!(pods.iter().filter(|p| p["pod"].as_str().unwrap().starts_with("research/")).all(|p| p["node"].is_null()));
+    let pg = &v["podGroups"].as_array().unwrap().iter().find(|p| p["name"] == "research/llm-ft").unwrap().clone();
+    assert_eq!(pg["phase"], "Inqueue");
+    assert!(pg["conditions"][0]["message"].as_str().unwrap().contains("Insufficient nvidia.com/gpu"), "{pg}");
+}
