@@ -119,6 +119,18 @@ pub fn is_extended_resource(name: &str) -> bool {
     }
 }
 
+/// The largest quantity volcano-rs accepts for a resource: 2^53 bytes (8 PiB) for memory and
+/// storage, 2^53 thousandths for the others (counted in milli-units, as Volcano does), so that
+/// every value and every sum over a node's pods stays exact in 64 bits.
+pub fn max_quantity(name: &str) -> f64 {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if name == "memory" || name == "ephemeral-storage" || name.starts_with("hugepages-") {
+        EXACT
+    } else {
+        (EXACT / 1000.0).floor()
+    }
+}
+
 /// Whether requests of a resource may be below its limit (cpu, memory, ephemeral storage).
 fn overcommit_allowed(name: &str) -> bool {
     !(is_extended_resource(name) || name.starts_with("hugepages-"))
@@ -137,6 +149,16 @@ fn list(path: &str, list: Option<&ResourceList>) -> Check {
             }
             Ok(v) if v < 0.0 => {
                 return Err(FieldError::new(field(), format!("{:?} is negative; expected a quantity ≥ 0", q.0)))
+            }
+            Ok(v) if v > max_quantity(name) => {
+                return Err(FieldError::new(
+                    field(),
+                    format!(
+                        "{:?} is larger than volcano-rs accounts exactly (at most {}); no cluster holds that much",
+                        q.0,
+                        max_quantity(name)
+                    ),
+                ))
             }
             Ok(v) if is_extended_resource(name) && v.fract() != 0.0 => {
                 return Err(FieldError::new(
@@ -551,6 +573,9 @@ mod tests {
         assert_eq!(e.field, "spec.containers[0].resources.limits[nvidia.com/gpu]");
         assert!(pod(&pod_with(&[], &[("nvidia.com/gpu", "1")])).is_ok(), "requests default to limits");
         assert!(pod(&pod_with(&[("cpu", "500m")], &[("cpu", "1")])).is_ok(), "cpu may be overcommitted");
+        let e = pod(&pod_with(&[("memory", "99999999999999999999")], &[])).unwrap_err();
+        assert!(e.message.contains("larger than volcano-rs accounts exactly"), "{e}");
+        assert!(pod(&pod_with(&[("memory", "8Pi")], &[])).is_ok());
         let e = pod(&pod_with(&[("cpu", "2")], &[("cpu", "1")])).unwrap_err();
         assert!(e.message.contains("less than or equal"), "{e}");
     }

@@ -175,8 +175,10 @@ impl Snapshot {
                 node.used.add(&task.resreq);
             }
         }
-        node.nonzero_cpu += task.nonzero_cpu;
-        node.nonzero_memory += task.nonzero_memory;
+        // Wrapping, as kube-scheduler's int64 sums: only absurd quantities get near the
+        // limit, and an add followed by a subtract still gives the value back.
+        node.nonzero_cpu = node.nonzero_cpu.wrapping_add(task.nonzero_cpu);
+        node.nonzero_memory = node.nonzero_memory.wrapping_add(task.nonzero_memory);
         node.tasks.push(t);
     }
 
@@ -198,8 +200,8 @@ impl Snapshot {
                 node.used.sub_unchecked(&task.resreq);
             }
         }
-        node.nonzero_cpu -= task.nonzero_cpu;
-        node.nonzero_memory -= task.nonzero_memory;
+        node.nonzero_cpu = node.nonzero_cpu.wrapping_sub(task.nonzero_cpu);
+        node.nonzero_memory = node.nonzero_memory.wrapping_sub(task.nonzero_memory);
         if let Some(pos) = node.tasks.iter().rposition(|x| *x == t) {
             node.tasks.swap_remove(pos);
         }

@@ -48,7 +48,8 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    ((capacity - requested) * MAX_NODE_SCORE) / capacity
+    // In 128 bits: a capacity near i64::MAX times 100 must not overflow.
+    (((capacity - requested) as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64
 }
 
 /// kube-scheduler's `mostRequestedScore`: the used share of the capacity, 0–100 (a request
@@ -57,7 +58,7 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
-    (requested.min(capacity) * MAX_NODE_SCORE) / capacity
+    ((requested.min(capacity) as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64
 }
 
 /// Averages a per-resource score over the resources with a non-zero allocatable, all of
@@ -179,8 +180,9 @@ impl NodeRequested {
     }
 
     fn add(&mut self, r: &TaskRequest, sign: i64) {
-        self.nonzero_cpu += sign * r.nonzero_cpu;
-        self.nonzero_memory += sign * r.nonzero_memory;
+        // Wrapping, as kube-scheduler's int64 arithmetic (see the snapshot's node sums).
+        self.nonzero_cpu = self.nonzero_cpu.wrapping_add(sign.wrapping_mul(r.nonzero_cpu));
+        self.nonzero_memory = self.nonzero_memory.wrapping_add(sign.wrapping_mul(r.nonzero_memory));
         let s = sign as f64;
         self.cpu += s * r.cpu;
         self.memory += s * r.memory;
@@ -236,10 +238,10 @@ pub fn nonzero_request(pod: &Pod) -> (i64, i64) {
     mem = mem.max(init_mem);
     if let Some(overhead) = &spec.overhead {
         if let Some(q) = overhead.get("cpu") {
-            cpu += quantity::parse_milli(&q.0).unwrap_or(0.0) as i64;
+            cpu = cpu.wrapping_add(quantity::parse_milli(&q.0).unwrap_or(0.0) as i64);
         }
         if let Some(q) = overhead.get("memory") {
-            mem += quantity::parse_value(&q.0).unwrap_or(0.0) as i64;
+            mem = mem.wrapping_add(quantity::parse_value(&q.0).unwrap_or(0.0) as i64);
         }
     }
     (cpu, mem)
@@ -251,8 +253,8 @@ pub fn resource_scores(task: &TaskRequest, node: &NodeInfo, requested: &NodeRequ
     let alloc_cpu = node.allocatable.milli_cpu as i64;
     let alloc_mem = node.allocatable.memory as i64;
     let nonzero = [
-        (requested.nonzero_cpu + task.nonzero_cpu, alloc_cpu),
-        (requested.nonzero_memory + task.nonzero_memory, alloc_mem),
+        (requested.nonzero_cpu.wrapping_add(task.nonzero_cpu), alloc_cpu),
+        (requested.nonzero_memory.wrapping_add(task.nonzero_memory), alloc_mem),
     ];
     let least = equal_weight_score(nonzero, least_requested_score);
     let most = equal_weight_score(nonzero, most_requested_score);
@@ -310,8 +312,8 @@ impl NodeOrder {
     pub fn node_requested(&self, snap: &Snapshot, node: NodeId) -> NodeRequested {
         let mut r = NodeRequested::of_node(snap.node(node));
         if let Some(evicted) = self.evicted_sums.get(&node) {
-            r.nonzero_cpu -= evicted.nonzero_cpu;
-            r.nonzero_memory -= evicted.nonzero_memory;
+            r.nonzero_cpu = r.nonzero_cpu.wrapping_sub(evicted.nonzero_cpu);
+            r.nonzero_memory = r.nonzero_memory.wrapping_sub(evicted.nonzero_memory);
             r.cpu -= evicted.cpu;
             r.memory -= evicted.memory;
             r.gpu -= evicted.gpu;
