@@ -57,10 +57,9 @@ impl Action for Enqueue {
                     ssn.snap.jobs[j.idx()].phase = PodGroupPhase::Inqueue;
                     tracing::debug!(job = %ssn.snap.job(j).key, "admitted");
                 }
-                Err(plugin) => {
-                    let job = &mut ssn.snap.jobs[j.idx()];
-                    tracing::debug!(job = %job.key, plugin, "not admitted");
-                    job.job_fit_error = Some(format!("job is not admitted to its queue: rejected by plugin {plugin}"));
+                Err((plugin, why)) => {
+                    tracing::debug!(job = %ssn.snap.job(j).key, plugin, why, "not admitted");
+                    ssn.reject_admission(j, plugin, why);
                 }
             }
             if !jobs[q.idx()].is_empty() {

@@ -217,7 +217,13 @@ pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
         reports.insert(q.name.clone(), report);
     }
 
-    for (j, type_, reason, message) in out.job_events {
+    // Admission rejections: one event per job, with the last reason of the session.
+    let mut rejected = std::mem::take(&mut ssn.admission_rejections);
+    rejected.reverse();
+    rejected.sort_by_key(|(j, _)| *j);
+    rejected.dedup_by_key(|(j, _)| *j);
+    let rejected = rejected.into_iter().map(|(j, why)| (j, EventType::Normal, event_reason::UNSCHEDULABLE, why));
+    for (j, type_, reason, message) in out.job_events.into_iter().chain(rejected) {
         let object = snap.job(j).object_ref();
         effects.push(Effect::Event(Event { kind: EventKind::PodGroup, object, type_, reason, message }));
     }

@@ -76,6 +76,25 @@ pub enum Vote {
     Reject,
 }
 
+/// A plugin's answer on admitting a job (`Inqueue`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Yes.
+    Permit,
+    /// No opinion: the next tier decides.
+    Abstain,
+    /// No, and why, for people: the job's condition and the PodGroup event say it. Wins
+    /// over any Permit.
+    Reject(String),
+}
+
+impl Admission {
+    /// Whether this is a rejection.
+    pub fn is_reject(&self) -> bool {
+        matches!(self, Admission::Reject(_))
+    }
+}
+
 /// What the session tells plugins when it opens.
 #[derive(Clone, Debug)]
 pub struct SessionContext {
@@ -210,6 +229,12 @@ pub trait Plugin: Send + Sync {
         true
     }
 
+    /// Why [`Plugin::allocatable`] refuses the task, for the job's condition (asked only
+    /// after a refusal, off the hot path).
+    fn allocatable_refusal(&self, snap: &Snapshot, queue: QueueId, task: TaskId) -> Option<String> {
+        None
+    }
+
     /// Whether the queue may reclaim for this task.
     fn preemptive(&self, snap: &Snapshot, queue: QueueId, task: TaskId) -> bool {
         true
@@ -231,8 +256,8 @@ pub trait Plugin: Send + Sync {
     }
 
     /// Whether a Pending job may be admitted (`Inqueue`).
-    fn job_enqueueable(&self, snap: &Snapshot, job: JobId) -> Vote {
-        Vote::Abstain
+    fn job_enqueueable(&self, snap: &Snapshot, job: JobId) -> Admission {
+        Admission::Abstain
     }
 
     /// A job was admitted: reserve what it needs.

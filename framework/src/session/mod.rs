@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use crate::effect::Effect;
 use crate::model::*;
-use crate::plugin::{Hooks, InvalidJob, Plugin, SessionContext, Vote};
+use crate::plugin::{Admission, Hooks, InvalidJob, Plugin, SessionContext, Vote};
 use crate::resource::{DimensionDefault, Resource};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, FitErrors, Status};
@@ -54,6 +54,8 @@ pub struct Session {
     /// active, in tier order.
     hooked: Vec<Vec<(usize, usize)>>,
     pub(crate) effects: Vec<Effect>,
+    /// Jobs not admitted in this session, with why (events at close).
+    pub(crate) admission_rejections: Vec<(JobId, String)>,
     pub(crate) current_action: &'static str,
     pub(crate) index: crate::session::select::NodeIndex,
     pub(crate) index_enabled: bool,
@@ -105,6 +107,7 @@ impl Session {
             tiers,
             hooked,
             effects,
+            admission_rejections: Vec::new(),
             current_action: "",
             index: Default::default(),
             index_enabled,
@@ -370,9 +373,45 @@ impl Session {
         self.job_enqueueable_by(j).is_ok()
     }
 
-    /// Like [`Session::job_enqueueable`], naming the plugin that rejected the job.
-    pub fn job_enqueueable_by(&self, j: JobId) -> Result<(), &'static str> {
-        self.vote(Hooks::JOB_ENQUEUEABLE, |p| p.job_enqueueable(&self.snap, j))
+    /// Like [`Session::job_enqueueable`], with the plugin that rejected the job and why:
+    /// per tier, the first rejection wins; a tier with a permit and no rejection admits.
+    pub fn job_enqueueable_by(&self, j: JobId) -> Result<(), (&'static str, String)> {
+        for tier in self.active_tiers(Hooks::JOB_ENQUEUEABLE) {
+            let mut permitted = false;
+            for p in tier {
+                match p.job_enqueueable(&self.snap, j) {
+                    Admission::Reject(why) => return Err((p.name(), why)),
+                    Admission::Permit => permitted = true,
+                    Admission::Abstain => {}
+                }
+            }
+            if permitted {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that a job was not admitted: its waiting reason, and a PodGroup event when the
+    /// session closes (one per job, the last reason).
+    pub fn reject_admission(&mut self, j: JobId, plugin: &'static str, why: String) {
+        self.snap.jobs[j.idx()].job_fit_error = Some(format!("not admitted to its queue ({plugin}): {why}"));
+        self.admission_rejections.push((j, why));
+    }
+
+    /// Sets why a job waits (the origin reason of its condition), unless a reason is set.
+    pub fn set_job_reason(&mut self, j: JobId, why: String) {
+        let job = &mut self.snap.jobs[j.idx()];
+        if job.job_fit_error.is_none() {
+            job.job_fit_error = Some(why);
+        }
+    }
+
+    /// Why the queue refuses the task: the first plugin whose [`Plugin::allocatable`] says no,
+    /// and its explanation.
+    pub fn allocatable_refusal(&self, q: QueueId, t: TaskId) -> Option<String> {
+        let p = self.active(Hooks::ALLOCATABLE).find(|p| !p.allocatable(&self.snap, q, t))?;
+        Some(p.allocatable_refusal(&self.snap, q, t).unwrap_or_else(|| format!("queue refused by {}", p.name())))
     }
 
     /// Tells every plugin that the job was admitted.

@@ -25,18 +25,19 @@ use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
+use volcano_api::names::event_reason;
 use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    ArgsError, CloseOutput, Hooks, JobId, JobInfo, Plugin, PluginBuilder, QueueId, QueueReport, SessionContext,
-    Snapshot, TaskId, TaskStatus, Vote,
+    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, JobInfo, Plugin, PluginBuilder, QueueId, QueueReport,
+    SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
 
 use crate::predicates::parse_keyed;
 use crate::proportion::reserve::{
-    deduct_gated, exceeded_dims, exceeded_part, format_resource_names, observed_phase, running_reservation,
-    unallocated_min, Rejections,
+    deduct_gated, exceeded_dims, exceeded_part, format_resource_names, observed_phase, running_reservation, shortfall,
+    unallocated_min,
 };
 
 /// Configuration name.
@@ -144,7 +145,6 @@ pub struct Capacity {
     queues: Vec<QueueAttr>,
     /// The root's index (hierarchical mode).
     root: Option<usize>,
-    rejections: Rejections,
 }
 
 /// What one job contributes to its queue.
@@ -622,7 +622,16 @@ impl Plugin for Capacity {
                 },
             ));
         }
-        self.rejections.emit(out);
+        // Admitted jobs of a queue outside the hierarchy (or not a leaf) wait: say why on
+        // the PodGroup. (Jobs refused at admission get their event from the session.)
+        if self.hierarchy {
+            for (i, job) in snap.jobs.iter().enumerate() {
+                let waiting = job.count(TaskStatus::Pending) > 0 && job.phase != PodGroupPhase::Pending;
+                if let Some(reason) = self.refusal(job.queue.idx()).filter(|_| waiting) {
+                    out.job_events.push((JobId(i as u32), EventType::Normal, event_reason::UNSCHEDULABLE, reason));
+                }
+            }
+        }
     }
 
     fn queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {
@@ -674,9 +683,6 @@ impl Plugin for Capacity {
         }
         if let Some(reason) = self.refusal(q.idx()) {
             tracing::debug!(queue = %queue.name, task = %snap.task(t).key, "capacity: {reason}");
-            if let Some(j) = snap.task(t).job {
-                self.rejections.record(j, reason);
-            }
             return false;
         }
         let req = &snap.task(t).resreq;
@@ -694,6 +700,31 @@ impl Plugin for Capacity {
             }
         }
         true
+    }
+
+    fn allocatable_refusal(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> Option<String> {
+        let queue = snap.queue(q);
+        if !queue.is_open() {
+            return Some(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+        }
+        self.attr(q)?;
+        if let Some(reason) = self.refusal(q.idx()) {
+            return Some(reason);
+        }
+        let req = &snap.task(t).resreq;
+        for i in self.up_the_tree(q.idx()) {
+            let a = &self.queues[i];
+            let over = exceeded_dims(req, &a.real_capability, |n| a.allocated.get(n) + req.get(n));
+            let text = shortfall(over, req, &a.real_capability, &[("allocated", &a.allocated, 1.0)]);
+            if !text.is_empty() {
+                return Some(format!(
+                    "queue {} is at its real capability: {}",
+                    a.name,
+                    text.replace("the job needs", "a pod needs")
+                ));
+            }
+        }
+        None
     }
 
     fn preemptive(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
@@ -805,31 +836,43 @@ impl Plugin for Capacity {
         Some(victims)
     }
 
-    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {
+    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Admission {
         let job = snap.job(j);
         let q = job.queue;
         let queue = snap.queue(q);
         if self.attr(q).is_none() {
-            return Vote::Permit;
+            return Admission::Permit;
         }
         if let Some(reason) = self.refusal(q.idx()) {
             tracing::debug!(job = %job.key, "capacity: job rejected: {reason}");
-            self.rejections.record(j, reason);
-            return Vote::Reject;
+            return Admission::Reject(reason);
         }
         if !queue.is_open() {
             tracing::debug!(job = %job.key, queue = %queue.name, "queue is not open: job rejected");
-            return Vote::Reject;
+            return Admission::Reject(format!("queue {} is {:?}, not Open", queue.name, queue.state));
         }
-        let Some(min) = &job.min_resources else { return Vote::Permit };
+        let Some(min) = &job.min_resources else { return Admission::Permit };
         for i in self.up_the_tree(q.idx()) {
             let a = &self.queues[i];
             let used = |n: &str| min.get(n) + a.allocated.get(n) + a.inqueue.get(n) - a.elastic.get(n);
             if exceeded_dims(min, &a.real_capability, used).next().is_none() {
                 continue;
             }
-            let message =
-                format_resource_names(QUOTA_INSUFFICIENT, "insufficient", exceeded_dims(min, &a.real_capability, used));
+            let message = format!(
+                "{}; queue {}: {}",
+                format_resource_names(QUOTA_INSUFFICIENT, "insufficient", exceeded_dims(min, &a.real_capability, used)),
+                a.name,
+                shortfall(
+                    exceeded_dims(min, &a.real_capability, used),
+                    min,
+                    &a.real_capability,
+                    &[
+                        ("allocated", &a.allocated, 1.0),
+                        ("reserved for admitted jobs", &a.inqueue, 1.0),
+                        ("elastic", &a.elastic, -1.0)
+                    ],
+                )
+            );
             tracing::debug!(
                 job = %job.key,
                 queue = %a.name,
@@ -840,10 +883,9 @@ impl Plugin for Capacity {
                 elastic = %a.elastic,
                 "job rejected: {message}"
             );
-            self.rejections.record(j, message);
-            return Vote::Reject;
+            return Admission::Reject(message);
         }
-        Vote::Permit
+        Admission::Permit
     }
 
     fn job_enqueued(&mut self, snap: &Snapshot, j: JobId) {

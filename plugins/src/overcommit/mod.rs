@@ -18,13 +18,13 @@ use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::Resource;
 use volcano_framework::{
-    parse_args, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, SessionContext, Snapshot, Vote,
+    parse_args, Admission, ArgsError, Hooks, JobId, Plugin, PluginBuilder, SessionContext, Snapshot,
 };
 
 pub use args::{Args, DEFAULT_OVERCOMMIT_FACTOR};
 
 use crate::proportion::reserve::{
-    deduct_gated, exceeded_dims, format_resource_names, observed_phase, running_reservation, Rejections,
+    deduct_gated, exceeded_dims, format_resource_names, observed_phase, running_reservation, shortfall,
 };
 
 /// Configuration name.
@@ -39,7 +39,6 @@ pub struct Overcommit {
     factor: f64,
     idle: Resource,
     inqueue: Resource,
-    rejections: Rejections,
 }
 
 impl Overcommit {
@@ -97,18 +96,24 @@ impl Plugin for Overcommit {
         );
     }
 
-    fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
-        self.rejections.emit(out);
-    }
-
-    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {
+    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Admission {
         let job = snap.job(j);
-        let Some(min) = &job.min_resources else { return Vote::Permit };
+        let Some(min) = &job.min_resources else { return Admission::Permit };
         let wanted = |n: &str| self.inqueue.get(n) + min.get(n);
         if exceeded_dims(min, &self.idle, wanted).next().is_none() {
-            return Vote::Permit;
+            return Admission::Permit;
         }
-        let message = format_resource_names(CLUSTER_OVERUSED, "overused", exceeded_dims(min, &self.idle, wanted));
+        let message = format!(
+            "{}; the cluster's room (allocatable × overcommit factor {} − used): {}",
+            format_resource_names(CLUSTER_OVERUSED, "overused", exceeded_dims(min, &self.idle, wanted)),
+            self.factor,
+            shortfall(
+                exceeded_dims(min, &self.idle, wanted),
+                min,
+                &self.idle,
+                &[("reserved for admitted jobs", &self.inqueue, 1.0)]
+            )
+        );
         tracing::debug!(
             job = %job.key,
             min = %min,
@@ -116,8 +121,7 @@ impl Plugin for Overcommit {
             inqueue = %self.inqueue,
             "job rejected: {message}"
         );
-        self.rejections.record(j, message);
-        Vote::Reject
+        Admission::Reject(message)
     }
 
     fn job_enqueued(&mut self, snap: &Snapshot, j: JobId) {

@@ -23,8 +23,8 @@ use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE};
 use volcano_framework::{
-    parse_args, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport, SessionContext,
-    Snapshot, TaskId, TaskStatus, Vote,
+    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
+    SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
@@ -85,7 +85,6 @@ impl QueueAttr {
 #[derive(Debug, Default)]
 pub struct Proportion {
     queues: Vec<QueueAttr>,
-    rejections: reserve::Rejections,
 }
 
 impl Proportion {
@@ -296,7 +295,6 @@ impl Plugin for Proportion {
                 },
             ));
         }
-        self.rejections.emit(out);
     }
 
     fn queue_order(&self, snap: &Snapshot, l: QueueId, r: QueueId) -> Ordering {
@@ -326,6 +324,22 @@ impl Plugin for Proportion {
 
     fn allocatable(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
         self.queue_allocatable(snap, q, t)
+    }
+
+    fn allocatable_refusal(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> Option<String> {
+        let queue = snap.queue(q);
+        if !queue.is_open() {
+            return Some(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+        }
+        let attr = self.attr(q)?;
+        let req = &snap.task(t).resreq;
+        let over = exceeded_dims(req, &attr.deserved, |n| attr.allocated.get(n) + req.get(n));
+        Some(format!(
+            "queue {} is at its deserved share: {}",
+            queue.name,
+            reserve::shortfall(over, req, &attr.deserved, &[("allocated", &attr.allocated, 1.0)])
+                .replace("the job needs", "a pod needs")
+        ))
     }
 
     fn preemptive(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
@@ -358,23 +372,37 @@ impl Plugin for Proportion {
         Some(victims)
     }
 
-    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {
+    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Admission {
         let job = snap.job(j);
         let queue = snap.queue(job.queue);
         if !queue.is_open() {
             tracing::debug!(job = %job.key, queue = %queue.name, "queue is not open: job rejected");
-            return Vote::Reject;
+            return Admission::Reject(format!("queue {} is {:?}, not Open", queue.name, queue.state));
         }
-        let Some(min) = &job.min_resources else { return Vote::Permit };
-        let Some(attr) = self.attr(job.queue) else { return Vote::Permit };
+        let Some(min) = &job.min_resources else { return Admission::Permit };
+        let Some(attr) = self.attr(job.queue) else { return Admission::Permit };
         let used = |n: &str| min.get(n) + attr.allocated.get(n) + attr.inqueue.get(n) - attr.elastic.get(n);
         if exceeded_dims(min, &attr.real_capability, used).next().is_none() {
-            return Vote::Permit;
+            return Admission::Permit;
         }
-        let message = reserve::format_resource_names(
-            QUOTA_INSUFFICIENT,
-            "insufficient",
-            exceeded_dims(min, &attr.real_capability, used),
+        let message = format!(
+            "{}; queue {}: {}",
+            reserve::format_resource_names(
+                QUOTA_INSUFFICIENT,
+                "insufficient",
+                exceeded_dims(min, &attr.real_capability, used),
+            ),
+            queue.name,
+            reserve::shortfall(
+                exceeded_dims(min, &attr.real_capability, used),
+                min,
+                &attr.real_capability,
+                &[
+                    ("allocated", &attr.allocated, 1.0),
+                    ("reserved for admitted jobs", &attr.inqueue, 1.0),
+                    ("elastic", &attr.elastic, -1.0)
+                ],
+            )
         );
         tracing::debug!(
             job = %job.key,
@@ -386,8 +414,7 @@ impl Plugin for Proportion {
             elastic = %attr.elastic,
             "job rejected: {message}"
         );
-        self.rejections.record(j, message);
-        Vote::Reject
+        Admission::Reject(message)
     }
 
     fn job_enqueued(&mut self, snap: &Snapshot, j: JobId) {

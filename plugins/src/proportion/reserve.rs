@@ -4,8 +4,6 @@
 //! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`).
 
 use volcano_api::crd::PodGroupPhase;
-use volcano_api::names::event_reason;
-use volcano_framework::effect::EventType;
 use volcano_framework::resource::{Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{JobInfo, Snapshot, TaskStatus};
 
@@ -146,35 +144,44 @@ pub(crate) fn exceeded_part(l: &Resource, r: &Resource) -> Resource {
     out
 }
 
-/// Records jobs rejected at admission from `&self` hooks; drained at session close.
-#[derive(Debug, Default)]
-pub(crate) struct Rejections(std::sync::Mutex<Vec<(volcano_framework::JobId, String)>>);
+/// One resource amount in Kubernetes notation (`4`, `500m`, `64Gi`).
+pub(crate) fn amount(name: &str, v: f64) -> String {
+    let mut r = Resource::empty();
+    r.set(name, v.max(0.0));
+    r.to_list().remove(name).map(|q| q.0).unwrap_or_else(|| "0".to_string())
+}
 
-impl Rejections {
-    /// Remembers a rejection and its event message.
-    pub(crate) fn record(&self, job: volcano_framework::JobId, message: String) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push((job, message));
-    }
-
-    /// Writes the rejections as PodGroup events (`Normal`, `Unschedulable`) at session close.
-    pub(crate) fn emit(&mut self, out: &mut volcano_framework::CloseOutput) {
-        for (job, message) in self.drain() {
-            out.job_events.push((job, EventType::Normal, event_reason::UNSCHEDULABLE, message));
-        }
-    }
-
-    /// The rejections in job order, one per job (the last message wins).
-    pub(crate) fn drain(&mut self) -> Vec<(volcano_framework::JobId, String)> {
-        let mut v = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
-        // Stable sort keeps recording order within a job; keep the last one.
-        v.sort_by_key(|(j, _)| *j);
-        let mut out: Vec<(volcano_framework::JobId, String)> = Vec::with_capacity(v.len());
-        for (j, m) in v {
-            match out.last_mut() {
-                Some(last) if last.0 == j => last.1 = m,
-                _ => out.push((j, m)),
-            }
-        }
-        out
-    }
+/// Why a job's minimum does not fit, resource by resource: `nvidia.com/gpu: the job needs 32,
+/// 14 of 48 are left (34 allocated, 0 reserved for admitted jobs)`. `taken` lists what uses
+/// the limit, each with a sign (+1 holds, -1 gives back, as elastic pods do).
+pub(crate) fn shortfall<'a>(
+    names: impl Iterator<Item = &'a str>,
+    min: &Resource,
+    limit: &Resource,
+    taken: &[(&str, &Resource, f64)],
+) -> String {
+    let parts: Vec<String> = names
+        .map(|n| {
+            let used: f64 = taken.iter().map(|(_, r, sign)| sign * r.get(n)).sum();
+            let held: Vec<String> = taken
+                .iter()
+                .map(|(what, r, sign)| {
+                    let a = amount(n, r.get(n));
+                    if *sign < 0.0 {
+                        format!("{a} {what} give back")
+                    } else {
+                        format!("{a} {what}")
+                    }
+                })
+                .collect();
+            format!(
+                "{n}: the job needs {}, {} of {} left ({})",
+                amount(n, min.get(n)),
+                amount(n, limit.get(n) - used),
+                amount(n, limit.get(n)),
+                held.join(", ")
+            )
+        })
+        .collect();
+    parts.join("; ")
 }

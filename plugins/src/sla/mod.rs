@@ -20,7 +20,9 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
-use volcano_framework::{ArgsError, Hooks, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, Vote};
+use volcano_framework::{
+    Admission, ArgsError, Hooks, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, Vote,
+};
 
 pub use args::{Args, WAITING_TIME_KEY};
 
@@ -88,8 +90,11 @@ impl Plugin for Sla {
         }
     }
 
-    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Vote {
-        self.permit_when_due(snap.job(j))
+    fn job_enqueueable(&self, snap: &Snapshot, j: JobId) -> Admission {
+        match self.permit_when_due(snap.job(j)) {
+            Vote::Permit => Admission::Permit,
+            Vote::Abstain | Vote::Reject => Admission::Abstain,
+        }
     }
 
     fn job_pipelined(&self, snap: &Snapshot, j: JobId) -> Vote {

@@ -2,7 +2,7 @@ use std::sync::Arc;
 
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
 use volcano_api::crd::{PodGroupPhase, SLA_WAITING_TIME_ANNOTATION};
-use volcano_framework::{PluginEntry, Profile, Session, SessionOptions};
+use volcano_framework::{Admission, PluginEntry, Profile, Session, SessionOptions};
 use volcano_testkit::{node, pod_group, Objects};
 
 use super::*;
@@ -89,19 +89,19 @@ fn enqueue_and_pipeline_are_forced_once_the_waiting_time_is_over() {
     let c = job(&snap, "c");
     // 59 minutes 59 seconds after creation: still waiting.
     let p = open(&snap, None, (T0 + 3599) * 1000);
-    assert_eq!(p.job_enqueueable(&snap, a), Vote::Abstain);
+    assert_eq!(p.job_enqueueable(&snap, a), Admission::Abstain);
     assert_eq!(p.job_pipelined(&snap, a), Vote::Abstain);
     // Exactly one hour: due.
     let p = open(&snap, None, (T0 + 3600) * 1000);
-    assert_eq!(p.job_enqueueable(&snap, a), Vote::Permit);
+    assert_eq!(p.job_enqueueable(&snap, a), Admission::Permit);
     assert_eq!(p.job_pipelined(&snap, a), Vote::Permit);
     // No waiting time: always abstain.
     let p = open(&snap, None, (T0 + 86_400) * 1000);
-    assert_eq!(p.job_enqueueable(&snap, c), Vote::Abstain);
+    assert_eq!(p.job_enqueueable(&snap, c), Admission::Abstain);
     assert_eq!(p.job_pipelined(&snap, c), Vote::Abstain);
     // A global waiting time applies to c.
     let p = open(&snap, Some(60_000), (T0 + 60) * 1000);
-    assert_eq!(p.job_enqueueable(&snap, c), Vote::Permit);
+    assert_eq!(p.job_enqueueable(&snap, c), Admission::Permit);
 }
 
 #[test]
@@ -112,10 +112,10 @@ fn non_positive_annotations_are_ignored() {
         .pod_group(pod_group("ns", "bad", 1).annotation(SLA_WAITING_TIME_ANNOTATION, "soon"))
         .snapshot();
     let p = open(&snap, None, i64::MAX / 2);
-    assert_eq!(p.job_enqueueable(&snap, job(&snap, "z")), Vote::Abstain);
-    assert_eq!(p.job_enqueueable(&snap, job(&snap, "bad")), Vote::Abstain);
+    assert_eq!(p.job_enqueueable(&snap, job(&snap, "z")), Admission::Abstain);
+    assert_eq!(p.job_enqueueable(&snap, job(&snap, "bad")), Admission::Abstain);
     let p = open(&snap, Some(1000), i64::MAX / 2);
-    assert_eq!(p.job_enqueueable(&snap, job(&snap, "z")), Vote::Permit);
+    assert_eq!(p.job_enqueueable(&snap, job(&snap, "z")), Admission::Permit);
 }
 
 fn option(value: serde_json::Value) -> PluginOption {
