@@ -144,10 +144,17 @@ pub(crate) fn exceeded_part(l: &Resource, r: &Resource) -> Resource {
     out
 }
 
-/// One resource amount in Kubernetes notation (`4`, `500m`, `64Gi`).
+/// One resource amount for people: Kubernetes notation for cpu and memory (`500m`, `64Gi`),
+/// units with decimals for the others (`26.8` GPUs rather than `26800m`).
 pub(crate) fn amount(name: &str, v: f64) -> String {
+    let v = v.max(0.0);
+    if name != "cpu" && name != "memory" && name != "ephemeral-storage" && !name.starts_with("hugepages-") {
+        // Other resources are counted in thousandths, as Volcano counts them.
+        let units = (v / 1000.0 * 1000.0).round() / 1000.0;
+        return format!("{units}");
+    }
     let mut r = Resource::empty();
-    r.set(name, v.max(0.0));
+    r.set(name, v);
     r.to_list().remove(name).map(|q| q.0).unwrap_or_else(|| "0".to_string())
 }
 
