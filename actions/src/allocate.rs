@@ -1,4 +1,4 @@
-//! The `allocate` action: Volcano's core gang placement (spec §2.2).
+//! The `allocate` action: Volcano's core gang placement.
 //!
 //! Queues and jobs are interleaved by their current order: pop the best queue (dropped for
 //! the rest of the action when overused), pop its best job, place the job's pending tasks

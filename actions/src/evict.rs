@@ -1,4 +1,4 @@
-//! What `preempt` and `reclaim` share: the victim order (spec §2.8) and freeing a node for a
+//! What `preempt` and `reclaim` share: the victim order and freeing a node for a
 //! preemptor inside a per-node statement.
 
 use std::cmp::Ordering;

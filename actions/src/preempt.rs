@@ -1,5 +1,5 @@
 //! The `preempt` action: within a queue, starving jobs take resources from lower-priority
-//! work (spec §2.4).
+//! work.
 //!
 //! Phase 1, between jobs: for each queue in queue order, each starving job (job order) opens
 //! a statement; while it is still starving, its pending tasks (task order) try to preempt

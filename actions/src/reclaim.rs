@@ -1,5 +1,5 @@
 //! The `reclaim` action: across queues, a starving job of a queue that is owed resources
-//! takes them back from reclaimable queues that use more than they deserve (spec §2.5).
+//! takes them back from reclaimable queues that use more than they deserve.
 //!
 //! Queues are taken in queue order (an overused queue reclaims nothing); for each starving
 //! job a statement collects, task by task, evictions of **Running**, preemptable pods of

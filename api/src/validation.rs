@@ -1,6 +1,6 @@
 //! What the API server and Volcano's admission webhooks check of the objects volcano-rs
 //! reads, as pure functions: the simulator runs them on manifests, and the kube backend and
-//! the webhook run the same checks (spec §5, §6.6).
+//! the webhook run the same checks (Volcano's CRD schemas and `pkg/webhooks`).
 //!
 //! Each check returns the first problem as a [`FieldError`]: the field path, as `kubectl`
 //! prints it (`spec.containers[0].resources.requests[nvidia.com/gpu]`), and what was

@@ -1,4 +1,4 @@
-//! volcano-benches: the standard benchmark workloads (`bench/WORKLOADS.md`) and the runner
+//! volcano-benches: the standard benchmark workloads (`docs/performance.md`) and the runner
 //! behind `volcano-rs bench`.
 //!
 //! Start with [`workloads::Case`] and [`runner::run_case`]. The runner goes through the same

@@ -1,4 +1,4 @@
-//! The standard synthetic workloads of `bench/WORKLOADS.md`, built exactly as specified:
+//! The standard synthetic workloads of `docs/performance.md`, built exactly as specified:
 //! cluster `gpu-N`, queues `q0`…`q3`, jobs `gang-P`, and the five standard cases.
 
 use std::collections::BTreeMap;
@@ -200,7 +200,7 @@ pub enum Case {
 }
 
 impl Case {
-    /// Every case, in the order of WORKLOADS.md.
+    /// Every case, in the order of docs/performance.md.
     pub const ALL: [Case; 5] = [Case::Fill1k, Case::Fill5k, Case::Fill10k, Case::Backlog5k, Case::Steady5k];
 
     /// The case's name.

@@ -45,7 +45,7 @@ fn the_gpu_example_simulates_with_its_configuration() {
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys, ["cycles", "podGroups", "pods", "queues"], "(sorted by serde_json)");
-    // The text keeps the order of DESIGN.md.
+    // The text keeps the order of docs/simulate.md.
     let text = String::from_utf8_lossy(&o.stdout);
     let at = |k: &str| text.find(&format!("\n  \"{k}\":")).unwrap_or_else(|| panic!("top-level key {k}"));
     assert!(at("cycles") < at("pods") && at("pods") < at("podGroups") && at("podGroups") < at("queues"));

@@ -15,6 +15,7 @@ use crate::plugin::{CloseOutput, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
 use crate::session::Session;
 use crate::snapshot::Snapshot;
+use std::sync::Arc;
 
 /// The result of one cycle.
 #[derive(Clone, Debug, Default)]
@@ -230,10 +231,12 @@ pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
     CycleOutcome { effects, queues: reports, pending_reasons }
 }
 
-/// The `PodScheduled=False` conditions (and `FailedScheduling` events) of the waiting pods
+/// The `PodScheduled=False` conditions of the waiting pods
 /// of a job that cannot be scheduled now, as Volcano's `TaskSchedulingReason` words them;
 /// only for pods whose current condition differs.
 fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &mut Vec<Effect>) {
+    // One shared text for the pods that wait for the job's reason.
+    let mut shared: Option<Arc<str>> = None;
     for t in &job.tasks {
         let task = snap.task(*t);
         if !matches!(task.status, TaskStatus::Pending | TaskStatus::Allocated | TaskStatus::Pipelined) {
@@ -243,14 +246,15 @@ fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &m
             TaskStatus::Pending => task.last_tx,
             status => task.node.map(|n| (status, n)),
         };
-        let (reason, message) = match last {
+        let (reason, message): (&'static str, Arc<str>) = match last {
             Some((TaskStatus::Allocated, n)) => (
                 pod_condition::SCHEDULABLE,
                 format!(
                     "Pod {} can possibly be assigned to {}, once minAvailable is satisfied",
                     task.key,
                     snap.node(n).name
-                ),
+                )
+                .into(),
             ),
             Some((TaskStatus::Pipelined, n)) => (
                 pod_condition::UNSCHEDULABLE,
@@ -258,11 +262,12 @@ fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &m
                     "Pod {} can possibly be assigned to {}, once resource is released and minAvailable is satisfied",
                     task.key,
                     snap.node(n).name
-                ),
+                )
+                .into(),
             ),
             _ => match job.fit_errors.get(t) {
-                Some(fit) => (pod_condition::UNSCHEDULABLE, fit.to_string()),
-                None => (pod_condition::UNSCHEDULABLE, job_message.to_string()),
+                Some(fit) => (pod_condition::UNSCHEDULABLE, fit.to_string().into()),
+                None => (pod_condition::UNSCHEDULABLE, shared.get_or_insert_with(|| job_message.into()).clone()),
             },
         };
         let current = task
@@ -272,20 +277,15 @@ fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &m
             .and_then(|s| s.conditions.as_ref())
             .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED));
         let unchanged = current.is_some_and(|c| {
-            c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(message.as_str())
+            c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(&*message)
         });
         if unchanged {
             continue;
         }
-        let pod = task.object_ref();
-        effects.push(Effect::Event(Event {
-            kind: EventKind::Pod,
-            object: pod.clone(),
-            type_: EventType::Warning,
-            reason: event_reason::FAILED_SCHEDULING,
-            message: message.clone(),
-        }));
-        effects.push(Effect::PodUnschedulable { pod, condition: PodScheduledFalse { reason, message } });
+        effects.push(Effect::PodUnschedulable {
+            pod: task.object_ref(),
+            condition: PodScheduledFalse { reason, message },
+        });
     }
 }
 

@@ -144,8 +144,9 @@ pub struct Event {
 pub struct PodScheduledFalse {
     /// Reason, one of [`volcano_api::names::pod_condition`] (`Unschedulable`, `Schedulable`).
     pub reason: &'static str,
-    /// Message for people: why the pod waits.
-    pub message: String,
+    /// Message for people: why the pod waits (shared by the pods of a job that wait for
+    /// the same reason).
+    pub message: Arc<str>,
 }
 
 /// One effect of a cycle.
@@ -177,7 +178,8 @@ pub enum Effect {
         node: Arc<str>,
     },
     /// Set a pending pod's `PodScheduled` condition to `False` (only emitted when the pod's
-    /// current condition differs in status, reason or message).
+    /// current condition differs in status, reason or message). The applier records the
+    /// pod's `FailedScheduling` event with it, as Volcano does when it writes the condition.
     PodUnschedulable {
         /// The pod.
         pod: ObjectRef,

@@ -15,6 +15,7 @@ pub mod close;
 pub mod cow;
 pub mod cycle;
 pub mod effect;
+pub mod implicit;
 pub mod invariants;
 pub mod model;
 pub mod plugin;

@@ -131,6 +131,9 @@ impl TaskStatus {
 pub struct TaskInfo {
     /// `namespace/name` (see [`TaskInfo::name`] and [`TaskInfo::namespace`]).
     pub key: Arc<str>,
+    /// The pod's `metadata.uid` (empty when it has none), shared with the effects that name
+    /// the pod.
+    pub pod_uid: Arc<str>,
     /// Length of the namespace part of `key`.
     pub ns_len: u32,
     /// The job (PodGroup) the pod belongs to; `None` for pods outside any PodGroup.
@@ -182,7 +185,11 @@ pub struct TaskInfo {
 impl TaskInfo {
     /// Pod UID (the key when the object has none).
     pub fn uid(&self) -> &str {
-        self.pod.metadata.uid.as_deref().unwrap_or(&self.key)
+        if self.pod_uid.is_empty() {
+            &self.key
+        } else {
+            &self.pod_uid
+        }
     }
 
     /// Pod name.
@@ -192,11 +199,7 @@ impl TaskInfo {
 
     /// The pod as effects name it (namespace, name, uid).
     pub fn object_ref(&self) -> crate::effect::ObjectRef {
-        crate::effect::ObjectRef::from_key(
-            self.key.clone(),
-            self.ns_len,
-            self.pod.metadata.uid.as_deref().unwrap_or_default().into(),
-        )
+        crate::effect::ObjectRef::from_key(self.key.clone(), self.ns_len, self.pod_uid.clone())
     }
 
     /// Pod namespace.

@@ -177,7 +177,7 @@ impl Cluster {
     /// - `Evict`: the pod is deleted;
     /// - `Pipeline`: the pod gets `status.nominatedNodeName`;
     /// - `PodUnschedulable`: the pod's `PodScheduled` condition becomes `False` with the
-    ///   effect's reason and message;
+    ///   effect's reason and message, and a `FailedScheduling` event is recorded;
     /// - `PodGroupStatus`: the PodGroup's status is replaced;
     /// - `QueueStatus`: the Queue's `status.allocated` is replaced;
     /// - `Event`: recorded only.
@@ -242,7 +242,7 @@ impl Cluster {
                         type_: pod_condition::POD_SCHEDULED.into(),
                         status: "False".into(),
                         reason: Some(condition.reason.into()),
-                        message: Some(condition.message.clone()),
+                        message: Some(condition.message.to_string()),
                         last_transition_time: Some(now.clone()),
                         ..Default::default()
                     };
@@ -251,6 +251,13 @@ impl Cluster {
                         None => conditions.push(new),
                     }
                     rec.pod_condition_updates.push(pod.to_string());
+                    // The event the kube backend records with the condition, as Volcano does.
+                    rec.events.push(EventRecord {
+                        object: format!("Pod/{pod}"),
+                        type_: "Warning".into(),
+                        reason: volcano_api::names::event_reason::FAILED_SCHEDULING.into(),
+                        message: condition.message.to_string(),
+                    });
                 }
                 Effect::PodGroupStatus { pod_group, status } => {
                     let missing = || {

@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, ResourceList};
+use volcano_api::crd::{self, PodGroup};
 use volcano_api::validation::{self, FieldError};
-use volcano_framework::resource::PODS;
+use volcano_framework::implicit;
 use volcano_framework::SnapshotError;
 
 use crate::cluster::Cluster;
@@ -26,15 +26,6 @@ pub const SIM_EPOCH_MS: i64 = 1_767_225_600_000;
 /// Kubernetes' built-in PriorityClasses, which exist in every cluster.
 const SYSTEM_PRIORITY_CLASSES: [(&str, i32); 2] =
     [("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
-
-/// Annotations Volcano's PodGroup controller copies from a pod to the PodGroup it creates.
-const COPIED_ANNOTATIONS: [&str; 5] = [
-    crd::PREEMPTABLE_KEY,
-    "volcano.sh/cooldown-time",
-    "volcano.sh/revocable-zone",
-    "volcano.sh/jdb-min-available",
-    "volcano.sh/jdb-max-unavailable",
-];
 
 /// Where each input object was written, to turn later errors into messages that name the
 /// file and document.
@@ -110,14 +101,6 @@ pub fn deterministic_uid(kind: ObjectKind, key: &str) -> String {
     format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
-fn generated_queue(name: &str, reclaimable: bool) -> Object {
-    Object::Queue(Box::new(Queue {
-        metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
-        spec: QueueSpec { weight: Some(1), reclaimable: Some(reclaimable), ..Default::default() },
-        status: None,
-    }))
-}
-
 /// Applies the cluster's normalisation to the objects of a manifest (see `docs/simulate.md`):
 /// namespaces, duplicates, the built-in PriorityClasses and default queues, creation
 /// timestamps, UIDs, pod defaults, pod priorities and the PodGroups of plain pods.
@@ -174,11 +157,10 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             })));
         }
     }
-    if !has(ObjectKind::Queue, "root") {
-        generated.push(generated_queue("root", false));
-    }
-    if !has(ObjectKind::Queue, "default") {
-        generated.push(generated_queue("default", true));
+    for queue in implicit::default_queues() {
+        if !has(ObjectKind::Queue, queue.metadata.name.as_deref().unwrap_or_default()) {
+            generated.push(Object::Queue(Box::new(queue)));
+        }
     }
 
     // Creation timestamps: one second apart, in input order, ending just before the epoch.
@@ -388,52 +370,23 @@ fn pod_defaults(
 /// The PodGroup Volcano's controller creates for a plain pod: `podgroup-<owner UID>` (the
 /// controlling owner's UID, else the pod's), minMember 1, the queue of the pod's annotation,
 /// minResources = the pod's requests.
+/// Volcano's PodGroup controller's PodGroup for a pod (`volcano_framework::implicit`), with
+/// a deterministic uid and errors located at the pod.
 fn auto_pod_group(pod: &Pod, origin: Option<&Origin>, origins: &Origins) -> Result<PodGroup, InputError> {
-    let owner_uid = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.clone())
-        .filter(|u| !u.is_empty());
-    let uid = owner_uid.or_else(|| pod.metadata.uid.clone()).unwrap_or_default();
-    let name = format!("podgroup-{uid}");
-    let namespace = pod.metadata.namespace.clone();
-    let annotations = pod.metadata.annotations.clone().unwrap_or_default();
-    let queue = annotations.get(crd::QUEUE_NAME_ANNOTATION).cloned().unwrap_or_else(|| "default".into());
-    let copied: BTreeMap<String, String> =
-        COPIED_ANNOTATIONS.iter().filter_map(|k| annotations.get(*k).map(|v| (k.to_string(), v.clone()))).collect();
-    let request = volcano_framework::snapshot::pod_request(pod).map_err(|e| {
+    let mut pg = implicit::pod_group_for_pod(pod).map_err(|e| {
         let mut err = origins.snapshot_error(e);
         if let InputError::Field { origin: o, .. } = &mut err {
             *o = o.take().or_else(|| origin.cloned().map(Box::new));
         }
         err
     })?;
-    let min_resources: ResourceList = request.to_list().into_iter().filter(|(k, q)| k != PODS && q.0 != "0").collect();
-    let meta = ObjectMeta {
-        name: Some(name.clone()),
-        namespace,
-        uid: Some(deterministic_uid(
-            ObjectKind::PodGroup,
-            &format!("{}/{name}", pod.metadata.namespace.as_deref().unwrap_or("default")),
-        )),
-        creation_timestamp: pod.metadata.creation_timestamp.clone(),
-        annotations: (!copied.is_empty()).then_some(copied),
-        ..Default::default()
-    };
-    Ok(PodGroup {
-        metadata: meta,
-        spec: PodGroupSpec {
-            min_member: 1,
-            queue: Some(queue),
-            priority_class_name: pod.spec.as_ref().and_then(|s| s.priority_class_name.clone()),
-            min_resources: Some(min_resources),
-            ..Default::default()
-        },
-        status: Some(PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() }),
-    })
+    let key = format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pg.metadata.name.as_deref().unwrap_or_default()
+    );
+    pg.metadata.uid = Some(deterministic_uid(ObjectKind::PodGroup, &key));
+    Ok(pg)
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The result of a simulation, for people (a table) and for programs (JSON, YAML).
 //!
-//! The JSON and YAML shapes are the contract of `volcano-rs simulate` (DESIGN.md):
+//! The JSON and YAML shapes are the contract of `volcano-rs simulate` (docs/simulate.md):
 //! `cycles`, `pods`, `podGroups` and `queues`, with these keys and no others.
 
 use std::collections::HashMap;
@@ -204,7 +204,7 @@ impl Report {
         self.pods.iter().filter(|p| p.pending_reason.is_some())
     }
 
-    /// The report as a JSON value (keys exactly as DESIGN.md specifies).
+    /// The report as a JSON value (keys exactly as docs/simulate.md specifies).
     pub fn to_json_value(&self) -> serde_json::Value {
         serde_json::to_value(self.output()).expect("the report serialises")
     }

@@ -103,7 +103,7 @@ fn crd_files_are_up_to_date() {
 }
 
 /// Layers of the workspace crates: a crate's normal dependencies on workspace crates go to
-/// strictly lower layers only (STYLE.md §4, ARCHITECTURE.md "Crate graph").
+/// strictly lower layers only (ARCHITECTURE.md, "Crate graph").
 const LAYERS: &[(&str, u32)] = &[
     ("volcano-api", 0),
     ("volcano-framework", 1),

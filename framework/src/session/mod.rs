@@ -1,5 +1,5 @@
 //! The session: the snapshot, the plugins of this cycle, and Volcano's rules for combining
-//! their answers (spec §1.5), plus the state changes that actions make (allocate,
+//! their answers (Volcano's `session_plugins.go`), plus the state changes that actions make (allocate,
 //! pipeline, evict and their undo) with the plugin event handlers they fire.
 
 pub mod select;

@@ -431,6 +431,7 @@ impl PodContext<'_> {
             creation_ms: time_ms(&pod.metadata.creation_timestamp),
             name_index: name_index(pod.metadata.name.as_deref().unwrap_or_default()),
             last_tx: None,
+            pod_uid: Arc::from(pod.metadata.uid.as_deref().unwrap_or_default()),
             key,
             job,
             pod: pod.clone(),

@@ -1,4 +1,4 @@
-//! The `binpack` plugin: prefers nodes that the task fills up the most (spec §3.8).
+//! The `binpack` plugin: prefers nodes that the task fills up the most.
 //!
 //! For each resource the task requests that has a weight (`cpu`, `memory`, and the ones
 //! listed in `binpack.resources`), the node scores `weight × (used + request) / allocatable`;

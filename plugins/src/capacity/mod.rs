@@ -1,4 +1,4 @@
-//! The `capacity` plugin: elastic queues with explicit deserved resources (spec §3.5).
+//! The `capacity` plugin: elastic queues with explicit deserved resources.
 //!
 //! Every queue states what it deserves (`spec.deserved`), what is reserved for it
 //! (`spec.guarantee`) and how far it may grow (`spec.capability`). When the session opens,

@@ -1,5 +1,5 @@
 //! Hierarchical DRF (`enableHierarchy: true`): the queue tree, its shares, and the queue
-//! order and reclaim rules built on it (spec §3.3).
+//! order and reclaim rules built on it.
 //!
 //! The tree lives in an arena: node 0 is the root, every other node is an internal node of
 //! a queue path (`volcano.sh/hierarchy`) or a job leaf. A child always has a larger index

@@ -1,4 +1,4 @@
-//! The `drf` plugin: dominant resource fairness between jobs (spec §3.3).
+//! The `drf` plugin: dominant resource fairness between jobs.
 //!
 //! A job's share is the largest, over the dimensions of the cluster's total resources, of
 //! the job's allocated resources divided by the total. Jobs with a lower share are

@@ -1,5 +1,5 @@
 //! The `nodeorder` plugin: kube-scheduler's score plugins with their integer arithmetic,
-//! each scoring 0–100, multiplied by its weight and summed (spec §3.7).
+//! each scoring 0–100, multiplied by its weight and summed.
 //!
 //! - NODE_ORDER (per node, no allocation): LeastAllocated and MostAllocated over cpu and
 //!   memory with equal weights, and BalancedAllocation over cpu, memory and

@@ -1,4 +1,4 @@
-//! The `overcommit` plugin: cluster-wide admission control for `enqueue` (spec §3.9).
+//! The `overcommit` plugin: cluster-wide admission control for `enqueue`.
 //!
 //! When the session opens, the plugin computes the cluster's idle resources with
 //! over-commitment, `total × overcommit-factor − Σ node.used`, and what admitted jobs

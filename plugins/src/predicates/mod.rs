@@ -1,5 +1,5 @@
 //! The `predicates` plugin: kube-scheduler's node filters, as Volcano's `predicates`
-//! plugin runs them (spec §3.6).
+//! plugin runs them.
 //!
 //! Checks, in the order a failure is reported (the first check that makes a node
 //! `UnschedulableAndUnresolvable` wins over the `Unschedulable` ones, so preempt and reclaim

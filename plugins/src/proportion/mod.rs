@@ -1,4 +1,4 @@
-//! The `proportion` plugin: weight-based fair share between queues (spec §3.4).
+//! The `proportion` plugin: weight-based fair share between queues.
 //!
 //! When the session opens, every queue that has at least one job gets an attribute record
 //! ([`QueueAttr`]): capability, guarantee, real capability, allocated, request, inqueue and
@@ -131,7 +131,7 @@ impl Proportion {
     }
 }
 
-/// Builds the attribute records of the queues that have jobs (spec §3.4).
+/// Builds the attribute records of the queues that have jobs.
 pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
     let mut total_guarantee = Resource::empty();
     for q in &snap.queues {
@@ -195,7 +195,7 @@ pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
     attrs
 }
 
-/// Weighted water-filling of `total` into the `deserved` of the active queues (spec §3.4):
+/// Weighted water-filling of `total` into the `deserved` of the active queues:
 /// each round, every unmet queue gets `remaining × weight / Σ unmet weights`, capped by its
 /// real capability (missing dimensions unlimited) and by its request (missing dimensions
 /// 0), raised to its guarantee; a queue is met once its request fits its deserved or its

@@ -1,4 +1,4 @@
-//! The `sla` plugin: a waiting-time service level for jobs (spec §3.10).
+//! The `sla` plugin: a waiting-time service level for jobs.
 //!
 //! A job's waiting time comes from its PodGroup annotation (`volcano.sh/sla-waiting-time`
 //! or `sla-waiting-time`, parsed into [`volcano_framework::JobInfo::waiting_time_ms`]),

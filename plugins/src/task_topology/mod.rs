@@ -1,5 +1,5 @@
-//! The `task-topology` plugin: affinity and anti-affinity between the roles of a job
-//! (spec §3.11), for jobs such as TensorFlow's parameter servers and workers that run
+//! The `task-topology` plugin: affinity and anti-affinity between the roles of a job,
+//! for jobs such as TensorFlow's parameter servers and workers that run
 //! faster when some of their pods share a node.
 //!
 //! A job opts in through PodGroup annotations ([`AFFINITY_ANNOTATION`],
