@@ -113,7 +113,7 @@ fn meta(m: &ObjectMeta, namespaced: bool) -> Check {
 pub fn is_extended_resource(name: &str) -> bool {
     match name.split_once('/') {
         Some((domain, _)) => {
-            !(domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) && !name.starts_with("requests.")
+            !(domain == "kubernetes.io" || domain.ends_with(".kubernetes.io") || name.starts_with("requests."))
         }
         None => false,
     }
@@ -301,6 +301,9 @@ pub fn pod_group(pg: &PodGroup) -> Check {
     Ok(())
 }
 
+/// One of a queue's resource lists, by resource name.
+type QueueAmounts = for<'q> fn(&'q Queue) -> BTreeMap<&'q str, f64>;
+
 fn parent_of(q: &Queue) -> Option<&str> {
     q.spec.parent.as_deref().filter(|p| !p.is_empty())
 }
@@ -449,7 +452,7 @@ pub fn queue_hierarchy<'a>(queues: impl IntoIterator<Item = &'a Queue>) -> Resul
     }
     for (parent, kids) in &children {
         let Some(p) = queues.get(parent) else { continue };
-        let fields: [(&str, for<'q> fn(&'q Queue) -> BTreeMap<&'q str, f64>); 2] =
+        let fields: [(&str, QueueAmounts); 2] =
             [("spec.deserved", deserved_of), ("spec.guarantee.resource", guarantee_of)];
         for (field, get) in fields {
             let own = get(p);

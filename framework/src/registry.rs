@@ -18,10 +18,32 @@ use crate::plugin::Plugin;
 #[error("{0}")]
 pub struct ArgsError(pub String);
 
-/// Deserialises raw arguments into a typed `Args` struct (Volcano's dotted keys).
+/// Deserialises raw arguments into a typed `Args` struct (Volcano's dotted keys), the one
+/// parser of every plugin's and action's arguments. An unknown key is named by serde (with
+/// the known ones); a value of the wrong type is named by its key (`argument
+/// "binpack.weight": invalid type: string "ten", expected i64`), even under a flattened map.
 pub fn parse_args<T: DeserializeOwned>(args: &Arguments) -> Result<T, ArgsError> {
-    let map: serde_json::Map<String, serde_json::Value> = args.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| ArgsError(e.to_string()))
+    fn parse<T: DeserializeOwned>(args: &Arguments) -> Result<T, String> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            args.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| e.to_string())
+    }
+    match parse::<T>(args) {
+        Ok(v) => Ok(v),
+        Err(whole) => {
+            // Find the key at fault: the first one that fails on its own.
+            for (k, v) in args {
+                let single: Arguments = [(k.clone(), v.clone())].into_iter().collect();
+                if let Err(one) = parse::<T>(&single) {
+                    if one.starts_with("unknown field") {
+                        return Err(ArgsError(one));
+                    }
+                    return Err(ArgsError(format!("argument {k:?}: {one}")));
+                }
+            }
+            Err(ArgsError(whole))
+        }
+    }
 }
 
 /// Builds a fresh plugin value for each session, holding the typed arguments.

@@ -399,7 +399,7 @@ fn pending_reason(pod: &PodLine, cluster: &Cluster, last: Option<&LastCycle>, sc
     if let Some(node) = &pod.nominated_node {
         return format!("pipelined to {node}: waits for resources being released there");
     }
-    if !scheduler_names.iter().any(|n| *n == pod.scheduler) {
+    if !scheduler_names.contains(&pod.scheduler) {
         return format!(
             "schedulerName is {:?}: this run schedules only pods with schedulerName {} (see --scheduler-name)",
             pod.scheduler,

@@ -6,7 +6,8 @@ use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::ArgsError;
 
-use crate::predicates::{parse_keyed, unknown_key};
+use crate::predicates::unknown_key;
+use volcano_framework::parse_args;
 
 /// Prefix of the per-resource weight keys (`binpack.resources.<name>`).
 pub const RESOURCE_PREFIX: &str = "binpack.resources.";
@@ -80,7 +81,7 @@ fn non_negative(w: i64) -> i64 {
 impl Args {
     /// Parses and validates raw arguments.
     pub fn parse(arguments: &Arguments) -> Result<Args, ArgsError> {
-        let a: Args = parse_keyed(arguments)?;
+        let a: Args = parse_args(arguments)?;
         a.validate()?;
         Ok(a)
     }

@@ -34,11 +34,11 @@ use volcano_framework::{
 
 pub use args::Args;
 
-use crate::predicates::parse_keyed;
 use crate::proportion::reserve::{
     deduct_gated, exceeded_dims, exceeded_part, format_resource_names, observed_phase, running_reservation, shortfall,
     unallocated_min,
 };
+use volcano_framework::parse_args;
 
 /// Configuration name.
 pub const NAME: &str = "capacity";
@@ -916,7 +916,7 @@ impl Plugin for Capacity {
 /// Checks the arguments and returns the builder; `enableHierarchy: true` on the entry
 /// turns on hierarchical mode.
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    let args: Args = parse_keyed(&opt.arguments)?;
+    let args: Args = parse_args(&opt.arguments)?;
     let hierarchy = opt.enabled_hierarchy == Some(true);
     let level = args.ancestor_reclaim_level();
     Ok(Arc::new(move || Box::new(Capacity::new(level, hierarchy)) as Box<dyn Plugin>))

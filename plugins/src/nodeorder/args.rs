@@ -4,7 +4,7 @@ use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::ArgsError;
 
-use crate::predicates::parse_keyed;
+use volcano_framework::parse_args;
 
 /// The `nodeorder` arguments, as written in the scheduler configuration: one integer
 /// weight per kube-scheduler score plugin. A weight of 0 turns the scorer off; negative
@@ -83,7 +83,7 @@ impl Default for Weights {
 impl Args {
     /// Parses raw arguments, naming the key of a value with the wrong type.
     pub fn parse(arguments: &Arguments) -> Result<Args, ArgsError> {
-        parse_keyed(arguments)
+        parse_args(arguments)
     }
 
     /// The weights, Volcano's defaults applied.

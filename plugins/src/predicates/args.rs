@@ -3,30 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::{parse_args, ArgsError};
-
-/// Parses plugin arguments into `T`, naming the offending key when a value has the wrong
-/// type (serde already names unknown keys).
-pub(crate) fn parse_keyed<T: DeserializeOwned>(arguments: &Arguments) -> Result<T, ArgsError> {
-    match parse_args::<T>(arguments) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            for (k, v) in arguments {
-                let single: Arguments = [(k.clone(), v.clone())].into_iter().collect();
-                if let Err(one) = parse_args::<T>(&single) {
-                    if one.0.starts_with("unknown field") {
-                        return Err(one);
-                    }
-                    return Err(ArgsError(format!("argument {k:?}: {}", one.0)));
-                }
-            }
-            Err(e)
-        }
-    }
-}
 
 /// The error for a key that no field takes.
 pub(crate) fn unknown_key(key: &str, known: &[&str], dynamic: &str) -> ArgsError {
@@ -170,7 +149,7 @@ impl Default for Enabled {
 impl Args {
     /// Parses and validates raw arguments.
     pub fn parse(arguments: &Arguments) -> Result<Args, ArgsError> {
-        let a: Args = parse_keyed(arguments)?;
+        let a: Args = parse_args(arguments)?;
         a.validate()?;
         Ok(a)
     }

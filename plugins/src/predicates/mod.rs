@@ -31,7 +31,7 @@ pub mod matching;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use args::{parse_keyed, unknown_key};
+pub(crate) use args::unknown_key;
 pub use args::{Args, Enabled, ShapePoint, KEYS};
 
 /// Configuration name.

@@ -26,7 +26,7 @@ use volcano_framework::{
 
 pub use args::{Args, WAITING_TIME_KEY};
 
-use crate::predicates::parse_keyed;
+use volcano_framework::parse_args;
 
 /// Configuration name.
 pub const NAME: &str = "sla";
@@ -105,7 +105,7 @@ impl Plugin for Sla {
 /// Checks the arguments (`sla-waiting-time` must be a positive Go duration) and returns
 /// the builder.
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    let args: Args = parse_keyed(&opt.arguments)?;
+    let args: Args = parse_args(&opt.arguments)?;
     let global = args.waiting_time_ms()?;
     Ok(Arc::new(move || Box::new(Sla::new(global)) as Box<dyn Plugin>))
 }

@@ -127,7 +127,7 @@ fn option(value: serde_json::Value) -> PluginOption {
 #[test]
 fn factory_parses_the_global_waiting_time() {
     assert!(factory(&PluginOption { name: NAME.into(), ..Default::default() }).is_ok());
-    let args: Args = parse_keyed(&option(serde_json::json!("1h30m")).arguments).unwrap();
+    let args: Args = parse_args(&option(serde_json::json!("1h30m")).arguments).unwrap();
     assert_eq!(args.waiting_time_ms(), Ok(Some(5_400_000)));
     assert!(factory(&option(serde_json::json!("1h2m3s4ms"))).is_ok());
     for bad in [serde_json::json!("90"), serde_json::json!("soon"), serde_json::json!("0s"), serde_json::json!(5)] {

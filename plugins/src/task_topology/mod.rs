@@ -41,9 +41,9 @@ use volcano_framework::{
 pub use args::{Args, DEFAULT_WEIGHT};
 pub use relations::{AFFINITY_ANNOTATION, ANTI_AFFINITY_ANNOTATION, TASK_ORDER_ANNOTATION};
 
-use crate::predicates::parse_keyed;
 use bucket::{JobManager, TaskSlot, NO_BUCKET, NO_ROLE};
 use relations::Relations;
+use volcano_framework::parse_args;
 
 /// Configuration name.
 pub const NAME: &str = "task-topology";
@@ -270,7 +270,7 @@ impl Plugin for TaskTopology {
 
 /// Checks the arguments and returns the builder.
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    let args: Args = parse_keyed(&opt.arguments)?;
+    let args: Args = parse_args(&opt.arguments)?;
     let weight = args.weight();
     Ok(Arc::new(move || Box::new(TaskTopology::new(weight)) as Box<dyn Plugin>))
 }
