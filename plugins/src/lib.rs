@@ -2,7 +2,11 @@
 //!
 //! Start at [`in_tree`], the explicit registry of every plugin. Each plugin lives in its own
 //! module: the plugin type implementing [`volcano_framework::Plugin`], a typed `Args`
-//! struct with Volcano's argument keys and defaults, and its unit tests.
+//! struct with Volcano's argument keys and defaults, and its unit tests. Code that several
+//! plugins use lives beside them: [`matching`] (node selectors, affinity terms, taints and
+//! tolerations, host ports, for `predicates` and `nodeorder`) and `queue_accounting` (the
+//! inqueue reservation, running reservations, the shortfall messages, for `proportion`,
+//! `capacity` and `overcommit`).
 
 use volcano_framework::PluginRegistry;
 
@@ -12,11 +16,13 @@ pub mod conformance;
 pub mod drf;
 pub mod elastic;
 pub mod gang;
+pub mod matching;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
+pub(crate) mod queue_accounting;
 pub mod sla;
 pub mod task_topology;
 

@@ -34,7 +34,7 @@ use volcano_framework::{
 
 pub use args::Args;
 
-use crate::proportion::reserve::{
+use crate::queue_accounting::{
     deduct_gated, exceeded_dims, exceeded_part, format_resource_names, observed_phase, running_reservation, shortfall,
     unallocated_min,
 };

@@ -28,7 +28,7 @@ use volcano_framework::{
     ArgsError, Hooks, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskInfo,
 };
 
-use crate::predicates::matching;
+use crate::matching;
 
 mod args;
 #[cfg(test)]

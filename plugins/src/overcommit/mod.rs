@@ -23,7 +23,7 @@ use volcano_framework::{
 
 pub use args::{Args, DEFAULT_OVERCOMMIT_FACTOR};
 
-use crate::proportion::reserve::{
+use crate::queue_accounting::{
     deduct_gated, exceeded_dims, format_resource_names, observed_phase, running_reservation, shortfall,
 };
 

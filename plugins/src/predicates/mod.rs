@@ -21,13 +21,13 @@
 //! Resource fit is not checked here: the actions compare the request with the node's idle
 //! resources themselves. Nothing here allocates unless a check fails.
 
+use crate::matching;
 use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
 use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, Snapshot, Status, TaskId};
 
 mod args;
-pub mod matching;
 #[cfg(test)]
 mod tests;
 

@@ -12,7 +12,6 @@
 //! (Volcano issue #5814); the `capacity` plugin honours it.
 
 mod args;
-pub(crate) mod reserve;
 #[cfg(test)]
 mod tests;
 
@@ -27,8 +26,10 @@ use volcano_framework::{
     SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
+use crate::queue_accounting::{
+    self as reserve, deduct_gated, exceeded_dims, exceeded_part, observed_phase, running_reservation, unallocated_min,
+};
 pub use args::Args;
-use reserve::{deduct_gated, exceeded_dims, exceeded_part, observed_phase, running_reservation, unallocated_min};
 
 /// Configuration name.
 pub const NAME: &str = "proportion";

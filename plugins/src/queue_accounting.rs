@@ -1,7 +1,8 @@
 //! What admitted jobs hold in reserve, and resource comparisons on the dimensions a
-//! request asks for. Shared by `proportion` and `overcommit`, which both keep an
+//! request asks for, in a neutral home: `proportion`, `capacity` and `overcommit` all keep an
 //! "inqueue" account of the `minResources` of admitted jobs (Volcano's
-//! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`).
+//! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`), and say why
+//! a job does not fit the same way ([`shortfall`]).
 
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::{Resource, MIN_RESOURCE, PODS};
