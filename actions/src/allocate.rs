@@ -112,7 +112,10 @@ impl Allocate {
         while let Some(t) = tasks.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
             if !ssn.allocatable(q, t) {
                 tracing::debug!(task = %ssn.snap.task(t).key, "queue refuses the task");
-                ssn.note_queue_refusal(j, q, t);
+                if ssn.snap.job(j).job_fit_error.is_none() {
+                    let why = ssn.allocatable_refusal(q, t);
+                    ssn.set_job_reason(j, why.unwrap_or_else(|| "the queue refuses the job's pods".into()));
+                }
                 continue;
             }
             if self.predicate_error_cache && role_failed(ssn, j, t) {

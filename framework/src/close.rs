@@ -96,7 +96,6 @@ fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGrou
 
 /// Closes a session and returns the cycle's outcome.
 pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
-    ssn.word_queue_refusals();
     let mut out = CloseOutput::default();
     for slot in ssn.tiers.iter_mut().flatten() {
         slot.plugin.on_session_close(&ssn.snap, &ssn.ctx, &mut out);

@@ -56,8 +56,6 @@ pub struct Session {
     pub(crate) effects: Vec<Effect>,
     /// Jobs not admitted in this session, with why (events at close).
     pub(crate) admission_rejections: Vec<(JobId, String)>,
-    /// Jobs whose queue refused a pod at allocate: (job, queue, the pod).
-    queue_refusals: Vec<(JobId, QueueId, TaskId)>,
     pub(crate) current_action: &'static str,
     pub(crate) index: crate::session::select::NodeIndex,
     pub(crate) index_enabled: bool,
@@ -110,7 +108,6 @@ impl Session {
             hooked,
             effects,
             admission_rejections: Vec::new(),
-            queue_refusals: Vec::new(),
             current_action: "",
             index: Default::default(),
             index_enabled,
@@ -400,30 +397,6 @@ impl Session {
     pub fn reject_admission(&mut self, j: JobId, plugin: &'static str, why: String) {
         self.snap.jobs[j.idx()].job_fit_error = Some(format!("not admitted to its queue ({plugin}): {why}"));
         self.admission_rejections.push((j, why));
-    }
-
-    /// Notes that the job's queue refused one of its pods; if the job still waits when the
-    /// session closes, its reason says why the queue refuses (worded then, so that the hot
-    /// path does no formatting).
-    pub fn note_queue_refusal(&mut self, j: JobId, q: QueueId, t: TaskId) {
-        if self.queue_refusals.last().is_none_or(|(last, _, _)| *last != j) {
-            self.queue_refusals.push((j, q, t));
-        }
-    }
-
-    /// Gives the jobs that a queue refused and that still wait their reason (see
-    /// [`Session::note_queue_refusal`]).
-    pub(crate) fn word_queue_refusals(&mut self) {
-        for (j, q, t) in std::mem::take(&mut self.queue_refusals) {
-            let job = self.snap.job(j);
-            if job.job_fit_error.is_some() || job.is_ready() {
-                continue;
-            }
-            let why = self
-                .allocatable_refusal(q, t)
-                .unwrap_or_else(|| format!("queue {} refused the job's pods in this cycle", self.snap.queue(q).name));
-            self.set_job_reason(j, why);
-        }
     }
 
     /// Sets why a job waits (the origin reason of its condition), unless a reason is set.
