@@ -102,6 +102,7 @@ pub fn timed_cycle(objects: &ClusterObjects, profile: &Profile, cycle: u64) -> (
 
 /// One measured warm cycle: the snapshot is a copy of a snapshot kept between cycles, as a
 /// long-running scheduler keeps it (updated from watch events, not rebuilt).
+#[inline(never)] // a stable symbol for profilers (callgrind --toggle-collect)
 pub fn timed_warm_cycle(cached: &Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
     let start = Instant::now();
     let snap = cached.clone();
