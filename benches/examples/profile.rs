@@ -13,7 +13,10 @@ fn main() {
     let reps: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let case = Case::from_name(&name).expect("a bench case name");
     let profile = bench_profile();
-    let objects = prepare(case, &profile).objects();
+    // The cluster stays alive, as in `volcano-rs bench`: freeing it would change the heap the
+    // measured cycles allocate from.
+    let cluster = prepare(case, &profile);
+    let objects = cluster.objects();
     let cached = (case == Case::Steady5k).then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
     let mut totals = Vec::new();
     for c in 0..reps {
