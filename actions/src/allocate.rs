@@ -10,10 +10,10 @@
 //! Best-effort tasks (empty request) are left to `backfill`.
 
 use volcano_api::conf::Arguments;
-use volcano_api::crd::PodGroupPhase;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
     parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
+    Worklist,
 };
 
 /// Configuration name.
@@ -162,57 +162,43 @@ impl Action for Allocate {
 
     fn execute(&self, ssn: &mut Session) {
         let enqueue = ssn.ctx.enqueue_enabled;
-        let nq = ssn.snap.queues.len();
-        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
-        let mut queued = vec![false; nq];
-        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
-        let mut worksheets: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        let mut work = Worklist::new(ssn);
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
             if ssn.snap.job(j).is_pending() {
                 if enqueue {
                     continue;
                 }
-                ssn.snap.jobs[i].phase = PodGroupPhase::Inqueue;
+                ssn.admit(j);
             }
             if let Some(invalid) = ssn.job_valid(j) {
                 tracing::debug!(job = %ssn.snap.job(j).key, reason = %invalid.message, "job is not valid");
-                ssn.snap.jobs[i].job_fit_error = Some(invalid.message);
+                ssn.set_job_reason(j, invalid.message);
                 continue;
             }
             if ssn.snap.job(j).count(TaskStatus::Pending) == 0 {
                 continue;
             }
-            let mut heap = CmpHeap::new();
-            for &t in &ssn.snap.job(j).tasks {
-                let task = ssn.snap.task(t);
-                if task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort {
-                    heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
-                }
-            }
+            let heap = Worklist::task_heap(ssn, j, |task| {
+                task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort
+            });
             if heap.is_empty() {
                 continue;
             }
-            worksheets[i] = Some(heap);
-            let q = ssn.snap.job(j).queue;
-            if !queued[q.idx()] {
-                queued[q.idx()] = true;
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
-            }
-            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+            work.add_job(ssn, j, Some(heap));
         }
 
-        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+        while let Some(q) = work.pop_queue(ssn) {
             if ssn.overused(q) {
                 tracing::debug!(queue = %ssn.snap.queue(q).name, "queue is overused");
                 continue;
             }
-            let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
-            let mut tasks = worksheets[j.idx()].take().unwrap_or_default();
-            let mut job_heap = std::mem::take(&mut jobs[q.idx()]);
+            let Some(j) = work.pop_job(ssn, q) else { continue };
+            let mut tasks = work.take_tasks(j);
+            let mut job_heap = work.take_jobs(q);
             let stmt = self.allocate_job(ssn, q, j, &mut tasks, &mut job_heap);
-            jobs[q.idx()] = job_heap;
-            worksheets[j.idx()] = Some(tasks);
+            work.put_jobs(q, job_heap);
+            work.put_tasks(j, tasks);
             if let Some(stmt) = stmt {
                 if ssn.job_ready(j) {
                     stmt.commit(ssn);
@@ -222,7 +208,7 @@ impl Action for Allocate {
                     stmt.keep();
                 }
             }
-            queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            work.push_queue(ssn, q);
         }
     }
 }

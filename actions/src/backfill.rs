@@ -11,7 +11,7 @@
 use volcano_api::conf::Arguments;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
-    parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
+    parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, Session, Statement, TaskId, TaskStatus, Worklist,
 };
 
 /// Configuration name.
@@ -37,11 +37,7 @@ impl Action for Backfill {
 
     fn execute(&self, ssn: &mut Session) {
         // Collect pending best-effort tasks of valid, admitted jobs; un-pipeline pipelined ones.
-        let nq = ssn.snap.queues.len();
-        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
-        let mut queued = vec![false; nq];
-        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
-        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        let mut work = Worklist::new(ssn);
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
             let job = ssn.snap.job(j);
@@ -71,17 +67,11 @@ impl Action for Backfill {
                 }
                 heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
             }
-            tasks[i] = Some(heap);
-            let q = ssn.snap.job(j).queue;
-            if !queued[q.idx()] {
-                queued[q.idx()] = true;
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
-            }
-            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+            work.add_job(ssn, j, Some(heap));
         }
-        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
-            while let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) {
-                let mut heap = tasks[j.idx()].take().unwrap_or_default();
+        while let Some(q) = work.pop_queue(ssn) {
+            while let Some(j) = work.pop_job(ssn, q) {
+                let mut heap = work.take_tasks(j);
                 let mut stmt = Statement::new();
                 while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
                     if let Err(s) = ssn.pre_predicate(t) {

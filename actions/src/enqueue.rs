@@ -6,9 +6,7 @@
 
 use serde::Deserialize;
 use volcano_api::conf::Arguments;
-use volcano_api::crd::PodGroupPhase;
-use volcano_framework::pq::CmpHeap;
-use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session};
+use volcano_framework::{parse_args, Action, ArgsError, JobId, Session, Worklist};
 
 /// Configuration name.
 pub const NAME: &str = "enqueue";
@@ -34,27 +32,20 @@ impl Action for Enqueue {
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
-        let mut jobs: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); ssn.snap.queues.len()];
+        let mut work = Worklist::new(ssn);
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
-            let job = ssn.snap.job(j);
-            if !job.is_pending() {
-                continue;
+            if ssn.snap.job(j).is_pending() {
+                work.add_job(ssn, j, None);
             }
-            let q = job.queue;
-            if jobs[q.idx()].is_empty() {
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
-            }
-            jobs[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
         }
-        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
-            let Some(j) = jobs[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
+        while let Some(q) = work.pop_queue(ssn) {
+            let Some(j) = work.pop_job(ssn, q) else { continue };
             let admitted = if ssn.snap.job(j).min_resources.is_none() { Ok(()) } else { ssn.job_enqueueable_by(j) };
             match admitted {
                 Ok(()) => {
                     ssn.job_enqueued(j);
-                    ssn.snap.jobs[j.idx()].phase = PodGroupPhase::Inqueue;
+                    ssn.admit(j);
                     tracing::debug!(job = %ssn.snap.job(j).key, "admitted");
                 }
                 Err((plugin, why)) => {
@@ -62,8 +53,8 @@ impl Action for Enqueue {
                     ssn.reject_admission(j, plugin, why);
                 }
             }
-            if !jobs[q.idx()].is_empty() {
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            if work.has_jobs(q) {
+                work.push_queue(ssn, q);
             }
         }
     }

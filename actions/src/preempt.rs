@@ -18,7 +18,7 @@ use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{
-    parse_args, Action, ArgsError, JobId, NodeId, QueueId, Session, Statement, TaskId, TaskStatus,
+    parse_args, Action, ArgsError, JobId, NodeId, Session, Statement, TaskId, TaskStatus, Worklist,
 };
 
 use crate::evict::{free_node_for, sort_in_victim_order, victims_suffice};
@@ -171,11 +171,8 @@ impl Action for Preempt {
 
     fn execute(&self, ssn: &mut Session) {
         let nq = ssn.snap.queues.len();
-        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
-        let mut queued = vec![false; nq];
-        let mut preemptors: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
+        let mut work = Worklist::new(ssn);
         let mut under_request: Vec<Vec<JobId>> = vec![Vec::new(); nq];
-        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
             if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() || !ssn.job_starving(j) {
@@ -185,21 +182,15 @@ impl Action for Preempt {
             if heap.is_empty() {
                 continue;
             }
-            tasks[i] = Some(heap);
-            let q = ssn.snap.job(j).queue;
-            if !queued[q.idx()] {
-                queued[q.idx()] = true;
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
-            }
-            preemptors[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
-            under_request[q.idx()].push(j);
+            work.add_job(ssn, j, Some(heap));
+            under_request[ssn.snap.job(j).queue.idx()].push(j);
         }
 
-        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+        while let Some(q) = work.pop_queue(ssn) {
             // Phase 1: between jobs of the queue.
-            while let Some(j) = preemptors[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) {
+            while let Some(j) = work.pop_job(ssn, q) {
                 let mut stmt = Statement::new();
-                let mut heap = tasks[j.idx()].take().unwrap_or_default();
+                let mut heap = work.take_tasks(j);
                 while ssn.job_starving(j) {
                     let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
                     let filter = |s: &Session, v: TaskId| {
@@ -208,7 +199,7 @@ impl Action for Preempt {
                     };
                     preempt_task(ssn, &mut stmt, t, filter);
                 }
-                tasks[j.idx()] = Some(heap);
+                work.put_tasks(j, heap);
                 if ssn.job_pipelined(j) {
                     stmt.commit(ssn);
                 } else {

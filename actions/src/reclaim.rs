@@ -7,8 +7,9 @@
 //! the pipelined preemptor; it is committed only if the job is then pipelined.
 
 use volcano_api::conf::Arguments;
-use volcano_framework::pq::CmpHeap;
-use volcano_framework::{parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus};
+use volcano_framework::{
+    parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus, Worklist,
+};
 
 use crate::evict::{free_node_for, sort_in_victim_order, victims_suffice};
 use crate::preempt::{candidate_nodes, fits_without_eviction, may_evict_for, pending_tasks};
@@ -76,38 +77,30 @@ impl Action for Reclaim {
     }
 
     fn execute(&self, ssn: &mut Session) {
-        let nq = ssn.snap.queues.len();
-        let mut queues: CmpHeap<QueueId> = CmpHeap::new();
-        let mut queued = vec![false; nq];
-        let mut preemptors: Vec<CmpHeap<JobId>> = vec![CmpHeap::new(); nq];
-        let mut tasks: Vec<Option<CmpHeap<TaskId>>> = vec![None; ssn.snap.jobs.len()];
+        let mut work = Worklist::new(ssn);
         for i in 0..ssn.snap.jobs.len() {
             let j = JobId(i as u32);
             if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() {
                 continue;
             }
-            let q = ssn.snap.job(j).queue;
-            if !queued[q.idx()] {
-                queued[q.idx()] = true;
-                queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
-            }
+            // Every queue with an admitted job takes part, starving or not.
+            work.add_queue(ssn, ssn.snap.job(j).queue);
             if ssn.job_starving(j) {
                 let heap = pending_tasks(ssn, j);
                 if !heap.is_empty() {
-                    tasks[i] = Some(heap);
-                    preemptors[q.idx()].push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+                    work.add_job(ssn, j, Some(heap));
                 }
             }
         }
 
-        while let Some(q) = queues.pop(|a, b| ssn.queue_order(*a, *b).is_lt()) {
+        while let Some(q) = work.pop_queue(ssn) {
             if ssn.overused(q) {
                 tracing::debug!(queue = %ssn.snap.queue(q).name, "overused queue reclaims nothing");
                 continue;
             }
-            let Some(j) = preemptors[q.idx()].pop(|a, b| ssn.job_order(*a, *b).is_lt()) else { continue };
+            let Some(j) = work.pop_job(ssn, q) else { continue };
             let mut stmt = Statement::new();
-            let mut heap = tasks[j.idx()].take().unwrap_or_default();
+            let mut heap = work.take_tasks(j);
             while ssn.job_starving(j) {
                 let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
                 if !may_evict_for(ssn, t) || !ssn.preemptive(q, t) || ssn.pre_predicate(t).is_err() {
@@ -120,7 +113,7 @@ impl Action for Reclaim {
             } else {
                 stmt.discard(ssn);
             }
-            queues.push(q, |a, b| ssn.queue_order(*a, *b).is_lt());
+            work.push_queue(ssn, q);
         }
     }
 }

@@ -42,6 +42,7 @@ pub use registry::{
 };
 pub use resource::{DimensionDefault, Resource};
 pub use session::select::{self, NodeChoice};
+pub use session::worklist::Worklist;
 pub use session::{Session, SessionOptions};
 pub use snapshot::{ClusterObjects, Snapshot, SnapshotError};
 pub use statement::Statement;

@@ -3,6 +3,7 @@
 //! pipeline, evict and their undo) with the plugin event handlers they fire.
 
 pub mod select;
+pub mod worklist;
 
 use std::cmp::Ordering;
 
@@ -397,6 +398,11 @@ impl Session {
     pub fn reject_admission(&mut self, j: JobId, plugin: &'static str, why: String) {
         self.snap.jobs[j.idx()].job_fit_error = Some(format!("not admitted to its queue ({plugin}): {why}"));
         self.admission_rejections.push((j, why));
+    }
+
+    /// Admits a Pending job (phase `Inqueue`).
+    pub fn admit(&mut self, j: JobId) {
+        self.snap.jobs[j.idx()].phase = volcano_api::crd::PodGroupPhase::Inqueue;
     }
 
     /// Sets why a job waits (the origin reason of its condition), unless a reason is set.
