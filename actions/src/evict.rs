@@ -1,10 +1,11 @@
-//! What `preempt` and `reclaim` share: the victim order and freeing a node for a
-//! preemptor inside a per-node statement.
+//! What `preempt` and `reclaim` share: the victim order, freeing a node for a
+//! preemptor inside a per-node statement, the preemptor's pending tasks, whether it may
+//! evict at all, and the nodes to try (those that fit without eviction first).
 
 use std::cmp::Ordering;
 
 use volcano_framework::pq::CmpHeap;
-use volcano_framework::{NodeId, Resource, Session, Statement, TaskId, TaskStatus};
+use volcano_framework::{JobId, NodeId, Resource, Session, Statement, TaskId, TaskStatus};
 
 /// Whether `l` is evicted before `r` when `preemptor` needs room (Volcano
 /// `BuildVictimsPriorityQueue`): within a job, the reverse of task order; a victim whose
@@ -89,4 +90,58 @@ pub(crate) fn free_node_for(
         stmt.discard(ssn);
         None
     }
+}
+
+/// Pending, non-gated tasks of a job in a task-order heap.
+pub(crate) fn pending_tasks(ssn: &Session, j: JobId) -> CmpHeap<TaskId> {
+    let mut heap = CmpHeap::new();
+    for &t in &ssn.snap.job(j).tasks {
+        let task = ssn.snap.task(t);
+        if task.status == TaskStatus::Pending && !task.sch_gated {
+            heap.push(t, |a, b| ssn.task_order(*a, *b).is_lt());
+        }
+    }
+    heap
+}
+
+/// Whether a task may take part in an eviction at all: not `preemptionPolicy: Never`, and
+/// not already served by its nominated node (it fits there now, or a lower-priority pod is
+/// already terminating there for it).
+pub(crate) fn may_evict_for(ssn: &Session, t: TaskId) -> bool {
+    let task = ssn.snap.task(t);
+    if task.preemption_never {
+        return false;
+    }
+    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
+        let node = ssn.snap.node(n);
+        if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
+            return false;
+        }
+        let terminating_lower = node.tasks.iter().any(|x| {
+            let v = ssn.snap.task(*x);
+            v.status == TaskStatus::Releasing && v.priority < task.priority
+        });
+        if terminating_lower {
+            return false;
+        }
+    }
+    true
+}
+
+/// Nodes that pass the eviction predicates, best score first (ties by node order).
+pub(crate) fn candidate_nodes(ssn: &Session, t: TaskId, scored: bool) -> Vec<NodeId> {
+    let nodes: Vec<NodeId> =
+        (0..ssn.snap.nodes.len() as u32).map(NodeId).filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
+    if !scored || nodes.len() < 2 {
+        return nodes;
+    }
+    let scores = ssn.node_scores(t, &nodes);
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+    order.into_iter().map(|i| nodes[i]).collect()
+}
+
+/// Whether the task fits the node's future idle resources and passes every predicate.
+pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
+    Session::fits_future_idle(ssn.snap.task(t), ssn.snap.node(n)).is_ok() && ssn.predicate(t, n).is_ok()
 }

@@ -11,8 +11,10 @@ use volcano_framework::{
     parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus, Worklist,
 };
 
-use crate::evict::{free_node_for, sort_in_victim_order, victims_suffice};
-use crate::preempt::{candidate_nodes, fits_without_eviction, may_evict_for, pending_tasks};
+use crate::evict::{
+    candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, sort_in_victim_order,
+    victims_suffice,
+};
 
 /// Configuration name.
 pub const NAME: &str = "reclaim";
