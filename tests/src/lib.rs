@@ -5,6 +5,7 @@
 //! The scenario runner (`tests/scenarios.rs`) and the property tests (`tests/invariants.rs`)
 //! live beside this library.
 
+pub mod fixtures;
 pub mod scenario;
 
 use std::collections::BTreeMap;

@@ -1,29 +1,17 @@
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
 use volcano_framework::resource::NVIDIA_GPU;
 use volcano_framework::{
-    Hooks, JobId, PluginEntry, Profile, Session, SessionContext, SessionOptions, Snapshot, Statement, TaskId,
-    TaskStatus,
+    Hooks, JobId, PluginEntry, Profile, Session, SessionOptions, Snapshot, Statement, TaskId, TaskStatus,
 };
 use volcano_testkit::{node, pod, pod_group, queue, Objects};
 
 use super::*;
-
-fn ctx() -> SessionContext {
-    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
+use volcano_testkit::fixtures::{job_id as job, session_ctx as ctx, task_id as task};
 
 fn open(snap: &Snapshot) -> Drf {
     let mut p = Drf::new(Args {});
     p.on_session_open(snap, &ctx());
     p
-}
-
-fn job(snap: &Snapshot, key: &str) -> JobId {
-    snap.job_id(key).expect("job exists")
-}
-
-fn task(snap: &Snapshot, key: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| &*t.key == key).expect("task exists") as u32)
 }
 
 /// One node of 16 cpu / 64Gi / 110 pods.
@@ -616,4 +604,14 @@ fn allocation_by_queue_order_matches_volcanos_rescaling_test() {
     assert_eq!(alloc("ns/pg1"), (5000.0, 5e9));
     assert_eq!(alloc("ns/pg21"), (5000.0, 0.0));
     assert_eq!(alloc("ns/pg22"), (0.0, 5e9));
+}
+
+/// The session with just this plugin (the testkit's builder) orders jobs by share, as the
+/// plugin alone does.
+#[test]
+fn a_session_with_just_drf_orders_jobs_by_share() {
+    let snap = cluster();
+    let (a, b) = (job(&snap, "ns/a"), job(&snap, "ns/b"));
+    let ssn = volcano_testkit::fixtures::plugin_session(snap, Box::new(Drf::new(Args {})));
+    assert_eq!(ssn.job_order(b, a), Ordering::Less, "b (share 0.25) before a (share 0.5)");
 }

@@ -9,16 +9,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
 use volcano_api::conf::{Arguments, PluginOption};
 use volcano_framework::{
-    Action, ActionRegistry, Hooks, NodeId, Plugin, Profile, Registries, Session, SessionContext, SessionOptions,
-    Snapshot, Statement, TaskId, TaskStatus,
+    Action, ActionRegistry, Hooks, NodeId, Plugin, Profile, Registries, Session, SessionOptions, Snapshot, Statement,
+    TaskId, TaskStatus,
 };
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
-
-fn ctx() -> SessionContext {
-    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
+use volcano_testkit::fixtures::session_ctx as ctx;
 
 fn opt(args: serde_json::Value) -> PluginOption {
     PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }

@@ -1,22 +1,15 @@
 use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
-use volcano_framework::{Admission, JobId, SessionContext, Snapshot};
+use volcano_framework::{Admission, Snapshot};
 use volcano_testkit::{node, pod, pod_group, queue, Objects};
 
 use super::*;
-
-fn ctx() -> SessionContext {
-    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
+use volcano_testkit::fixtures::{job_id as job, session_ctx as ctx};
 
 fn open(snap: &Snapshot, factor: f64) -> Overcommit {
     let mut p = Overcommit::new(factor);
     p.on_session_open(snap, &ctx());
     p
-}
-
-fn job(snap: &Snapshot, key: &str) -> JobId {
-    snap.job_id(key).expect("job exists")
 }
 
 fn pending(ns: &str, name: &str, cpu: &str) -> volcano_testkit::PodGroupBuilder {

@@ -3,20 +3,16 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PodSchedulingGate;
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
 use volcano_api::crd::{PodGroupPhase, QueueState};
-use volcano_framework::resource::NVIDIA_GPU;
 use volcano_framework::{
-    run_cycle, Admission, CloseOutput, CycleContext, Hooks, JobId, NoObserver, NodeId, Plugin, PluginEntry, Profile,
-    QueueId, Session, SessionContext, SessionOptions, Snapshot, Statement, TaskId, TaskStatus,
+    run_cycle, Admission, CloseOutput, CycleContext, Hooks, NoObserver, NodeId, Plugin, PluginEntry, Profile, Session,
+    SessionOptions, Snapshot, Statement, TaskId, TaskStatus,
 };
 use volcano_testkit::{node, pod, pod_group, queue, Objects, QueueBuilder};
 
 use super::*;
+use volcano_testkit::fixtures::{gpus, job_id as job, queue_id as q, session_ctx as ctx, task_id as task};
 
 const GI: f64 = 1024.0 * 1024.0 * 1024.0;
-
-fn ctx() -> SessionContext {
-    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
 
 /// Two nodes of 32 cpu, 128Gi, 8 GPUs: 16 GPUs in all.
 fn gpu_cluster() -> Objects {
@@ -42,22 +38,6 @@ fn open(snap: &Snapshot) -> Proportion {
     let mut p = Proportion::new(Args {});
     p.on_session_open(snap, &ctx());
     p
-}
-
-fn q(snap: &Snapshot, name: &str) -> QueueId {
-    snap.queue_id(name).expect("queue exists")
-}
-
-fn job(snap: &Snapshot, key: &str) -> JobId {
-    snap.job_id(key).expect("job exists")
-}
-
-fn task(snap: &Snapshot, key: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| &*t.key == key).expect("task exists") as u32)
-}
-
-fn gpus(r: &Resource) -> f64 {
-    r.get(NVIDIA_GPU) / 1000.0
 }
 
 fn deserved_gpus(p: &Proportion, snap: &Snapshot, name: &str) -> f64 {

@@ -3,16 +3,13 @@ use std::sync::Arc;
 use volcano_api::conf::{PluginOption, SchedulerConfiguration};
 use volcano_api::crd::{PodGroupPhase, SLA_WAITING_TIME_ANNOTATION};
 use volcano_framework::{Admission, PluginEntry, Profile, Session, SessionOptions};
+use volcano_testkit::fixtures::session_ctx_at as ctx;
 use volcano_testkit::{node, pod_group, Objects};
 
 use super::*;
 
 /// PodGroup creation times used below (seconds since the epoch).
 const T0: i64 = 1_700_000_000;
-
-fn ctx(now_ms: i64) -> SessionContext {
-    SessionContext { now_ms, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
 
 /// Jobs:
 /// - `a`: created at T0, waits 1h (annotation), deadline T0 + 3600 s;

@@ -4,10 +4,7 @@ use volcano_framework::{PluginEntry, Profile, Session, SessionOptions, Statement
 use volcano_testkit::{node, pod, pod_group, Objects, PodBuilder};
 
 use super::*;
-
-fn ctx() -> SessionContext {
-    SessionContext { now_ms: 0, cycle: 1, uid: "session-1".into(), enqueue_enabled: true }
-}
+use volcano_testkit::fixtures::session_ctx as ctx;
 
 /// n1, n2: 8 cpu, 16Gi; n3: 2 cpu, 4Gi; n4: 1 cpu, 4Gi.
 fn cluster() -> Objects {
