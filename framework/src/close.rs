@@ -53,7 +53,8 @@ fn queue_chain(snap: &Snapshot, q: QueueId) -> Vec<QueueId> {
     let mut chain = vec![q];
     let mut name = snap.queue(q).name.as_str();
     while chain.len() < 64 {
-        let parent = snap.queue(*chain.last().expect("not empty")).parent.as_deref().unwrap_or("root");
+        let parent =
+            snap.queue(*chain.last().expect("not empty")).parent.as_deref().unwrap_or(volcano_api::names::ROOT_QUEUE);
         if parent == name {
             break;
         }

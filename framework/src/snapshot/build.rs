@@ -602,7 +602,8 @@ impl Snapshot {
         pgs.sort_by_cached_key(|pg| meta_key(&pg.metadata));
         for pg in pgs {
             let key = meta_key(&pg.metadata);
-            let queue_name = pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or("default");
+            let queue_name =
+                pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
             let Some(&queue) = queue_by_name.get(queue_name) else {
                 tracing::debug!(job = %key, queue = queue_name, "queue not found: job skipped");
                 continue;

@@ -44,7 +44,7 @@ use volcano_framework::parse_args;
 pub const NAME: &str = "capacity";
 
 /// The name of the top queue in hierarchical mode (also the default `spec.parent`).
-pub const ROOT_QUEUE: &str = "root";
+pub const ROOT_QUEUE: &str = volcano_api::names::ROOT_QUEUE;
 
 /// Prefix of the PodGroup event message when admission is refused for lack of queue quota.
 pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";

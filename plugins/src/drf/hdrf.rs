@@ -19,7 +19,7 @@ use volcano_framework::{JobId, QueueId, Snapshot, TaskId};
 const NONE: u32 = u32::MAX;
 
 /// The root segment of every normalised hierarchy.
-const ROOT: &str = "root";
+const ROOT: &str = volcano_api::names::ROOT_QUEUE;
 
 /// Where a queue's annotations put it in the tree.
 #[derive(Clone, Debug, PartialEq)]
