@@ -193,3 +193,51 @@ pub(crate) fn shortfall<'a>(
         .collect();
     parts.join("; ")
 }
+
+/// What one job contributes to its queue's accounting (Volcano's proportion and capacity
+/// plugins compute the same sums).
+#[derive(Debug, Default)]
+pub(crate) struct JobUsage {
+    /// Σ requests of the job's tasks in allocated statuses.
+    pub(crate) allocated: Resource,
+    /// `allocated` + Σ requests of its pending tasks.
+    pub(crate) request: Resource,
+    /// What its admission reserves: the unallocated part of `minResources` (gated pods
+    /// deducted) while Inqueue, plus the running reservation.
+    pub(crate) inqueue: Resource,
+    /// What it holds beyond `minResources` (all of it without `minResources`).
+    pub(crate) elastic: Resource,
+}
+
+/// The job's [`JobUsage`].
+pub(crate) fn job_usage(snap: &Snapshot, job: &JobInfo) -> JobUsage {
+    let mut usage = JobUsage::default();
+    if job.count(TaskStatus::Pending) == 0 {
+        // No pending task: what the job requests is what it holds (the snapshot keeps that
+        // sum; resource values are whole numbers, so the sum is exact either way).
+        usage.allocated.add(&job.allocated);
+        usage.request.add(&job.allocated);
+    } else {
+        for &t in &job.tasks {
+            let task = snap.task(t);
+            if task.status.is_allocated() {
+                usage.allocated.add(&task.resreq);
+                usage.request.add(&task.resreq);
+            } else if task.status == TaskStatus::Pending {
+                usage.request.add(&task.resreq);
+            }
+        }
+    }
+    if let Some(min) = &job.min_resources {
+        if observed_phase(job) == Some(PodGroupPhase::Inqueue) {
+            usage.inqueue.add(&deduct_gated(snap, job, unallocated_min(min, &job.allocated)));
+        }
+    }
+    if let Some(r) = running_reservation(snap, job) {
+        usage.inqueue.add(&r);
+    }
+    // Volcano `GetElasticResources`: a job without minResources is elastic as a whole.
+    let min = job.min_resources.clone().unwrap_or_default();
+    usage.elastic = exceeded_part(&job.allocated, &min);
+    usage
+}

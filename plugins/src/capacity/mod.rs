@@ -28,15 +28,14 @@ use volcano_api::crd::PodGroupPhase;
 use volcano_api::names::event_reason;
 use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, JobInfo, Plugin, PluginBuilder, QueueId, QueueReport,
+    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
     SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
 
 use crate::queue_accounting::{
-    deduct_gated, exceeded_dims, exceeded_part, format_resource_names, observed_phase, running_reservation, shortfall,
-    unallocated_min,
+    deduct_gated, exceeded_dims, exceeded_part, format_resource_names, job_usage, shortfall, JobUsage,
 };
 use volcano_framework::parse_args;
 
@@ -147,48 +146,11 @@ pub struct Capacity {
     root: Option<usize>,
 }
 
-/// What one job contributes to its queue.
-struct JobUsage {
-    allocated: Resource,
-    request: Resource,
-    inqueue: Resource,
-    elastic: Resource,
-}
-
-fn job_usage(snap: &Snapshot, job: &JobInfo) -> JobUsage {
-    let mut allocated = Resource::empty();
-    let mut request = Resource::empty();
-    for &t in &job.tasks {
-        let task = snap.task(t);
-        if task.status.is_allocated() {
-            allocated.add(&task.resreq);
-            request.add(&task.resreq);
-        } else if task.status == TaskStatus::Pending {
-            request.add(&task.resreq);
-        }
-    }
-    let mut inqueue = Resource::empty();
-    if let Some(min) = &job.min_resources {
-        if observed_phase(job) == Some(PodGroupPhase::Inqueue) {
-            inqueue.add(&deduct_gated(snap, job, unallocated_min(min, &job.allocated)));
-        }
-    }
-    if let Some(r) = running_reservation(snap, job) {
-        inqueue.add(&r);
-    }
-    // Volcano `GetElasticResources`: a job without minResources is elastic as a whole.
-    let min = job.min_resources.clone().unwrap_or_default();
-    let elastic = exceeded_part(&job.allocated, &min);
-    JobUsage { allocated, request, inqueue, elastic }
-}
-
-impl JobUsage {
-    fn add_to(&self, attr: &mut QueueAttr) {
-        attr.allocated.add(&self.allocated);
-        attr.request.add(&self.request);
-        attr.inqueue.add(&self.inqueue);
-        attr.elastic.add(&self.elastic);
-    }
+fn add_usage(usage: &JobUsage, attr: &mut QueueAttr) {
+    attr.allocated.add(&usage.allocated);
+    attr.request.add(&usage.request);
+    attr.inqueue.add(&usage.inqueue);
+    attr.elastic.add(&usage.elastic);
 }
 
 /// `spec.capability` with non-positive cpu/memory meaning unlimited (Volcano sets them to
@@ -290,7 +252,7 @@ impl Capacity {
                 }
                 attr.real_capability = real;
             }
-            job_usage(snap, job).add_to(attr);
+            add_usage(&job_usage(snap, job), attr);
         }
         for attr in attrs.iter_mut().filter(|a| a.active) {
             attr.deserved.min_dimension(&attr.real_capability, DimensionDefault::Infinity);
@@ -378,9 +340,9 @@ impl Capacity {
                 tracing::debug!(job = %job.key, queue = %attrs[q].name, "capacity: job in a non-leaf queue");
             }
             let usage = job_usage(snap, job);
-            usage.add_to(&mut attrs[q]);
+            add_usage(&usage, &mut attrs[q]);
             for a in attrs[q].ancestors.clone() {
-                usage.add_to(&mut attrs[a]);
+                add_usage(&usage, &mut attrs[a]);
             }
         }
 

@@ -19,16 +19,13 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
-use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE};
 use volcano_framework::{
     parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
-    SessionContext, Snapshot, TaskId, TaskStatus,
+    SessionContext, Snapshot, TaskId,
 };
 
-use crate::queue_accounting::{
-    self as reserve, deduct_gated, exceeded_dims, exceeded_part, observed_phase, running_reservation, unallocated_min,
-};
+use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_dims, exceeded_part};
 pub use args::Args;
 
 /// Configuration name.
@@ -165,33 +162,11 @@ pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
             }
             attr.real_capability = real;
         }
-        if job.count(TaskStatus::Pending) == 0 {
-            // No pending task: what the job requests is what it holds (the snapshot keeps
-            // that sum; resource values are whole numbers, so the sum is exact either way).
-            attr.allocated.add(&job.allocated);
-            attr.request.add(&job.allocated);
-        } else {
-            for &t in &job.tasks {
-                let task = snap.task(t);
-                if task.status.is_allocated() {
-                    attr.allocated.add(&task.resreq);
-                    attr.request.add(&task.resreq);
-                } else if task.status == TaskStatus::Pending {
-                    attr.request.add(&task.resreq);
-                }
-            }
-        }
-        if let Some(min) = &job.min_resources {
-            if observed_phase(job) == Some(PodGroupPhase::Inqueue) {
-                attr.inqueue.add(&deduct_gated(snap, job, unallocated_min(min, &job.allocated)));
-            }
-        }
-        if let Some(r) = running_reservation(snap, job) {
-            attr.inqueue.add(&r);
-        }
-        // Volcano `GetElasticResources`: a job without minResources is elastic as a whole.
-        let min = job.min_resources.clone().unwrap_or_default();
-        attr.elastic.add(&exceeded_part(&job.allocated, &min));
+        let usage = reserve::job_usage(snap, job);
+        attr.allocated.add(&usage.allocated);
+        attr.request.add(&usage.request);
+        attr.inqueue.add(&usage.inqueue);
+        attr.elastic.add(&usage.elastic);
     }
     attrs
 }
