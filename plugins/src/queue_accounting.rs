@@ -241,3 +241,49 @@ pub(crate) fn job_usage(snap: &Snapshot, job: &JobInfo) -> JobUsage {
     usage.elastic = exceeded_part(&job.allocated, &min);
     usage
 }
+
+/// Why a queue that is not `Open` takes nothing.
+pub(crate) fn not_open(queue: &volcano_framework::QueueInfo) -> String {
+    format!("queue {} is {:?}, not Open", queue.name, queue.state)
+}
+
+/// What a queue holds against its real capability, for [`quota_rejection`].
+pub(crate) struct QueueHolds<'a> {
+    /// Queue name.
+    pub(crate) name: &'a str,
+    /// The most the queue may hold.
+    pub(crate) real_capability: &'a Resource,
+    /// Held by its allocated pods.
+    pub(crate) allocated: &'a Resource,
+    /// Reserved for its admitted jobs.
+    pub(crate) inqueue: &'a Resource,
+    /// What its elastic jobs hold beyond their minimum (given back first).
+    pub(crate) elastic: &'a Resource,
+}
+
+/// The admission check of `proportion` and `capacity` (Volcano's quota check): a job's
+/// `minResources`, with what the queue holds and has reserved (elastic pods aside), must fit
+/// the queue's real capability on every resource the minimum names. `None` when it fits,
+/// else the rejection: Volcano's text followed by the numbers of each short resource.
+pub(crate) fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<String> {
+    let used = |n: &str| min.get(n) + q.allocated.get(n) + q.inqueue.get(n) - q.elastic.get(n);
+    exceeded_dims(min, q.real_capability, used).next()?;
+    Some(format!(
+        "{}; queue {}: {}",
+        format_resource_names(QUOTA_INSUFFICIENT, "insufficient", exceeded_dims(min, q.real_capability, used)),
+        q.name,
+        shortfall(
+            exceeded_dims(min, q.real_capability, used),
+            min,
+            q.real_capability,
+            &[
+                ("allocated", q.allocated, 1.0),
+                ("reserved for admitted jobs", q.inqueue, 1.0),
+                ("elastic", q.elastic, -1.0)
+            ],
+        )
+    ))
+}
+
+/// The start of a quota rejection, as Volcano's event says it.
+pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";

@@ -35,7 +35,7 @@ use volcano_framework::{
 pub use args::Args;
 
 use crate::queue_accounting::{
-    deduct_gated, exceeded_dims, exceeded_part, format_resource_names, job_usage, shortfall, JobUsage,
+    deduct_gated, exceeded_dims, exceeded_part, job_usage, not_open, quota_rejection, shortfall, JobUsage, QueueHolds,
 };
 use volcano_framework::parse_args;
 
@@ -45,8 +45,7 @@ pub const NAME: &str = "capacity";
 /// The name of the top queue in hierarchical mode (also the default `spec.parent`).
 pub const ROOT_QUEUE: &str = volcano_api::names::ROOT_QUEUE;
 
-/// Prefix of the PodGroup event message when admission is refused for lack of queue quota.
-pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";
+pub use crate::queue_accounting::QUOTA_INSUFFICIENT;
 
 /// What the plugin knows about one queue in this session.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -667,7 +666,7 @@ impl Plugin for Capacity {
     fn allocatable_refusal(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> Option<String> {
         let queue = snap.queue(q);
         if !queue.is_open() {
-            return Some(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+            return Some(not_open(queue));
         }
         self.attr(q)?;
         if let Some(reason) = self.refusal(q.idx()) {
@@ -811,40 +810,20 @@ impl Plugin for Capacity {
         }
         if !queue.is_open() {
             tracing::debug!(job = %job.key, queue = %queue.name, "queue is not open: job rejected");
-            return Admission::Reject(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+            return Admission::Reject(not_open(queue));
         }
         let Some(min) = &job.min_resources else { return Admission::Permit };
         for i in self.up_the_tree(q.idx()) {
             let a = &self.queues[i];
-            let used = |n: &str| min.get(n) + a.allocated.get(n) + a.inqueue.get(n) - a.elastic.get(n);
-            if exceeded_dims(min, &a.real_capability, used).next().is_none() {
-                continue;
-            }
-            let message = format!(
-                "{}; queue {}: {}",
-                format_resource_names(QUOTA_INSUFFICIENT, "insufficient", exceeded_dims(min, &a.real_capability, used)),
-                a.name,
-                shortfall(
-                    exceeded_dims(min, &a.real_capability, used),
-                    min,
-                    &a.real_capability,
-                    &[
-                        ("allocated", &a.allocated, 1.0),
-                        ("reserved for admitted jobs", &a.inqueue, 1.0),
-                        ("elastic", &a.elastic, -1.0)
-                    ],
-                )
-            );
-            tracing::debug!(
-                job = %job.key,
-                queue = %a.name,
-                min = %min,
-                real_capability = %a.real_capability,
-                allocated = %a.allocated,
-                inqueue = %a.inqueue,
-                elastic = %a.elastic,
-                "job rejected: {message}"
-            );
+            let holds = QueueHolds {
+                name: &a.name,
+                real_capability: &a.real_capability,
+                allocated: &a.allocated,
+                inqueue: &a.inqueue,
+                elastic: &a.elastic,
+            };
+            let Some(message) = quota_rejection(min, &holds) else { continue };
+            tracing::debug!(job = %job.key, queue = %a.name, "job rejected: {message}");
             return Admission::Reject(message);
         }
         Admission::Permit

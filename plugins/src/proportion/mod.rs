@@ -31,8 +31,7 @@ pub use args::Args;
 /// Configuration name.
 pub const NAME: &str = "proportion";
 
-/// Prefix of the PodGroup event message when admission is refused for lack of queue quota.
-pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";
+pub use crate::queue_accounting::QUOTA_INSUFFICIENT;
 
 /// Upper bound on water-filling rounds. Volcano loops until every queue is met or the
 /// remaining resources are empty or stop changing; with extreme weight ratios the
@@ -305,7 +304,7 @@ impl Plugin for Proportion {
     fn allocatable_refusal(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> Option<String> {
         let queue = snap.queue(q);
         if !queue.is_open() {
-            return Some(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+            return Some(reserve::not_open(queue));
         }
         let attr = self.attr(q)?;
         let req = &snap.task(t).resreq;
@@ -353,43 +352,19 @@ impl Plugin for Proportion {
         let queue = snap.queue(job.queue);
         if !queue.is_open() {
             tracing::debug!(job = %job.key, queue = %queue.name, "queue is not open: job rejected");
-            return Admission::Reject(format!("queue {} is {:?}, not Open", queue.name, queue.state));
+            return Admission::Reject(reserve::not_open(queue));
         }
         let Some(min) = &job.min_resources else { return Admission::Permit };
         let Some(attr) = self.attr(job.queue) else { return Admission::Permit };
-        let used = |n: &str| min.get(n) + attr.allocated.get(n) + attr.inqueue.get(n) - attr.elastic.get(n);
-        if exceeded_dims(min, &attr.real_capability, used).next().is_none() {
-            return Admission::Permit;
-        }
-        let message = format!(
-            "{}; queue {}: {}",
-            reserve::format_resource_names(
-                QUOTA_INSUFFICIENT,
-                "insufficient",
-                exceeded_dims(min, &attr.real_capability, used),
-            ),
-            queue.name,
-            reserve::shortfall(
-                exceeded_dims(min, &attr.real_capability, used),
-                min,
-                &attr.real_capability,
-                &[
-                    ("allocated", &attr.allocated, 1.0),
-                    ("reserved for admitted jobs", &attr.inqueue, 1.0),
-                    ("elastic", &attr.elastic, -1.0)
-                ],
-            )
-        );
-        tracing::debug!(
-            job = %job.key,
-            queue = %queue.name,
-            min = %min,
-            real_capability = %attr.real_capability,
-            allocated = %attr.allocated,
-            inqueue = %attr.inqueue,
-            elastic = %attr.elastic,
-            "job rejected: {message}"
-        );
+        let holds = reserve::QueueHolds {
+            name: &queue.name,
+            real_capability: &attr.real_capability,
+            allocated: &attr.allocated,
+            inqueue: &attr.inqueue,
+            elastic: &attr.elastic,
+        };
+        let Some(message) = reserve::quota_rejection(min, &holds) else { return Admission::Permit };
+        tracing::debug!(job = %job.key, queue = %queue.name, "job rejected: {message}");
         Admission::Reject(message)
     }
 
