@@ -4,9 +4,10 @@
 //! module: the plugin type implementing [`volcano_framework::Plugin`], a typed `Args`
 //! struct with Volcano's argument keys and defaults, and its unit tests. Code that several
 //! plugins use lives beside them: [`matching`] (node selectors, affinity terms, taints and
-//! tolerations, host ports, for `predicates` and `nodeorder`) and `queue_accounting` (the
-//! inqueue reservation, running reservations, the shortfall messages, for `proportion`,
-//! `capacity` and `overcommit`).
+//! tolerations, host ports, for `predicates` and `nodeorder`) and [`queue_accounting`]
+//! (the per-queue accounts [`queue_accounting::QueueAccount`] with the allocation and
+//! admission checks and the close-time report, job usage, the inqueue reservation, the
+//! shortfall messages, for `proportion`, `capacity` and `overcommit`).
 
 use volcano_framework::PluginRegistry;
 
@@ -22,7 +23,7 @@ pub mod overcommit;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
-pub(crate) mod queue_accounting;
+pub mod queue_accounting;
 pub mod sla;
 pub mod task_topology;
 

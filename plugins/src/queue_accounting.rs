@@ -2,11 +2,11 @@
 //! request asks for, in a neutral home: `proportion`, `capacity` and `overcommit` all keep an
 //! "inqueue" account of the `minResources` of admitted jobs (Volcano's
 //! `GetInqueueResource`, `DeductSchGatedResources`, `CalculateAllocatedTaskNum`), and say why
-//! a job does not fit the same way ([`shortfall`]).
+//! a job does not fit the same way (`shortfall`).
 
 use volcano_api::crd::PodGroupPhase;
-use volcano_framework::resource::{Resource, MIN_RESOURCE, PODS};
-use volcano_framework::{JobInfo, Snapshot, TaskStatus};
+use volcano_framework::resource::{share, DimensionDefault, Resource, MIN_RESOURCE, PODS};
+use volcano_framework::{JobInfo, QueueReport, Snapshot, TaskStatus};
 
 /// The scheduling gate Volcano's webhook puts on pods waiting for queue capacity; pods
 /// gated only by it still count as reserved.
@@ -248,24 +248,24 @@ pub(crate) fn not_open(queue: &volcano_framework::QueueInfo) -> String {
 }
 
 /// What a queue holds against its real capability, for [`quota_rejection`].
-pub(crate) struct QueueHolds<'a> {
+struct QueueHolds<'a> {
     /// Queue name.
-    pub(crate) name: &'a str,
+    name: &'a str,
     /// The most the queue may hold.
-    pub(crate) real_capability: &'a Resource,
+    real_capability: &'a Resource,
     /// Held by its allocated pods.
-    pub(crate) allocated: &'a Resource,
+    allocated: &'a Resource,
     /// Reserved for its admitted jobs.
-    pub(crate) inqueue: &'a Resource,
+    inqueue: &'a Resource,
     /// What its elastic jobs hold beyond their minimum (given back first).
-    pub(crate) elastic: &'a Resource,
+    elastic: &'a Resource,
 }
 
 /// The admission check of `proportion` and `capacity` (Volcano's quota check): a job's
 /// `minResources`, with what the queue holds and has reserved (elastic pods aside), must fit
 /// the queue's real capability on every resource the minimum names. `None` when it fits,
 /// else the rejection: Volcano's text followed by the numbers of each short resource.
-pub(crate) fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<String> {
+fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<String> {
     let used = |n: &str| min.get(n) + q.allocated.get(n) + q.inqueue.get(n) - q.elastic.get(n);
     exceeded_dims(min, q.real_capability, used).next()?;
     Some(format!(
@@ -287,3 +287,147 @@ pub(crate) fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<Stri
 
 /// The start of a quota rejection, as Volcano's event says it.
 pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";
+
+/// `spec.capability` with absent or non-positive cpu/memory meaning unlimited (Volcano sets
+/// them to the largest float); scalar dimensions stay as given.
+pub(crate) fn unlimited_cpu_memory(cap: &Resource) -> Resource {
+    let mut c = cap.clone();
+    if c.milli_cpu <= 0.0 {
+        c.milli_cpu = f64::MAX;
+    }
+    if c.memory <= 0.0 {
+        c.memory = f64::MAX;
+    }
+    c
+}
+
+/// What no queue has guaranteed: the cluster total − Σ every queue's guarantee (floored at
+/// zero per dimension).
+pub(crate) fn unguaranteed(snap: &Snapshot) -> Resource {
+    let mut total_guarantee = Resource::empty();
+    for q in &snap.queues {
+        total_guarantee.add(&q.guarantee);
+    }
+    exceeded_part(&snap.total_resource, &total_guarantee)
+}
+
+/// A queue's real capability: what is left to share (`available`: the cluster's or the
+/// parent's, the guarantees of all queues at that level taken out) + its own guarantee,
+/// capped by its capability (dimensions the capability does not name are unlimited).
+pub(crate) fn real_capability(available: &Resource, guarantee: &Resource, capability: Option<&Resource>) -> Resource {
+    let mut real = available.clone();
+    real.add(guarantee);
+    if let Some(cap) = capability {
+        real.min_dimension(cap, DimensionDefault::Infinity);
+    }
+    real
+}
+
+/// The accounts `proportion` and `capacity` keep for every queue that takes part in a
+/// session: what it deserves, holds, requests and has reserved, and its real capability.
+/// The two plugins differ only in how `deserved` is decided (weighted water-filling, or
+/// `spec.deserved`), in the share of a queue that deserves nothing, in the limit that
+/// bounds allocation (deserved, or real capability) and in their reclaim rules.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueAccount {
+    /// The queue's fair share in this session.
+    pub deserved: Resource,
+    /// Σ requests of the queue's tasks in allocated statuses (kept current by the event
+    /// handlers).
+    pub allocated: Resource,
+    /// `allocated` + Σ requests of pending tasks (at session open).
+    pub request: Resource,
+    /// Σ over jobs of what they hold beyond `minResources` (all of it without one).
+    pub elastic: Resource,
+    /// `minResources` reserved by admitted jobs that are not allocated yet.
+    pub inqueue: Resource,
+    /// The most the queue may hold (see `real_capability`).
+    pub real_capability: Resource,
+    /// `spec.guarantee.resource`.
+    pub guarantee: Resource,
+    /// Max over the dimensions of `deserved` of allocated / deserved (see `update_share`).
+    pub share: f64,
+}
+
+impl QueueAccount {
+    /// Adds one job's usage.
+    pub(crate) fn add_usage(&mut self, usage: &JobUsage) {
+        self.allocated.add(&usage.allocated);
+        self.request.add(&usage.request);
+        self.inqueue.add(&usage.inqueue);
+        self.elastic.add(&usage.elastic);
+    }
+
+    /// Recomputes the share: max over the dimensions the queue deserves of allocated /
+    /// deserved (0 if none). `best_effort` is the share of a queue that deserves nothing
+    /// (`pods` aside), if the plugin gives such queues their own (`capacity`: 1, a
+    /// best-effort queue counts as satisfied; `proportion` has none).
+    pub(crate) fn update_share(&mut self, best_effort: Option<f64>) {
+        if let Some(s) = best_effort.filter(|_| self.deserved.is_empty()) {
+            self.share = s;
+            return;
+        }
+        let mut s = 0.0f64;
+        for (name, d) in self.deserved.dims() {
+            if d >= MIN_RESOURCE {
+                s = s.max(share(self.allocated.get(name), d));
+            }
+        }
+        self.share = s;
+    }
+
+    /// A task was allocated (`add`) or deallocated in this queue.
+    pub(crate) fn record(&mut self, req: &Resource, add: bool, best_effort: Option<f64>) {
+        if add {
+            self.allocated.add(req);
+        } else {
+            self.allocated.sub_unchecked(req);
+        }
+        self.update_share(best_effort);
+    }
+
+    /// Whether the queue may take `req` more without exceeding `limit` on the dimensions
+    /// `req` asks for.
+    pub(crate) fn fits(&self, req: &Resource, limit: &Resource) -> bool {
+        exceeded_dims(req, limit, |n| self.allocated.get(n) + req.get(n)).next().is_none()
+    }
+
+    /// Why the queue may not take a pod asking for `req` (`None` if it may): `queue NAME is
+    /// at its LIMIT_NAME: ` and the numbers of every short resource.
+    pub(crate) fn allocation_refusal(
+        &self,
+        queue: &str,
+        limit_name: &str,
+        req: &Resource,
+        limit: &Resource,
+    ) -> Option<String> {
+        let over = exceeded_dims(req, limit, |n| self.allocated.get(n) + req.get(n));
+        let text = shortfall(over, req, limit, &[("allocated", &self.allocated, 1.0)]);
+        (!text.is_empty())
+            .then(|| format!("queue {queue} is at its {limit_name}: {}", text.replace("the job needs", "a pod needs")))
+    }
+
+    /// The admission check ([`quota_rejection`]) of a job's `minResources` against this
+    /// queue.
+    pub(crate) fn admission_refusal(&self, queue: &str, min: &Resource) -> Option<String> {
+        quota_rejection(
+            min,
+            &QueueHolds {
+                name: queue,
+                real_capability: &self.real_capability,
+                allocated: &self.allocated,
+                inqueue: &self.inqueue,
+                elastic: &self.elastic,
+            },
+        )
+    }
+
+    /// What the session reports for the queue when it closes.
+    pub(crate) fn report(&self) -> QueueReport {
+        QueueReport {
+            allocated: self.allocated.clone(),
+            deserved: Some(self.deserved.clone()),
+            share: Some(self.share),
+        }
+    }
+}

@@ -26,16 +26,16 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
 use volcano_api::names::event_reason;
-use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE, PODS};
+use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
-    SessionContext, Snapshot, TaskId, TaskStatus,
+    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext,
+    Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
 
 use crate::queue_accounting::{
-    deduct_gated, exceeded_dims, exceeded_part, job_usage, not_open, quota_rejection, shortfall, JobUsage, QueueHolds,
+    deduct_gated, exceeded_part, job_usage, not_open, real_capability, unguaranteed, unlimited_cpu_memory, QueueAccount,
 };
 use volcano_framework::parse_args;
 
@@ -55,29 +55,17 @@ pub struct QueueAttr {
     pub active: bool,
     /// Queue name.
     pub name: String,
-    /// Max over the deserved dimensions of allocated / deserved; 1 when nothing is
-    /// deserved (a best-effort queue).
-    pub share: f64,
-    /// `spec.deserved`, capped by the real capability and raised to the guarantee (in
-    /// hierarchical mode also capped by the parent's deserved, see [`Capacity`]).
-    pub deserved: Resource,
-    /// Σ requests of the queue's tasks in allocated statuses (in hierarchical mode, of
-    /// its whole subtree); kept current by the event handlers.
-    pub allocated: Resource,
-    /// `allocated` + Σ requests of pending tasks (at session open).
-    pub request: Resource,
-    /// Σ over jobs of what they hold beyond `minResources`.
-    pub elastic: Resource,
-    /// `minResources` reserved by admitted jobs that are not allocated yet.
-    pub inqueue: Resource,
     /// `spec.capability` with absent or non-positive cpu/memory unlimited (in hierarchical
     /// mode, absent dimensions are inherited from the parent); empty when unset.
     pub capability: Resource,
-    /// The most the queue may hold: (the parent's real capability, or the cluster total,
-    /// − the guarantees of all its siblings) + its own guarantee, capped by its capability.
-    pub real_capability: Resource,
-    /// `spec.guarantee.resource` (for the root in hierarchical mode: Σ of its children's).
-    pub guarantee: Resource,
+    /// The accounts. `deserved` is `spec.deserved`, capped by the real capability and
+    /// raised to the guarantee (in hierarchical mode also capped by the parent's deserved,
+    /// see [`Capacity`]); the share is 1 when nothing is deserved (a best-effort queue). In
+    /// hierarchical mode allocated, request, inqueue and elastic are sums over the whole
+    /// subtree; the real capability is (the parent's real capability, or the cluster total,
+    /// − the guarantees of all its siblings) + its own guarantee, capped by its capability;
+    /// the root's guarantee is Σ of its children's.
+    pub account: QueueAccount,
     /// Ancestors, the root first (indices into the attribute table; hierarchical mode).
     ancestors: Vec<usize>,
     /// Children (indices into the attribute table; hierarchical mode).
@@ -86,21 +74,10 @@ pub struct QueueAttr {
     broken: Option<String>,
 }
 
-impl QueueAttr {
-    fn update_share(&mut self) {
-        if self.deserved.is_empty() {
-            self.share = 1.0;
-            return;
-        }
-        let mut s = 0.0f64;
-        for (name, d) in self.deserved.dims() {
-            if d >= MIN_RESOURCE {
-                s = s.max(share(self.allocated.get(name), d));
-            }
-        }
-        self.share = s;
-    }
+/// The share of a queue that deserves nothing: satisfied.
+const BEST_EFFORT_SHARE: Option<f64> = Some(1.0);
 
+impl QueueAttr {
     /// Whether the queue has no child queue.
     pub fn is_leaf(&self) -> bool {
         self.children.is_empty()
@@ -143,26 +120,6 @@ pub struct Capacity {
     queues: Vec<QueueAttr>,
     /// The root's index (hierarchical mode).
     root: Option<usize>,
-}
-
-fn add_usage(usage: &JobUsage, attr: &mut QueueAttr) {
-    attr.allocated.add(&usage.allocated);
-    attr.request.add(&usage.request);
-    attr.inqueue.add(&usage.inqueue);
-    attr.elastic.add(&usage.elastic);
-}
-
-/// `spec.capability` with non-positive cpu/memory meaning unlimited (Volcano sets them to
-/// the largest float).
-fn flat_capability(cap: &Resource) -> Resource {
-    let mut c = cap.clone();
-    if c.milli_cpu <= 0.0 {
-        c.milli_cpu = f64::MAX;
-    }
-    if c.memory <= 0.0 {
-        c.memory = f64::MAX;
-    }
-    c
 }
 
 fn le(l: f64, r: f64) -> bool {
@@ -229,11 +186,7 @@ impl Capacity {
 
     /// Builds the attributes of the queues that have jobs (flat mode).
     fn build_flat(&mut self, snap: &Snapshot) {
-        let mut total_guarantee = Resource::empty();
-        for q in &snap.queues {
-            total_guarantee.add(&q.guarantee);
-        }
-        let unguaranteed = exceeded_part(&snap.total_resource, &total_guarantee);
+        let unguaranteed = unguaranteed(snap);
         let mut attrs = vec![QueueAttr::default(); snap.queues.len()];
         for job in &snap.jobs {
             let attr = &mut attrs[job.queue.idx()];
@@ -241,22 +194,20 @@ impl Capacity {
                 let q = snap.queue(job.queue);
                 attr.active = true;
                 attr.name = q.name.clone();
-                attr.deserved = q.deserved.clone().unwrap_or_default();
-                attr.guarantee = q.guarantee.clone();
-                let mut real = unguaranteed.clone();
-                real.add(&attr.guarantee);
-                if let Some(cap) = &q.capability {
-                    attr.capability = flat_capability(cap);
-                    real.min_dimension(&attr.capability, DimensionDefault::Infinity);
-                }
-                attr.real_capability = real;
+                let capability = q.capability.as_ref().map(unlimited_cpu_memory);
+                let a = &mut attr.account;
+                a.deserved = q.deserved.clone().unwrap_or_default();
+                a.guarantee = q.guarantee.clone();
+                a.real_capability = real_capability(&unguaranteed, &q.guarantee, capability.as_ref());
+                attr.capability = capability.unwrap_or_default();
             }
-            add_usage(&job_usage(snap, job), attr);
+            attr.account.add_usage(&job_usage(snap, job));
         }
         for attr in attrs.iter_mut().filter(|a| a.active) {
-            attr.deserved.min_dimension(&attr.real_capability, DimensionDefault::Infinity);
-            attr.deserved.set_max(&attr.guarantee);
-            attr.update_share();
+            let a = &mut attr.account;
+            a.deserved.min_dimension(&a.real_capability, DimensionDefault::Infinity);
+            a.deserved.set_max(&a.guarantee);
+            a.update_share(BEST_EFFORT_SHARE);
         }
         self.queues = attrs;
     }
@@ -276,8 +227,8 @@ impl Capacity {
             let attr = &mut attrs[i];
             attr.active = true;
             attr.name = q.name.clone();
-            attr.deserved = q.deserved.clone().unwrap_or_default();
-            attr.guarantee = q.guarantee.clone();
+            attr.account.deserved = q.deserved.clone().unwrap_or_default();
+            attr.account.guarantee = q.guarantee.clone();
             attr.capability = q.capability.clone().unwrap_or_default();
         }
         if root == n {
@@ -339,23 +290,23 @@ impl Capacity {
                 tracing::debug!(job = %job.key, queue = %attrs[q].name, "capacity: job in a non-leaf queue");
             }
             let usage = job_usage(snap, job);
-            add_usage(&usage, &mut attrs[q]);
+            attrs[q].account.add_usage(&usage);
             for a in attrs[q].ancestors.clone() {
-                add_usage(&usage, &mut attrs[a]);
+                attrs[a].account.add_usage(&usage);
             }
         }
 
         // The root: absent dimensions are unlimited.
         {
             let r = &mut attrs[root];
-            let mut cap = flat_capability(&r.capability);
+            let mut cap = unlimited_cpu_memory(&r.capability);
             for (name, _) in snap.total_resource.scalars() {
                 if !cap.has_scalar(name) {
                     cap.set(name, f64::MAX);
                 }
             }
             r.capability = cap.clone();
-            r.real_capability = cap;
+            r.account.real_capability = cap;
         }
 
         // Top down: capabilities, real capabilities and deserved resources of the children.
@@ -367,10 +318,10 @@ impl Capacity {
             }
             let mut sum_guarantee = Resource::empty();
             for &c in &children {
-                sum_guarantee.add(&attrs[c].guarantee);
+                sum_guarantee.add(&attrs[c].account.guarantee);
             }
             let parent_cap = attrs[p].capability.clone();
-            let available = exceeded_part(&attrs[p].real_capability, &sum_guarantee);
+            let available = exceeded_part(&attrs[p].account.real_capability, &sum_guarantee);
             let mut sum_deserved = Resource::empty();
             for &c in &children {
                 let child = &mut attrs[c];
@@ -393,27 +344,25 @@ impl Capacity {
                         "capacity: child queue capability exceeds its parent's: the parent's limit applies"
                     );
                 }
-                let mut real = available.clone();
-                real.add(&child.guarantee);
-                real.min_dimension(&child.capability, DimensionDefault::Infinity);
-                child.real_capability = real;
-                child.deserved.min_dimension(&child.real_capability, DimensionDefault::Infinity);
-                child.deserved.set_max(&child.guarantee);
-                sum_deserved.add(&child.deserved);
+                child.account.real_capability =
+                    real_capability(&available, &child.account.guarantee, Some(&child.capability));
+                child.account.deserved.min_dimension(&child.account.real_capability, DimensionDefault::Infinity);
+                child.account.deserved.set_max(&child.account.guarantee);
+                sum_deserved.add(&child.account.deserved);
             }
             if p == root {
-                attrs[p].guarantee = sum_guarantee;
-                attrs[p].deserved = sum_deserved;
+                attrs[p].account.guarantee = sum_guarantee;
+                attrs[p].account.deserved = sum_deserved;
             } else {
-                if !sum_guarantee.less_equal(&attrs[p].guarantee, DimensionDefault::Zero) {
+                if !sum_guarantee.less_equal(&attrs[p].account.guarantee, DimensionDefault::Zero) {
                     tracing::warn!(
                         queue = %attrs[p].name,
-                        guarantee = %attrs[p].guarantee,
+                        guarantee = %attrs[p].account.guarantee,
                         children = %sum_guarantee,
                         "capacity: the children's guarantees exceed their parent's"
                     );
                 }
-                let parent_deserved = attrs[p].deserved.clone();
+                let parent_deserved = attrs[p].account.deserved.clone();
                 for (name, pd) in parent_deserved.dims() {
                     let total = sum_deserved.get(name);
                     if pd < MIN_RESOURCE || le(total, pd) {
@@ -428,21 +377,21 @@ impl Capacity {
                     );
                     let ratio = pd / total;
                     for &c in &children {
-                        let v = attrs[c].deserved.get(name);
+                        let v = attrs[c].account.deserved.get(name);
                         if v > 0.0 {
-                            attrs[c].deserved.set(name, v * ratio);
+                            attrs[c].account.deserved.set(name, v * ratio);
                         }
                     }
                 }
                 for &c in &children {
-                    let g = attrs[c].guarantee.clone();
-                    attrs[c].deserved.set_max(&g);
+                    let g = attrs[c].account.guarantee.clone();
+                    attrs[c].account.deserved.set_max(&g);
                 }
             }
             stack.extend(children.iter().rev());
         }
         for attr in attrs.iter_mut().filter(|a| a.active) {
-            attr.update_share();
+            attr.account.update_share(BEST_EFFORT_SHARE);
         }
         self.root = Some(root);
         self.queues = attrs;
@@ -496,12 +445,12 @@ impl Capacity {
     }
 
     fn compare_share(&self, l: Option<&QueueAttr>, r: Option<&QueueAttr>) -> Ordering {
-        let (ls, rs) = (l.map_or(1.0, |a| a.share), r.map_or(1.0, |a| a.share));
+        let (ls, rs) = (l.map_or(1.0, |a| a.account.share), r.map_or(1.0, |a| a.account.share));
         match cmp_f64(ls, rs) {
             Ordering::Equal => {
                 // Queues that deserve something go before best-effort queues.
-                let lh = l.is_some_and(|a| !a.deserved.is_empty());
-                let rh = r.is_some_and(|a| !a.deserved.is_empty());
+                let lh = l.is_some_and(|a| !a.account.deserved.is_empty());
+                let rh = r.is_some_and(|a| !a.account.deserved.is_empty());
                 rh.cmp(&lh)
             }
             o => o,
@@ -520,13 +469,7 @@ impl Capacity {
         let n_ancestors = if self.hierarchy { self.queues[q].ancestors.len() } else { 0 };
         for k in 0..=n_ancestors {
             let i = if k == 0 { q } else { self.queues[q].ancestors[k - 1] };
-            let attr = &mut self.queues[i];
-            if add {
-                attr.allocated.add(req);
-            } else {
-                attr.allocated.sub_unchecked(req);
-            }
-            attr.update_share();
+            self.queues[i].account.record(req, add, BEST_EFFORT_SHARE);
         }
     }
 }
@@ -560,13 +503,13 @@ impl Plugin for Capacity {
         for a in self.queues.iter().filter(|a| a.active) {
             tracing::debug!(
                 queue = %a.name,
-                deserved = %a.deserved,
-                real_capability = %a.real_capability,
-                allocated = %a.allocated,
-                request = %a.request,
-                inqueue = %a.inqueue,
-                elastic = %a.elastic,
-                share = a.share,
+                deserved = %a.account.deserved,
+                real_capability = %a.account.real_capability,
+                allocated = %a.account.allocated,
+                request = %a.account.request,
+                inqueue = %a.account.inqueue,
+                elastic = %a.account.elastic,
+                share = a.account.share,
                 "capacity: queue attributes"
             );
         }
@@ -574,14 +517,7 @@ impl Plugin for Capacity {
 
     fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
         for (i, a) in self.queues.iter().enumerate().filter(|(i, a)| a.active && *i < snap.queues.len()) {
-            out.queue_reports.push((
-                QueueId(i as u32),
-                QueueReport {
-                    allocated: a.allocated.clone(),
-                    deserved: Some(a.deserved.clone()),
-                    share: Some(a.share),
-                },
-            ));
+            out.queue_reports.push((QueueId(i as u32), a.account.report()));
         }
         // Admitted jobs of a queue outside the hierarchy (or not a leaf) wait: say why on
         // the PodGroup. (Jobs refused at admission get their event from the session.)
@@ -649,11 +585,11 @@ impl Plugin for Capacity {
         let req = &snap.task(t).resreq;
         for i in self.up_the_tree(q.idx()) {
             let a = &self.queues[i];
-            if exceeded_dims(req, &a.real_capability, |n| a.allocated.get(n) + req.get(n)).next().is_some() {
+            if !a.account.fits(req, &a.account.real_capability) {
                 tracing::trace!(
                     queue = %a.name,
-                    real_capability = %a.real_capability,
-                    allocated = %a.allocated,
+                    real_capability = %a.account.real_capability,
+                    allocated = %a.account.allocated,
                     request = %req,
                     "capacity: queue would exceed its real capability"
                 );
@@ -675,14 +611,9 @@ impl Plugin for Capacity {
         let req = &snap.task(t).resreq;
         for i in self.up_the_tree(q.idx()) {
             let a = &self.queues[i];
-            let over = exceeded_dims(req, &a.real_capability, |n| a.allocated.get(n) + req.get(n));
-            let text = shortfall(over, req, &a.real_capability, &[("allocated", &a.allocated, 1.0)]);
-            if !text.is_empty() {
-                return Some(format!(
-                    "queue {} is at its real capability: {}",
-                    a.name,
-                    text.replace("the job needs", "a pod needs")
-                ));
+            let refusal = a.account.allocation_refusal(&a.name, "real capability", req, &a.account.real_capability);
+            if refusal.is_some() {
+                return refusal;
             }
         }
         None
@@ -698,12 +629,12 @@ impl Plugin for Capacity {
             return false;
         }
         let req = &snap.task(t).resreq;
-        let future = |a: &QueueAttr, n: &str| a.allocated.get(n) + req.get(n);
-        if exceeded_dims(req, &attr.real_capability, |n| future(attr, n)).next().is_some() {
+        let future = |a: &QueueAttr, n: &str| a.account.allocated.get(n) + req.get(n);
+        if !attr.account.fits(req, &attr.account.real_capability) {
             tracing::debug!(queue = %queue.name, "capacity: cannot reclaim: future use exceeds the real capability");
             return false;
         }
-        if partly_within(req, &attr.deserved, |n| future(attr, n)) {
+        if partly_within(req, &attr.account.deserved, |n| future(attr, n)) {
             return true;
         }
         if self.hierarchy {
@@ -713,7 +644,7 @@ impl Plugin for Capacity {
                     continue;
                 }
                 let anc = &self.queues[a];
-                if partly_within(req, &anc.deserved, |n| future(anc, n)) {
+                if partly_within(req, &anc.account.deserved, |n| future(anc, n)) {
                     tracing::debug!(queue = %queue.name, ancestor = %anc.name, "capacity: ancestor may reclaim");
                     return true;
                 }
@@ -721,8 +652,8 @@ impl Plugin for Capacity {
         }
         tracing::debug!(
             queue = %queue.name,
-            deserved = %attr.deserved,
-            allocated = %attr.allocated,
+            deserved = %attr.account.deserved,
+            allocated = %attr.account.allocated,
             request = %req,
             "capacity: queue is at its deserved share on every requested resource: cannot reclaim"
         );
@@ -747,20 +678,20 @@ impl Plugin for Capacity {
                 tracing::trace!(victim = %task.key, "capacity: no resource in common with the reclaimer");
                 continue;
             }
-            let pos = running_slot(&mut running, q, &attr.allocated);
+            let pos = running_slot(&mut running, q, &attr.account.allocated);
             let mut after = running[pos].1.clone();
             after.sub_unchecked(&task.resreq);
-            if !attr.guarantee.less_equal(&after, DimensionDefault::Zero) {
+            if !attr.account.guarantee.less_equal(&after, DimensionDefault::Zero) {
                 tracing::trace!(victim = %task.key, queue = %attr.name, "capacity: the queue would fall below its guarantee");
                 continue;
             }
-            let eligible = if !intersects(&task.resreq, &attr.deserved, false) {
+            let eligible = if !intersects(&task.resreq, &attr.account.deserved, false) {
                 // An immediate victim: the queue deserves nothing of what the task uses.
                 !(hierarchical_reclaim
                     && self.share_ancestor_within_level(rq, q)
-                    && !intersects(reclaimer_req, &self.queues[rq].deserved, false))
+                    && !intersects(reclaimer_req, &self.queues[rq].account.deserved, false))
             } else {
-                exceeds_relevant(&running[pos].1, &attr.deserved, &task.resreq)
+                exceeds_relevant(&running[pos].1, &attr.account.deserved, &task.resreq)
             };
             if !eligible {
                 continue;
@@ -774,12 +705,12 @@ impl Plugin for Capacity {
                         continue;
                     }
                     let anc = &self.queues[a];
-                    let apos = running_slot(&mut running, a, &anc.allocated);
+                    let apos = running_slot(&mut running, a, &anc.account.allocated);
                     touched.push(apos);
-                    if !intersects(&task.resreq, &anc.deserved, false) {
+                    if !intersects(&task.resreq, &anc.account.deserved, false) {
                         continue;
                     }
-                    if !exceeds_relevant(&running[apos].1, &anc.deserved, &task.resreq) {
+                    if !exceeds_relevant(&running[apos].1, &anc.account.deserved, &task.resreq) {
                         ancestors_agree = false;
                         break;
                     }
@@ -815,14 +746,7 @@ impl Plugin for Capacity {
         let Some(min) = &job.min_resources else { return Admission::Permit };
         for i in self.up_the_tree(q.idx()) {
             let a = &self.queues[i];
-            let holds = QueueHolds {
-                name: &a.name,
-                real_capability: &a.real_capability,
-                allocated: &a.allocated,
-                inqueue: &a.inqueue,
-                elastic: &a.elastic,
-            };
-            let Some(message) = quota_rejection(min, &holds) else { continue };
+            let Some(message) = a.account.admission_refusal(&a.name, min) else { continue };
             tracing::debug!(job = %job.key, queue = %a.name, "job rejected: {message}");
             return Admission::Reject(message);
         }
@@ -837,10 +761,10 @@ impl Plugin for Capacity {
             return;
         }
         let reserved = deduct_gated(snap, job, min.clone());
-        self.queues[q].inqueue.add(&reserved);
+        self.queues[q].account.inqueue.add(&reserved);
         if self.hierarchy {
             for a in self.queues[q].ancestors.clone() {
-                self.queues[a].inqueue.add(&reserved);
+                self.queues[a].account.inqueue.add(&reserved);
             }
         }
     }

@@ -95,19 +95,19 @@ fn deserved_is_capped_by_real_capability_and_raised_to_guarantee() {
     let p = open(&snap);
     let (a1, a2, a3) = (attr(&p, &snap, "q1"), attr(&p, &snap, "q2"), attr(&p, &snap, "q3"));
     // Real capability: (16 − 4 guaranteed to q2) + own guarantee, capped by capability.
-    assert_eq!(gpus(&a1.real_capability), 8.0);
-    assert_eq!(gpus(&a2.real_capability), 16.0);
-    assert_eq!(gpus(&a3.real_capability), 12.0);
+    assert_eq!(gpus(&a1.account.real_capability), 8.0);
+    assert_eq!(gpus(&a2.account.real_capability), 16.0);
+    assert_eq!(gpus(&a3.account.real_capability), 12.0);
     // cpu is not in the capability: unlimited there, so the cluster's 64 cpu remain.
-    assert_eq!(a1.real_capability.milli_cpu, 64_000.0);
+    assert_eq!(a1.account.real_capability.milli_cpu, 64_000.0);
     assert_eq!(a1.capability.milli_cpu, f64::MAX);
-    assert_eq!(gpus(&a1.deserved), 8.0);
-    assert_eq!(gpus(&a2.deserved), 4.0);
+    assert_eq!(gpus(&a1.account.deserved), 8.0);
+    assert_eq!(gpus(&a2.account.deserved), 4.0);
     // No deserved: a best-effort queue with share 1.
-    assert!(a3.deserved.is_empty());
-    assert_eq!(a3.share, 1.0);
-    assert_eq!(a1.share, 0.0);
-    assert_eq!(gpus(&a1.request), 1.0);
+    assert!(a3.account.deserved.is_empty());
+    assert_eq!(a3.account.share, 1.0);
+    assert_eq!(a1.account.share, 0.0);
+    assert_eq!(gpus(&a1.account.request), 1.0);
     // The default queue has no job: no attributes in flat mode.
     assert!(p.attr(q(&snap, "default")).is_none());
 }
@@ -119,9 +119,9 @@ fn share_is_allocated_over_deserved_on_deserved_dimensions() {
             .snapshot();
     let p = open(&snap);
     let a = attr(&p, &snap, "q1");
-    assert_eq!(gpus(&a.allocated), 3.0);
+    assert_eq!(gpus(&a.account.allocated), 3.0);
     // max(3/4 GPUs, 3/16 cpu).
-    assert_eq!(a.share, 0.75);
+    assert_eq!(a.account.share, 0.75);
 }
 
 // ----- allocatable -----
@@ -152,16 +152,16 @@ fn a_queue_borrows_idle_resources_up_to_its_capability() {
         allocate(&mut snap, &mut p, t, if i < 8 { n1 } else { n2 });
     }
     let a = attr(&p, &snap, "q1");
-    assert_eq!(gpus(&a.allocated), 10.0);
+    assert_eq!(gpus(&a.account.allocated), 10.0);
     // 10 of 4 deserved.
-    assert_eq!(a.share, 2.5);
+    assert_eq!(a.account.share, 2.5);
     // The 11th GPU would pass the capability.
     assert!(!p.allocatable(&snap, q1, task(&snap, "ns/a-t-10")));
     // Releasing one makes room again.
     let t = task(&snap, "ns/a-t-0");
     snap.set_task_status(t, TaskStatus::Releasing);
     p.on_deallocate(&snap, t);
-    assert_eq!(gpus(&attr(&p, &snap, "q1").allocated), 9.0);
+    assert_eq!(gpus(&attr(&p, &snap, "q1").account.allocated), 9.0);
     assert!(p.allocatable(&snap, q1, task(&snap, "ns/a-t-10")));
 }
 
@@ -179,7 +179,7 @@ fn without_capability_a_queue_borrows_up_to_the_cluster_minus_others_guarantees(
     .pod_group(pod_group("ns", "idle", 1).queue("q2"))
     .snapshot();
     let p = open(&snap);
-    assert_eq!(gpus(&attr(&p, &snap, "q1").real_capability), 10.0);
+    assert_eq!(gpus(&attr(&p, &snap, "q1").account.real_capability), 10.0);
     assert!(!p.allocatable(&snap, q(&snap, "q1"), task(&snap, "ns/a-t-10")));
 }
 
@@ -242,13 +242,13 @@ fn queue_order_priority_then_share_then_deserved_before_best_effort() {
     let n1 = snap.node_id("n1").unwrap();
     let t = task(&snap, "ns/a-t-0");
     allocate(&mut snap, &mut p, t, n1);
-    assert_eq!(attr(&p, &snap, "qa").share, 0.25);
+    assert_eq!(attr(&p, &snap, "qa").account.share, 0.25);
     assert_eq!(p.queue_order(&snap, qb, qa), Ordering::Less);
     // At share 1, a queue with deserved still goes before a best-effort queue.
     for t in tasks(&snap, "a", 1..4) {
         allocate(&mut snap, &mut p, t, n1);
     }
-    assert_eq!(attr(&p, &snap, "qa").share, 1.0);
+    assert_eq!(attr(&p, &snap, "qa").account.share, 1.0);
     assert_eq!(p.queue_order(&snap, qa, qe), Ordering::Less);
     assert_eq!(p.queue_order(&snap, qe, qa), Ordering::Greater);
 }
@@ -300,8 +300,8 @@ fn reclaimable_never_takes_a_queue_below_its_guarantee() {
     let snap = reclaim_snapshot(queue("q1").deserved(&[("nvidia.com/gpu", "4")]).guarantee(&[("memory", "6Gi")]));
     let p = open(&snap);
     let a = attr(&p, &snap, "q1");
-    assert_eq!(a.deserved.memory, 6.0 * GI);
-    assert_eq!(gpus(&a.deserved), 4.0);
+    assert_eq!(a.account.deserved.memory, 6.0 * GI);
+    assert_eq!(gpus(&a.account.deserved), 4.0);
     let victims = p.reclaimable(&snap, task(&snap, "ns/b-t-5"), &tasks(&snap, "a", 0..8)).unwrap();
     assert_eq!(victims, tasks(&snap, "a", 0..2));
 }
@@ -349,7 +349,7 @@ fn admission_checks_real_capability_and_reports_rejections() {
     // Admission is bounded by capability (4), not by deserved (2).
     assert_eq!(p.job_enqueueable(&snap, a), Admission::Permit);
     p.job_enqueued(&snap, a);
-    assert_eq!(gpus(&attr(&p, &snap, "q1").inqueue), 3.0);
+    assert_eq!(gpus(&attr(&p, &snap, "q1").account.inqueue), 3.0);
     let Admission::Reject(why) = p.job_enqueueable(&snap, b) else { panic!("b is rejected") };
     assert_eq!(
         why,
@@ -397,20 +397,20 @@ fn hierarchy_sums_allocations_up_the_tree_and_inherits_capability() {
     let snap = gpu_job_on(gpu_job(tree(gpu_cluster()), "dev", "d", 2, 6), "test", "t", "n2", 3, 0).snapshot();
     let p = open_with(&snap, 0, true);
     let (dev, test, eng) = (attr(&p, &snap, "dev"), attr(&p, &snap, "test"), attr(&p, &snap, "eng"));
-    assert_eq!(gpus(&dev.allocated), 2.0);
-    assert_eq!(gpus(&eng.allocated), 5.0);
-    assert_eq!(gpus(&eng.request), 11.0);
+    assert_eq!(gpus(&dev.account.allocated), 2.0);
+    assert_eq!(gpus(&eng.account.allocated), 5.0);
+    assert_eq!(gpus(&eng.account.request), 11.0);
     // dev inherits eng's GPU capability.
     assert_eq!(gpus(&dev.capability), 8.0);
-    assert_eq!(gpus(&dev.real_capability), 8.0);
+    assert_eq!(gpus(&dev.account.real_capability), 8.0);
     assert_eq!(dev.depth(), 2);
     assert!(dev.is_leaf() && !eng.is_leaf());
-    assert_eq!(test.share, 1.5);
+    assert_eq!(test.account.share, 1.5);
     // The virtual root deserves the sum of its children and holds everything.
     let root = p.root_attr().unwrap();
-    assert_eq!(gpus(&root.deserved), 16.0);
-    assert_eq!(gpus(&root.allocated), 5.0);
-    assert_eq!(root.real_capability.milli_cpu, f64::MAX);
+    assert_eq!(gpus(&root.account.deserved), 16.0);
+    assert_eq!(gpus(&root.account.allocated), 5.0);
+    assert_eq!(root.account.real_capability.milli_cpu, f64::MAX);
 }
 
 #[test]
@@ -424,7 +424,7 @@ fn hierarchy_checks_every_ancestor_capability() {
         assert!(p.allocatable(&snap, dev, t));
         allocate(&mut snap, &mut p, t, n1);
     }
-    assert_eq!(gpus(&attr(&p, &snap, "eng").allocated), 8.0);
+    assert_eq!(gpus(&attr(&p, &snap, "eng").account.allocated), 8.0);
     assert!(!p.allocatable(&snap, dev, task(&snap, "ns/d-t-5")));
 }
 
@@ -459,12 +459,12 @@ fn hierarchy_scales_children_deserved_down_to_the_parent() {
     let snap = o.snapshot();
     let p = open_with(&snap, 0, true);
     // 6 + 6 + 4 = 16 > 8: each child gets half, then test is raised to its guarantee.
-    assert_eq!(gpus(&attr(&p, &snap, "dev").deserved), 3.0);
-    assert_eq!(gpus(&attr(&p, &snap, "ops").deserved), 3.0);
-    assert_eq!(gpus(&attr(&p, &snap, "test").deserved), 3.0);
+    assert_eq!(gpus(&attr(&p, &snap, "dev").account.deserved), 3.0);
+    assert_eq!(gpus(&attr(&p, &snap, "ops").account.deserved), 3.0);
+    assert_eq!(gpus(&attr(&p, &snap, "test").account.deserved), 3.0);
     // test's guarantee is set aside from its siblings' real capability (eng's 16 − 3).
-    assert_eq!(gpus(&attr(&p, &snap, "dev").real_capability), 13.0);
-    assert_eq!(gpus(&attr(&p, &snap, "test").real_capability), 16.0);
+    assert_eq!(gpus(&attr(&p, &snap, "dev").account.real_capability), 13.0);
+    assert_eq!(gpus(&attr(&p, &snap, "test").account.real_capability), 16.0);
 }
 
 #[test]
@@ -495,9 +495,9 @@ fn hierarchy_with_a_root_queue_uses_its_capability() {
     )
     .snapshot();
     let p = open_with(&snap, 0, true);
-    assert_eq!(gpus(&attr(&p, &snap, "root").real_capability), 3.0);
+    assert_eq!(gpus(&attr(&p, &snap, "root").account.real_capability), 3.0);
     // cpu absent from root's capability is unlimited.
-    assert_eq!(attr(&p, &snap, "root").real_capability.milli_cpu, f64::MAX);
+    assert_eq!(attr(&p, &snap, "root").account.real_capability.milli_cpu, f64::MAX);
     assert!(!p.allocatable(&snap, q(&snap, "q1"), task(&snap, "ns/a-t-3")));
 }
 
@@ -515,7 +515,7 @@ fn hierarchy_queue_order_prefers_leaves_and_compares_branches() {
     for t in tasks(&snap, "t", 0..2) {
         allocate(&mut snap, &mut p, t, n1);
     }
-    assert_eq!(attr(&p, &snap, "eng").share, 0.25);
+    assert_eq!(attr(&p, &snap, "eng").account.share, 0.25);
     // Siblings compare their own shares: dev (0) before test (1).
     assert_eq!(p.queue_order(&snap, dev, test), Ordering::Less);
     // Across branches the branches compare: eng (0.25) after sci (0), so dev after sci.

@@ -19,13 +19,13 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
-use volcano_framework::resource::{cmp_f64, share, DimensionDefault, Resource, MIN_RESOURCE};
+use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource};
 use volcano_framework::{
-    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
-    SessionContext, Snapshot, TaskId,
+    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext,
+    Snapshot, TaskId,
 };
 
-use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_dims, exceeded_part};
+use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount};
 pub use args::Args;
 
 /// Configuration name.
@@ -46,36 +46,12 @@ pub struct QueueAttr {
     pub active: bool,
     /// `spec.weight`.
     pub weight: i32,
-    /// Max over `deserved`'s dimensions of allocated / deserved.
-    pub share: f64,
-    /// The queue's fair share, from water-filling.
-    pub deserved: Resource,
-    /// Σ requests of the queue's tasks in allocated statuses (kept current by events).
-    pub allocated: Resource,
-    /// `allocated` + Σ requests of pending tasks (at session open).
-    pub request: Resource,
-    /// Σ over jobs of the part of allocated above `minResources`.
-    pub elastic: Resource,
-    /// `minResources` reserved by admitted jobs that are not allocated yet.
-    pub inqueue: Resource,
     /// `spec.capability`, cpu/memory ≤ 0 (or absent) meaning unlimited; `None` if unset.
     pub capability: Option<Resource>,
-    /// (total − Σ all queues' guarantees, floored at 0) + own guarantee, capped by capability.
-    pub real_capability: Resource,
-    /// `spec.guarantee.resource`.
-    pub guarantee: Resource,
-}
-
-impl QueueAttr {
-    fn update_share(&mut self) {
-        let mut s = 0.0f64;
-        for (name, d) in self.deserved.dims() {
-            if d >= MIN_RESOURCE {
-                s = s.max(share(self.allocated.get(name), d));
-            }
-        }
-        self.share = s;
-    }
+    /// Deserved (from water-filling), allocated, request, inqueue, elastic, guarantee, real
+    /// capability ((total − Σ all queues' guarantees, floored at 0) + own guarantee, capped
+    /// by capability) and share.
+    pub account: QueueAccount,
 }
 
 /// The plugin state of one session.
@@ -95,10 +71,9 @@ impl Proportion {
         self.queues.get(q.idx()).filter(|a| a.active)
     }
 
-    /// Whether the queue may take `req` more without exceeding its deserved share on the
-    /// dimensions `req` asks for.
-    fn within_deserved(attr: &QueueAttr, req: &Resource) -> bool {
-        exceeded_dims(req, &attr.deserved, |n| attr.allocated.get(n) + req.get(n)).next().is_none()
+    /// The accounts of a queue that takes part in this session.
+    pub fn account(&self, q: QueueId) -> Option<&QueueAccount> {
+        self.attr(q).map(|a| &a.account)
     }
 
     fn queue_allocatable(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
@@ -106,9 +81,9 @@ impl Proportion {
             tracing::trace!(queue = %snap.queue(q).name, "queue is not open: cannot allocate");
             return false;
         }
-        let Some(attr) = self.attr(q) else { return false };
+        let Some(attr) = self.account(q) else { return false };
         let req = &snap.task(t).resreq;
-        let ok = Self::within_deserved(attr, req);
+        let ok = attr.fits(req, &attr.deserved);
         if !ok {
             tracing::trace!(
                 queue = %snap.queue(q).name,
@@ -121,21 +96,16 @@ impl Proportion {
         ok
     }
 
-    fn attr_of_task_mut(&mut self, snap: &Snapshot, t: TaskId) -> Option<&mut QueueAttr> {
+    fn account_of_task_mut(&mut self, snap: &Snapshot, t: TaskId) -> Option<&mut QueueAccount> {
         let j = snap.task(t).job?;
         let q = snap.job(j).queue;
-        self.queues.get_mut(q.idx()).filter(|a| a.active)
+        self.queues.get_mut(q.idx()).filter(|a| a.active).map(|a| &mut a.account)
     }
 }
 
 /// Builds the attribute records of the queues that have jobs.
 pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
-    let mut total_guarantee = Resource::empty();
-    for q in &snap.queues {
-        total_guarantee.add(&q.guarantee);
-    }
-    let unguaranteed = exceeded_part(&snap.total_resource, &total_guarantee);
-
+    let unguaranteed = reserve::unguaranteed(snap);
     let mut attrs = vec![QueueAttr::default(); snap.queues.len()];
     for job in &snap.jobs {
         let attr = &mut attrs[job.queue.idx()];
@@ -143,29 +113,12 @@ pub fn build_queue_attrs(snap: &Snapshot) -> Vec<QueueAttr> {
             let q = snap.queue(job.queue);
             attr.active = true;
             attr.weight = q.weight;
-            attr.guarantee = q.guarantee.clone();
-            attr.capability = q.capability.as_ref().map(|c| {
-                let mut c = c.clone();
-                if c.milli_cpu <= 0.0 {
-                    c.milli_cpu = f64::MAX;
-                }
-                if c.memory <= 0.0 {
-                    c.memory = f64::MAX;
-                }
-                c
-            });
-            let mut real = unguaranteed.clone();
-            real.add(&attr.guarantee);
-            if let Some(cap) = &attr.capability {
-                real.min_dimension(cap, DimensionDefault::Infinity);
-            }
-            attr.real_capability = real;
+            attr.capability = q.capability.as_ref().map(reserve::unlimited_cpu_memory);
+            attr.account.guarantee = q.guarantee.clone();
+            attr.account.real_capability =
+                reserve::real_capability(&unguaranteed, &q.guarantee, attr.capability.as_ref());
         }
-        let usage = reserve::job_usage(snap, job);
-        attr.allocated.add(&usage.allocated);
-        attr.request.add(&usage.request);
-        attr.inqueue.add(&usage.inqueue);
-        attr.elastic.add(&usage.elastic);
+        attr.account.add_usage(&reserve::job_usage(snap, job));
     }
     attrs
 }
@@ -199,18 +152,20 @@ pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr]) {
             if *met {
                 continue;
             }
-            let old = attr.deserved.clone();
+            let old = attr.account.deserved.clone();
             let mut portion = remaining.clone();
             portion.multi(f64::from(attr.weight) / total_weight as f64);
-            attr.deserved.add(&portion);
-            attr.deserved.min_dimension(&attr.real_capability, DimensionDefault::Infinity);
-            attr.deserved.min_dimension(&attr.request, DimensionDefault::Zero);
-            attr.deserved.set_max(&attr.guarantee);
-            if attr.request.less_equal(&attr.deserved, DimensionDefault::Zero) || attr.deserved == old {
+            attr.account.deserved.add(&portion);
+            attr.account.deserved.min_dimension(&attr.account.real_capability, DimensionDefault::Infinity);
+            attr.account.deserved.min_dimension(&attr.account.request, DimensionDefault::Zero);
+            attr.account.deserved.set_max(&attr.account.guarantee);
+            if attr.account.request.less_equal(&attr.account.deserved, DimensionDefault::Zero)
+                || attr.account.deserved == old
+            {
                 *met = true;
             }
-            increased.add(&exceeded_part(&attr.deserved, &old));
-            decreased.add(&exceeded_part(&old, &attr.deserved));
+            increased.add(&exceeded_part(&attr.account.deserved, &old));
+            decreased.add(&exceeded_part(&old, &attr.account.deserved));
         }
         remaining.add(&decreased);
         remaining = exceeded_part(&remaining, &increased);
@@ -219,7 +174,7 @@ pub fn water_fill(total: &Resource, attrs: &mut [QueueAttr]) {
         }
     }
     for attr in attrs.iter_mut().filter(|a| a.active) {
-        attr.update_share();
+        attr.account.update_share(None);
     }
 }
 
@@ -242,10 +197,11 @@ impl Plugin for Proportion {
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         let mut attrs = build_queue_attrs(snap);
         water_fill(&snap.total_resource, &mut attrs);
-        for (i, a) in attrs.iter().enumerate().filter(|(_, a)| a.active) {
+        for (i, attr) in attrs.iter().enumerate().filter(|(_, a)| a.active) {
+            let a = &attr.account;
             tracing::debug!(
                 queue = %snap.queues[i].name,
-                weight = a.weight,
+                weight = attr.weight,
                 deserved = %a.deserved,
                 allocated = %a.allocated,
                 request = %a.request,
@@ -261,14 +217,7 @@ impl Plugin for Proportion {
 
     fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
         for (i, a) in self.queues.iter().enumerate().filter(|(_, a)| a.active) {
-            out.queue_reports.push((
-                QueueId(i as u32),
-                QueueReport {
-                    allocated: a.allocated.clone(),
-                    deserved: Some(a.deserved.clone()),
-                    share: Some(a.share),
-                },
-            ));
+            out.queue_reports.push((QueueId(i as u32), a.account.report()));
         }
     }
 
@@ -277,13 +226,13 @@ impl Plugin for Proportion {
         if lq.priority != rq.priority {
             return rq.priority.cmp(&lq.priority);
         }
-        let ls = self.queues.get(l.idx()).map_or(0.0, |a| a.share);
-        let rs = self.queues.get(r.idx()).map_or(0.0, |a| a.share);
+        let ls = self.queues.get(l.idx()).map_or(0.0, |a| a.account.share);
+        let rs = self.queues.get(r.idx()).map_or(0.0, |a| a.account.share);
         cmp_f64(ls, rs)
     }
 
     fn overused(&self, snap: &Snapshot, q: QueueId) -> bool {
-        let Some(attr) = self.attr(q) else { return false };
+        let Some(attr) = self.account(q) else { return false };
         let overused = attr.deserved.less_equal(&attr.allocated, DimensionDefault::Zero);
         if overused {
             tracing::debug!(
@@ -306,15 +255,9 @@ impl Plugin for Proportion {
         if !queue.is_open() {
             return Some(reserve::not_open(queue));
         }
-        let attr = self.attr(q)?;
+        let attr = self.account(q)?;
         let req = &snap.task(t).resreq;
-        let over = exceeded_dims(req, &attr.deserved, |n| attr.allocated.get(n) + req.get(n));
-        Some(format!(
-            "queue {} is at its deserved share: {}",
-            queue.name,
-            reserve::shortfall(over, req, &attr.deserved, &[("allocated", &attr.allocated, 1.0)])
-                .replace("the job needs", "a pod needs")
-        ))
+        attr.allocation_refusal(&queue.name, "deserved share", req, &attr.deserved)
     }
 
     fn preemptive(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
@@ -330,7 +273,7 @@ impl Plugin for Proportion {
             let task = snap.task(c);
             let Some(j) = task.job else { continue };
             let q = snap.job(j).queue;
-            let Some(attr) = self.attr(q) else { continue };
+            let Some(attr) = self.account(q) else { continue };
             let pos = match running.iter().position(|(x, _)| *x == q) {
                 Some(p) => p,
                 None => {
@@ -355,15 +298,8 @@ impl Plugin for Proportion {
             return Admission::Reject(reserve::not_open(queue));
         }
         let Some(min) = &job.min_resources else { return Admission::Permit };
-        let Some(attr) = self.attr(job.queue) else { return Admission::Permit };
-        let holds = reserve::QueueHolds {
-            name: &queue.name,
-            real_capability: &attr.real_capability,
-            allocated: &attr.allocated,
-            inqueue: &attr.inqueue,
-            elastic: &attr.elastic,
-        };
-        let Some(message) = reserve::quota_rejection(min, &holds) else { return Admission::Permit };
+        let Some(attr) = self.account(job.queue) else { return Admission::Permit };
+        let Some(message) = attr.admission_refusal(&queue.name, min) else { return Admission::Permit };
         tracing::debug!(job = %job.key, queue = %queue.name, "job rejected: {message}");
         Admission::Reject(message)
     }
@@ -373,23 +309,21 @@ impl Plugin for Proportion {
         let Some(min) = &job.min_resources else { return };
         let reserved = deduct_gated(snap, job, min.clone());
         if let Some(attr) = self.queues.get_mut(job.queue.idx()).filter(|a| a.active) {
-            attr.inqueue.add(&reserved);
+            attr.account.inqueue.add(&reserved);
         }
     }
 
     fn on_allocate(&mut self, snap: &Snapshot, t: TaskId) {
         let req = &snap.task(t).resreq;
-        if let Some(attr) = self.attr_of_task_mut(snap, t) {
-            attr.allocated.add(req);
-            attr.update_share();
+        if let Some(attr) = self.account_of_task_mut(snap, t) {
+            attr.record(req, true, None);
         }
     }
 
     fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
         let req = &snap.task(t).resreq;
-        if let Some(attr) = self.attr_of_task_mut(snap, t) {
-            attr.allocated.sub_unchecked(req);
-            attr.update_share();
+        if let Some(attr) = self.account_of_task_mut(snap, t) {
+            attr.record(req, false, None);
         }
     }
 }

@@ -41,7 +41,7 @@ fn open(snap: &Snapshot) -> Proportion {
 }
 
 fn deserved_gpus(p: &Proportion, snap: &Snapshot, name: &str) -> f64 {
-    gpus(&p.attr(q(snap, name)).expect("active queue").deserved)
+    gpus(&p.account(q(snap, name)).expect("active queue").deserved)
 }
 
 /// Places a pending task as the allocate action would, then fires the event.
@@ -63,8 +63,8 @@ fn deserved_follows_weights() {
     )
     .snapshot();
     let p = open(&snap);
-    let a1 = p.attr(q(&snap, "q1")).unwrap();
-    let a3 = p.attr(q(&snap, "q3")).unwrap();
+    let a1 = p.account(q(&snap, "q1")).unwrap();
+    let a3 = p.account(q(&snap, "q3")).unwrap();
     assert_eq!(gpus(&a1.deserved), 4.0);
     assert_eq!(gpus(&a3.deserved), 12.0);
     // cpu, memory and pods are capped by the request (16 pods of 1 cpu / 1Gi each).
@@ -74,7 +74,7 @@ fn deserved_follows_weights() {
     assert_eq!(gpus(&a1.request), 16.0);
     assert_eq!(a1.share, 0.0);
     // The default queue has no job: no attributes.
-    assert!(p.attr(q(&snap, "default")).is_none());
+    assert!(p.account(q(&snap, "default")).is_none());
 }
 
 #[test]
@@ -96,11 +96,11 @@ fn capability_caps_deserved_and_the_rest_goes_to_the_other_queue() {
     let p = open(&snap);
     assert_eq!(deserved_gpus(&p, &snap, "q1"), 2.0);
     assert_eq!(deserved_gpus(&p, &snap, "q2"), 14.0);
-    let a1 = p.attr(q(&snap, "q1")).unwrap();
+    let a1 = p.account(q(&snap, "q1")).unwrap();
     // cpu/memory absent from the capability are unlimited: the real capability keeps the cluster's.
     assert_eq!(gpus(&a1.real_capability), 2.0);
     assert_eq!(a1.real_capability.milli_cpu, 64_000.0);
-    assert_eq!(a1.capability.as_ref().unwrap().milli_cpu, f64::MAX);
+    assert_eq!(p.attr(q(&snap, "q1")).unwrap().capability.as_ref().unwrap().milli_cpu, f64::MAX);
 }
 
 #[test]
@@ -125,8 +125,8 @@ fn guarantee_raises_deserved_and_shrinks_the_others_real_capability() {
     // Weight alone would give 4 and 12.
     assert_eq!(deserved_gpus(&p, &snap, "q1"), 6.0);
     assert_eq!(deserved_gpus(&p, &snap, "q2"), 10.0);
-    assert_eq!(gpus(&p.attr(q(&snap, "q1")).unwrap().real_capability), 16.0);
-    assert_eq!(gpus(&p.attr(q(&snap, "q2")).unwrap().real_capability), 10.0);
+    assert_eq!(gpus(&p.account(q(&snap, "q1")).unwrap().real_capability), 16.0);
+    assert_eq!(gpus(&p.account(q(&snap, "q2")).unwrap().real_capability), 10.0);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn zero_weight_queue_gets_nothing_beyond_its_guarantee() {
 fn water_fill_with_no_active_queue_is_a_no_op() {
     let mut attrs = vec![QueueAttr::default(); 3];
     water_fill(&Resource::new(1000.0, 1000.0), &mut attrs);
-    assert!(attrs.iter().all(|a| a.deserved == Resource::empty()));
+    assert!(attrs.iter().all(|a| a.account.deserved == Resource::empty()));
 }
 
 #[test]
@@ -196,7 +196,7 @@ fn queue_without_pending_work_is_overused() {
     assert_eq!(deserved_gpus(&p, &snap, "q1"), 4.0);
     assert!(p.overused(&snap, q(&snap, "q1")));
     assert!(!p.overused(&snap, q(&snap, "q2")));
-    assert_eq!(p.attr(q(&snap, "q1")).unwrap().share, 1.0);
+    assert_eq!(p.account(q(&snap, "q1")).unwrap().share, 1.0);
 }
 
 fn weights_1_3_with_running() -> Snapshot {
@@ -228,7 +228,7 @@ fn allocatable_refuses_past_deserved_and_follows_events() {
         assert!(p.allocatable(&snap, q3, t), "task {i}");
         allocate(&mut snap, &mut p, t, if i < 8 { n2 } else { n1 });
     }
-    let a3 = p.attr(q3).unwrap();
+    let a3 = p.account(q3).unwrap();
     assert_eq!(gpus(&a3.allocated), 12.0);
     assert_eq!(a3.share, 1.0);
     assert!(!p.allocatable(&snap, q3, task(&snap, "ns/b-t-12")));
@@ -238,7 +238,7 @@ fn allocatable_refuses_past_deserved_and_follows_events() {
     let t = task(&snap, "ns/b-t-0");
     snap.set_task_status(t, TaskStatus::Releasing);
     p.on_deallocate(&snap, t);
-    assert_eq!(gpus(&p.attr(q3).unwrap().allocated), 11.0);
+    assert_eq!(gpus(&p.account(q3).unwrap().allocated), 11.0);
     assert!(p.allocatable(&snap, q3, task(&snap, "ns/b-t-12")));
 }
 
@@ -289,7 +289,7 @@ fn queue_order_priority_then_share() {
     let n1 = snap.node_id("n1").unwrap();
     let t = task(&snap, "ns/a-t-0");
     allocate(&mut snap, &mut p, t, n1);
-    assert!(p.attr(qa).unwrap().share > 0.0);
+    assert!(p.account(qa).unwrap().share > 0.0);
     assert_eq!(p.queue_order(&snap, qb, qa), Ordering::Less);
     assert_eq!(p.queue_order(&snap, qa, qb), Ordering::Greater);
     // Higher priority wins whatever the share.
@@ -357,7 +357,7 @@ fn admission_accounts_inqueue_and_rejects_beyond_real_capability() {
     let (a, b, c, free) = (job(&snap, "ns/a"), job(&snap, "ns/b"), job(&snap, "ns/c"), job(&snap, "ns/free"));
     assert_eq!(p.job_enqueueable(&snap, a), Admission::Permit);
     p.job_enqueued(&snap, a);
-    assert_eq!(gpus(&p.attr(q(&snap, "q1")).unwrap().inqueue), 3.0);
+    assert_eq!(gpus(&p.account(q(&snap, "q1")).unwrap().inqueue), 3.0);
     // 3 reserved + 2 > 4.
     let Admission::Reject(why) = p.job_enqueueable(&snap, b) else { panic!("b is rejected") };
     assert_eq!(
@@ -371,7 +371,7 @@ fn admission_accounts_inqueue_and_rejects_beyond_real_capability() {
     // No minResources: always admitted.
     assert_eq!(p.job_enqueueable(&snap, free), Admission::Permit);
     p.job_enqueued(&snap, free);
-    assert_eq!(gpus(&p.attr(q(&snap, "q1")).unwrap().inqueue), 4.0);
+    assert_eq!(gpus(&p.account(q(&snap, "q1")).unwrap().inqueue), 4.0);
 
     let mut out = CloseOutput::default();
     p.on_session_close(&snap, &ctx(), &mut out);
@@ -413,7 +413,7 @@ fn admission_counts_inqueue_running_reservations_and_elastic() {
         )
         .snapshot();
     let p = open(&snap);
-    let attr = p.attr(q(&snap, "q1")).unwrap();
+    let attr = p.account(q(&snap, "q1")).unwrap();
     assert_eq!(gpus(&attr.allocated), 5.0);
     assert_eq!(gpus(&attr.inqueue), 3.0);
     assert_eq!(gpus(&attr.elastic), 1.0);
@@ -436,7 +436,7 @@ fn scheduling_gated_pods_do_not_reserve_except_behind_the_queue_gate() {
         .pod(pod("ns", "g-t-2").group("g").gpu("1"))
         .snapshot();
     let p = open(&snap);
-    assert_eq!(gpus(&p.attr(q(&snap, "q1")).unwrap().inqueue), 2.0);
+    assert_eq!(gpus(&p.account(q(&snap, "q1")).unwrap().inqueue), 2.0);
 }
 
 #[test]
