@@ -12,7 +12,9 @@
 //! harness.
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod config;
+pub mod options;
 
 use volcano_framework::Registries;
 

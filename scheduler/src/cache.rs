@@ -1,0 +1,750 @@
+//! The scheduler's cache: the cluster as the watches report it, plus what the scheduler
+//! has done and the API server has not confirmed yet, turned into a [`Snapshot`] for each
+//! cycle.
+//!
+//! **Stores.** One [`Store`] per kind (Nodes, Pods, PodGroups, Queues, PriorityClasses)
+//! takes the watch events of `kube-runtime`'s watcher: `Apply` and `Delete` change one
+//! object; a (re)list (`Init`, `InitApply`…, `InitDone`) fills a new map that replaces the
+//! old one when it is complete, so a relist after a watch error never shows a half cluster.
+//! An object the API server would not have admitted (see `volcano_api::validation`) is left
+//! out with a warning naming the object and the field, rather than stopping every cycle.
+//!
+//! **Assumptions.** A pod the scheduler bound counts on its node from the moment the cycle
+//! decides it (`assume_bound`), before the bind is even sent, until the watch shows the pod
+//! with a node (or gone); a failed bind forgets it (`forget`) and the pod is pending again
+//! for the next cycle. A pod being evicted counts as Releasing until the watch shows its
+//! deletion. So a pod is never on two nodes and never pending while its bind is in flight:
+//! the next cycle cannot place it twice.
+//!
+//! **Status writes** (PodGroup status, Queue `status.allocated`, pod conditions, nominated
+//! nodes) are applied to the cached objects when the cycle emits them (`set_*`), so the next
+//! cycle does not emit them again while the write is in flight; a write that fails puts the
+//! previous object back (`revert_*`) if nothing newer arrived meanwhile.
+//!
+//! **Snapshots.** [`ClusterCache::snapshot`] rebuilds the snapshot only when something
+//! changed since the last one; otherwise it returns a clone of the kept one, which shares
+//! every task, job and node (copy-on-write storage). An idle cycle on a large cluster
+//! therefore costs no rebuild.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::watcher::Event;
+use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
+use volcano_api::names::pod_condition;
+use volcano_api::validation::{self, Check};
+use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
+
+/// A kind the cache holds.
+pub trait CachedKind: kube::Resource + Clone + Send + Sync + 'static {
+    /// The kind, for messages.
+    const KIND: &'static str;
+    /// Whether the API server (and Volcano's webhooks) would admit the object.
+    fn check(&self) -> Check;
+}
+
+impl CachedKind for Node {
+    const KIND: &'static str = "Node";
+    fn check(&self) -> Check {
+        validation::node(self)
+    }
+}
+impl CachedKind for Pod {
+    const KIND: &'static str = "Pod";
+    fn check(&self) -> Check {
+        validation::pod(self)
+    }
+}
+impl CachedKind for PodGroup {
+    const KIND: &'static str = "PodGroup";
+    fn check(&self) -> Check {
+        validation::pod_group(self)
+    }
+}
+impl CachedKind for Queue {
+    const KIND: &'static str = "Queue";
+    fn check(&self) -> Check {
+        validation::queue(self)
+    }
+}
+impl CachedKind for PriorityClass {
+    const KIND: &'static str = "PriorityClass";
+    fn check(&self) -> Check {
+        validation::priority_class(self)
+    }
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+pub fn object_key<K: kube::Resource>(o: &K) -> String {
+    let name = o.meta().name.as_deref().unwrap_or_default();
+    match o.meta().namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// The objects of one kind, as the watch last reported them.
+#[derive(Debug)]
+pub struct Store<K> {
+    objects: BTreeMap<String, Arc<K>>,
+    relist: Option<BTreeMap<String, Arc<K>>>,
+    synced: bool,
+    /// Objects left out because they are invalid: key → the error.
+    invalid: BTreeMap<String, String>,
+}
+
+impl<K> Default for Store<K> {
+    fn default() -> Self {
+        Store { objects: BTreeMap::new(), relist: None, synced: false, invalid: BTreeMap::new() }
+    }
+}
+
+impl<K: CachedKind> Store<K> {
+    /// Whether the first list is complete.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    /// The object with this key.
+    pub fn get(&self, key: &str) -> Option<&Arc<K>> {
+        self.objects.get(key)
+    }
+
+    /// Every object, by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<K>)> {
+        self.objects.iter()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether there is no object.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Objects left out because they are invalid: key → the error.
+    pub fn invalid(&self) -> &BTreeMap<String, String> {
+        &self.invalid
+    }
+
+    /// Replaces one object (what a status write does to the cached copy).
+    fn replace(&mut self, key: &str, object: Arc<K>) {
+        if let Some(slot) = self.objects.get_mut(key) {
+            *slot = object;
+        }
+    }
+
+    fn admit(&mut self, key: &str, object: &K) -> bool {
+        match object.check() {
+            Ok(()) => {
+                self.invalid.remove(key);
+                true
+            }
+            Err(e) => {
+                let message = e.to_string();
+                if self.invalid.get(key) != Some(&message) {
+                    tracing::warn!(kind = K::KIND, object = key, "left out of scheduling: field {message}");
+                }
+                self.invalid.insert(key.to_string(), message);
+                false
+            }
+        }
+    }
+
+    /// Applies one watch event; returns the keys of the objects it changed (all of them for
+    /// the end of a relist) so the cache can settle its assumptions.
+    pub fn apply(&mut self, event: Event<K>) -> Changed {
+        match event {
+            Event::Apply(o) => {
+                let key = object_key(&o);
+                if self.admit(&key, &o) {
+                    self.objects.insert(key.clone(), Arc::new(o));
+                } else {
+                    self.objects.remove(&key);
+                }
+                Changed::One(key)
+            }
+            Event::Delete(o) => {
+                let key = object_key(&o);
+                self.invalid.remove(&key);
+                self.objects.remove(&key);
+                Changed::One(key)
+            }
+            Event::Init => {
+                self.relist = Some(BTreeMap::new());
+                Changed::Nothing
+            }
+            Event::InitApply(o) => {
+                let key = object_key(&o);
+                if self.admit(&key, &o) {
+                    self.relist.get_or_insert_with(BTreeMap::new).insert(key, Arc::new(o));
+                }
+                Changed::Nothing
+            }
+            Event::InitDone => {
+                if let Some(fresh) = self.relist.take() {
+                    self.invalid.retain(|k, _| !fresh.contains_key(k));
+                    self.objects = fresh;
+                }
+                self.synced = true;
+                Changed::All
+            }
+        }
+    }
+}
+
+/// What a watch event changed.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// Nothing visible yet (a relist in progress).
+    Nothing,
+    /// The object with this key.
+    One(String),
+    /// Everything (a relist completed).
+    All,
+}
+
+/// What the scheduler did to a pod that the watch has not shown yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assumption {
+    /// Bound (or being bound) to this node.
+    Bound {
+        /// The pod's uid when it was bound.
+        uid: String,
+        /// The node.
+        node: Arc<str>,
+    },
+    /// Being evicted: counts as Releasing on its node.
+    Evicting {
+        /// The pod's uid when it was evicted.
+        uid: String,
+    },
+}
+
+/// The scheduler's view of the cluster.
+#[derive(Debug, Default)]
+pub struct ClusterCache {
+    scheduler_names: Vec<String>,
+    node_selector: BTreeMap<String, Vec<String>>,
+    /// Nodes.
+    pub nodes: Store<Node>,
+    /// Pods, of every scheduler.
+    pub pods: Store<Pod>,
+    /// PodGroups.
+    pub pod_groups: Store<PodGroup>,
+    /// Queues.
+    pub queues: Store<Queue>,
+    /// PriorityClasses.
+    pub priority_classes: Store<PriorityClass>,
+    assumed: HashMap<String, Assumption>,
+    dirty: bool,
+    kept: Option<Snapshot>,
+    /// How many snapshots were rebuilt (for tests and metrics).
+    rebuilds: u64,
+}
+
+/// The time written into an assumed pod's `deletionTimestamp` (any value makes it Releasing).
+fn assumed_deletion_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+impl ClusterCache {
+    /// An empty cache for these scheduler names, keeping only nodes with one of the
+    /// `node_selector` labels (all nodes when empty).
+    pub fn new(scheduler_names: Vec<String>, node_selector: BTreeMap<String, Vec<String>>) -> Self {
+        ClusterCache { scheduler_names, node_selector, dirty: true, ..Default::default() }
+    }
+
+    /// Whether every kind's first list is complete.
+    pub fn synced(&self) -> bool {
+        self.nodes.synced()
+            && self.pods.synced()
+            && self.pod_groups.synced()
+            && self.queues.synced()
+            && self.priority_classes.synced()
+    }
+
+    /// How many snapshots were rebuilt since the cache was made.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
+    /// The pods assumed bound or evicting: key → what was done.
+    pub fn assumptions(&self) -> &HashMap<String, Assumption> {
+        &self.assumed
+    }
+
+    /// Applies a Node event.
+    pub fn apply_node(&mut self, e: Event<Node>) {
+        let changed = self.nodes.apply(e) != Changed::Nothing;
+        self.dirty |= changed;
+    }
+
+    /// Applies a PodGroup event.
+    pub fn apply_pod_group(&mut self, e: Event<PodGroup>) {
+        let changed = self.pod_groups.apply(e) != Changed::Nothing;
+        self.dirty |= changed;
+    }
+
+    /// Applies a Queue event.
+    pub fn apply_queue(&mut self, e: Event<Queue>) {
+        let changed = self.queues.apply(e) != Changed::Nothing;
+        self.dirty |= changed;
+    }
+
+    /// Applies a PriorityClass event.
+    pub fn apply_priority_class(&mut self, e: Event<PriorityClass>) {
+        let changed = self.priority_classes.apply(e) != Changed::Nothing;
+        self.dirty |= changed;
+    }
+
+    /// Applies a Pod event, and settles the assumptions the event answers.
+    pub fn apply_pod(&mut self, e: Event<Pod>) {
+        match self.pods.apply(e) {
+            Changed::Nothing => {}
+            Changed::One(key) => {
+                self.settle(&key);
+                self.dirty = true;
+            }
+            Changed::All => {
+                let keys: Vec<String> = self.assumed.keys().cloned().collect();
+                for k in keys {
+                    self.settle(&k);
+                }
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// Drops the assumption about a pod once the watch shows what happened to it.
+    fn settle(&mut self, key: &str) {
+        let Some(a) = self.assumed.get(key) else { return };
+        let done = match self.pods.get(key) {
+            None => true,
+            Some(pod) => {
+                let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+                match a {
+                    Assumption::Bound { uid: u, .. } => {
+                        u != uid
+                            || pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+                    }
+                    Assumption::Evicting { uid: u } => u != uid || pod.metadata.deletion_timestamp.is_some(),
+                }
+            }
+        };
+        if done {
+            self.assumed.remove(key);
+        }
+    }
+
+    /// The pod is bound to `node` as far as the next cycles are concerned, until the watch
+    /// shows it bound or it is [`forget`](Self::forget)ten.
+    pub fn assume_bound(&mut self, pod: &ObjectRef, node: Arc<str>) {
+        let uid = pod.uid().unwrap_or_default().to_string();
+        self.assumed.insert(pod.key().to_string(), Assumption::Bound { uid, node });
+        self.dirty = true;
+    }
+
+    /// The pod is being evicted: Releasing on its node until the watch shows its deletion.
+    pub fn assume_evicting(&mut self, pod: &ObjectRef) {
+        let uid = pod.uid().unwrap_or_default().to_string();
+        self.assumed.insert(pod.key().to_string(), Assumption::Evicting { uid });
+        self.dirty = true;
+    }
+
+    /// A bind or eviction failed: the pod is what the watch says it is.
+    pub fn forget(&mut self, pod: &ObjectRef) {
+        if self.assumed.remove(pod.key()).is_some() {
+            self.dirty = true;
+        }
+    }
+
+    /// Whether the cached object is the one `r` names (same uid, when `r` has one).
+    fn same_uid(meta_uid: Option<&str>, r: &ObjectRef) -> bool {
+        r.uid().is_none_or(|u| meta_uid == Some(u))
+    }
+
+    /// Writes a PodGroup status into the cached object; returns the previous object (for
+    /// [`revert_pod_group`](Self::revert_pod_group)) and the new one.
+    pub fn set_pod_group_status(
+        &mut self,
+        r: &ObjectRef,
+        status: &PodGroupStatus,
+    ) -> Option<(Arc<PodGroup>, Arc<PodGroup>)> {
+        let old = self.pod_groups.get(r.key())?.clone();
+        if !Self::same_uid(old.metadata.uid.as_deref(), r) {
+            return None;
+        }
+        let mut new = (*old).clone();
+        new.status = Some(status.clone());
+        let new = Arc::new(new);
+        self.pod_groups.replace(r.key(), new.clone());
+        self.dirty = true;
+        Some((old, new))
+    }
+
+    /// Puts the previous PodGroup back if the cached one is still the one written.
+    pub fn revert_pod_group(&mut self, key: &str, written: &Arc<PodGroup>, previous: Arc<PodGroup>) {
+        if self.pod_groups.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
+            self.pod_groups.replace(key, previous);
+            self.dirty = true;
+        }
+    }
+
+    /// Writes a Queue's `status.allocated` into the cached object; returns the previous
+    /// object and the new one.
+    pub fn set_queue_allocated(&mut self, r: &ObjectRef, allocated: &ResourceList) -> Option<(Arc<Queue>, Arc<Queue>)> {
+        let old = self.queues.get(r.key())?.clone();
+        if !Self::same_uid(old.metadata.uid.as_deref(), r) {
+            return None;
+        }
+        let mut new = (*old).clone();
+        new.status.get_or_insert_with(QueueStatus::default).allocated = Some(allocated.clone());
+        let new = Arc::new(new);
+        self.queues.replace(r.key(), new.clone());
+        self.dirty = true;
+        Some((old, new))
+    }
+
+    /// Puts the previous Queue back if the cached one is still the one written.
+    pub fn revert_queue(&mut self, key: &str, written: &Arc<Queue>, previous: Arc<Queue>) {
+        if self.queues.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
+            self.queues.replace(key, previous);
+            self.dirty = true;
+        }
+    }
+
+    /// Sets a pod's `PodScheduled=False` condition (or its `status.nominatedNodeName`) in
+    /// the cached object; returns the previous object and the new one.
+    pub fn set_pod_status(&mut self, r: &ObjectRef, change: PodStatusChange<'_>) -> Option<(Arc<Pod>, Arc<Pod>)> {
+        let old = self.pods.get(r.key())?.clone();
+        if !Self::same_uid(old.metadata.uid.as_deref(), r) {
+            return None;
+        }
+        let mut new = (*old).clone();
+        let status = new.status.get_or_insert_with(PodStatus::default);
+        match change {
+            PodStatusChange::Unschedulable(c, now) => {
+                let conditions = status.conditions.get_or_insert_with(Vec::new);
+                let cond = PodCondition {
+                    type_: pod_condition::POD_SCHEDULED.to_string(),
+                    status: "False".to_string(),
+                    reason: Some(c.reason.to_string()),
+                    message: Some(c.message.to_string()),
+                    last_transition_time: Some(now),
+                    ..Default::default()
+                };
+                match conditions.iter_mut().find(|x| x.type_ == pod_condition::POD_SCHEDULED) {
+                    Some(x) => *x = cond,
+                    None => conditions.push(cond),
+                }
+            }
+            PodStatusChange::Nominated(node) => status.nominated_node_name = Some(node.to_string()),
+        }
+        let new = Arc::new(new);
+        self.pods.replace(r.key(), new.clone());
+        self.dirty = true;
+        Some((old, new))
+    }
+
+    /// Puts the previous pod back if the cached one is still the one written.
+    pub fn revert_pod(&mut self, key: &str, written: &Arc<Pod>, previous: Arc<Pod>) {
+        if self.pods.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
+            self.pods.replace(key, previous);
+            self.dirty = true;
+        }
+    }
+
+    fn node_selected(&self, node: &Node) -> bool {
+        if self.node_selector.is_empty() {
+            return true;
+        }
+        let labels = node.metadata.labels.as_ref();
+        self.node_selector.iter().any(|(k, vs)| labels.and_then(|l| l.get(k)).is_some_and(|v| vs.contains(v)))
+    }
+
+    /// Whether the pod asks for one of this scheduler's names.
+    pub fn is_ours(&self, pod: &Pod) -> bool {
+        let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
+        self.scheduler_names.iter().any(|n| n == name)
+    }
+
+    /// Pending pods of this scheduler that name no PodGroup (Volcano's PodGroup controller
+    /// gives each a PodGroup of its own; see [`volcano_framework::implicit`]).
+    pub fn pods_without_group(&self) -> Vec<Arc<Pod>> {
+        self.pods
+            .iter()
+            .map(|(_, p)| p)
+            .filter(|p| self.is_ours(p))
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty))
+            .filter(|p| matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), None | Some("Pending")))
+            .filter(|p| p.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(GROUP_NAME_ANNOTATION)))
+            .cloned()
+            .collect()
+    }
+
+    /// The objects the next snapshot is built from: what the watches show, with the
+    /// assumptions applied and the nodes the node selector leaves out removed.
+    pub fn objects(&self) -> ClusterObjects {
+        let pods = self
+            .pods
+            .iter()
+            .map(|(key, pod)| match self.assumed.get(key) {
+                None => pod.clone(),
+                Some(a) => {
+                    let mut p = (**pod).clone();
+                    match a {
+                        Assumption::Bound { uid, node } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
+                            p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+                        }
+                        Assumption::Evicting { uid } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
+                            p.metadata.deletion_timestamp.get_or_insert_with(assumed_deletion_time);
+                        }
+                        _ => {}
+                    }
+                    Arc::new(p)
+                }
+            })
+            .collect();
+        ClusterObjects {
+            nodes: self.nodes.iter().filter(|(_, n)| self.node_selected(n)).map(|(_, n)| n.clone()).collect(),
+            pods,
+            pod_groups: self.pod_groups.iter().map(|(_, o)| o.clone()).collect(),
+            queues: self.queues.iter().map(|(_, o)| o.clone()).collect(),
+            priority_classes: self.priority_classes.iter().map(|(_, o)| o.clone()).collect(),
+        }
+    }
+
+    /// The snapshot for the next cycle: rebuilt when anything changed since the last one,
+    /// else a clone of the kept one (which copies no task, job or node).
+    pub fn snapshot(&mut self) -> Result<Snapshot, SnapshotError> {
+        if self.dirty || self.kept.is_none() {
+            let names: Vec<&str> = self.scheduler_names.iter().map(String::as_str).collect();
+            let snap = Snapshot::build(&self.objects(), &names)?;
+            self.kept = Some(snap);
+            self.dirty = false;
+            self.rebuilds += 1;
+        }
+        Ok(self.kept.clone().expect("just built"))
+    }
+
+    /// The pod's name and uid as an event's object, if the pod is cached.
+    pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
+        self.pods.get(key)
+    }
+}
+
+/// A change to a pod's status that the scheduler writes.
+#[derive(Clone, Debug)]
+pub enum PodStatusChange<'a> {
+    /// `PodScheduled=False` with this reason and message, at this time.
+    Unschedulable(&'a PodScheduledFalse, Time),
+    /// `status.nominatedNodeName`.
+    Nominated(&'a str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{Container, NodeStatus, PodSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kube::ResourceExt;
+    use volcano_framework::TaskStatus;
+
+    fn node(name: &str) -> Node {
+        let res: BTreeMap<String, Quantity> = [("cpu", "8"), ("memory", "32Gi"), ("pods", "110")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect();
+        Node {
+            metadata: ObjectMeta { name: Some(name.into()), uid: Some(format!("uid-{name}")), ..Default::default() },
+            status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
+            ..Default::default()
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ml".into()),
+                uid: Some(format!("uid-{name}")),
+                annotations: Some([(GROUP_NAME_ANNOTATION.to_string(), "pg".to_string())].into_iter().collect()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                scheduler_name: Some("volcano-rs".into()),
+                node_name: node.map(str::to_string),
+                containers: vec![Container {
+                    name: "c".into(),
+                    resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                        requests: Some([("cpu".to_string(), Quantity("1".into()))].into_iter().collect()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            status: Some(PodStatus { phase: Some("Pending".into()), ..Default::default() }),
+        }
+    }
+
+    fn pod_group() -> PodGroup {
+        let mut pg = PodGroup::new("pg", Default::default());
+        pg.metadata.namespace = Some("ml".into());
+        pg.metadata.uid = Some("uid-pg".into());
+        pg.spec.min_member = 1;
+        pg
+    }
+
+    fn synced_cache() -> ClusterCache {
+        let mut c = ClusterCache::new(vec!["volcano-rs".into()], BTreeMap::new());
+        c.apply_node(Event::Init);
+        c.apply_node(Event::InitApply(node("n1")));
+        c.apply_node(Event::InitDone);
+        c.apply_pod(Event::Init);
+        c.apply_pod(Event::InitApply(pod("p0", None)));
+        c.apply_pod(Event::InitDone);
+        c.apply_pod_group(Event::Init);
+        c.apply_pod_group(Event::InitApply(pod_group()));
+        c.apply_pod_group(Event::InitDone);
+        c.apply_queue(Event::Init);
+        for q in volcano_framework::implicit::default_queues() {
+            c.apply_queue(Event::InitApply(q));
+        }
+        c.apply_queue(Event::InitDone);
+        c.apply_priority_class(Event::Init);
+        c.apply_priority_class(Event::InitDone);
+        c
+    }
+
+    fn pod_ref(name: &str) -> ObjectRef {
+        ObjectRef::namespaced("ml", name, &format!("uid-{name}"))
+    }
+
+    fn status_of(c: &mut ClusterCache, name: &str) -> TaskStatus {
+        let snap = c.snapshot().unwrap();
+        let t = snap.tasks.iter().find(|t| &*t.key == format!("ml/{name}")).expect("task");
+        t.status
+    }
+
+    #[test]
+    fn synced_only_after_every_first_list() {
+        let mut c = ClusterCache::new(vec!["volcano-rs".into()], BTreeMap::new());
+        c.apply_node(Event::Init);
+        c.apply_node(Event::InitApply(node("n1")));
+        assert!(!c.synced());
+        assert!(c.nodes.is_empty(), "a list in progress is not visible");
+        c.apply_node(Event::InitDone);
+        assert_eq!(c.nodes.len(), 1);
+        assert!(!c.synced(), "pods, PodGroups, queues and PriorityClasses are not listed yet");
+        assert!(synced_cache().synced());
+    }
+
+    #[test]
+    fn an_assumed_bind_holds_until_the_watch_shows_the_node() {
+        let mut c = synced_cache();
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Pending);
+        c.assume_bound(&pod_ref("p0"), "n1".into());
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Bound, "counted on its node while the bind is in flight");
+        // An unrelated update of the pod (still without a node) keeps the assumption.
+        c.apply_pod(Event::Apply(pod("p0", None)));
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Bound);
+        c.apply_pod(Event::Apply(pod("p0", Some("n1"))));
+        assert!(c.assumptions().is_empty(), "the watch answered");
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Bound);
+    }
+
+    #[test]
+    fn a_failed_bind_returns_the_pod_to_pending() {
+        let mut c = synced_cache();
+        c.assume_bound(&pod_ref("p0"), "n1".into());
+        c.forget(&pod_ref("p0"));
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Pending);
+    }
+
+    #[test]
+    fn a_replaced_pod_is_not_bound_by_an_old_assumption() {
+        let mut c = synced_cache();
+        c.assume_bound(&pod_ref("p0"), "n1".into());
+        let mut replaced = pod("p0", None);
+        replaced.metadata.uid = Some("uid-new".into());
+        c.apply_pod(Event::Apply(replaced));
+        assert!(c.assumptions().is_empty());
+        assert_eq!(status_of(&mut c, "p0"), TaskStatus::Pending);
+    }
+
+    #[test]
+    fn an_eviction_counts_as_releasing_until_the_pod_is_deleted() {
+        let mut c = synced_cache();
+        c.apply_pod(Event::Apply(pod("p1", Some("n1"))));
+        c.assume_evicting(&pod_ref("p1"));
+        assert_eq!(status_of(&mut c, "p1"), TaskStatus::Releasing);
+        c.apply_pod(Event::Delete(pod("p1", Some("n1"))));
+        assert!(c.assumptions().is_empty());
+    }
+
+    #[test]
+    fn an_idle_cache_does_not_rebuild() {
+        let mut c = synced_cache();
+        c.snapshot().unwrap();
+        c.snapshot().unwrap();
+        assert_eq!(c.rebuilds(), 1);
+        c.apply_node(Event::Apply(node("n2")));
+        c.snapshot().unwrap();
+        assert_eq!(c.rebuilds(), 2);
+    }
+
+    #[test]
+    fn a_relist_replaces_the_store_whole() {
+        let mut c = synced_cache();
+        c.apply_node(Event::Init);
+        c.apply_node(Event::InitApply(node("n2")));
+        assert!(c.nodes.get("n1").is_some(), "the old list stays until the new one is complete");
+        c.apply_node(Event::InitDone);
+        assert!(c.nodes.get("n1").is_none());
+        assert!(c.nodes.get("n2").is_some());
+    }
+
+    #[test]
+    fn invalid_objects_are_left_out_and_named() {
+        let mut c = synced_cache();
+        let mut bad = pod("bad", None);
+        bad.status.as_mut().unwrap().phase = Some("Sleeping".into());
+        c.apply_pod(Event::Apply(bad));
+        assert!(c.pods.get("ml/bad").is_none());
+        assert!(c.pods.invalid()["ml/bad"].contains("status.phase"));
+        c.snapshot().expect("one bad pod does not stop the cycle");
+    }
+
+    #[test]
+    fn node_selector_keeps_only_labelled_nodes() {
+        let mut c = synced_cache();
+        c.node_selector = [("pool".to_string(), vec!["gpu".to_string()])].into_iter().collect();
+        let mut n2 = node("n2");
+        n2.metadata.labels = Some([("pool".to_string(), "gpu".to_string())].into_iter().collect());
+        c.apply_node(Event::Apply(n2));
+        let names: Vec<String> = c.objects().nodes.iter().map(|n| n.name_any()).collect();
+        assert_eq!(names, ["n2"]);
+    }
+
+    #[test]
+    fn status_writes_are_visible_and_revertible() {
+        let mut c = synced_cache();
+        let r = ObjectRef::namespaced("ml", "pg", "uid-pg");
+        let status = PodGroupStatus { phase: Some(volcano_api::crd::PodGroupPhase::Inqueue), ..Default::default() };
+        let (old, new) = c.set_pod_group_status(&r, &status).unwrap();
+        assert_eq!(c.pod_groups.get("ml/pg").unwrap().status, Some(status));
+        c.revert_pod_group("ml/pg", &new, old.clone());
+        assert!(Arc::ptr_eq(c.pod_groups.get("ml/pg").unwrap(), &old));
+        assert!(c.set_pod_group_status(&ObjectRef::namespaced("ml", "pg", "other-uid"), &Default::default()).is_none());
+    }
+}
