@@ -7,8 +7,9 @@
 //! - `bench`: run the standard benchmark workloads (see `docs/performance.md` and the
 //!   `volcano-benches` crate).
 //!
-//! `scheduler` (the kube backend, `volcano-scheduler`), `controller`, `webhook` and `replay`
-//! are wired here as they land.
+//! - `scheduler`: the kube backend (`volcano-scheduler`, see `docs/scheduler.md`).
+//!
+//! `controller`, `webhook` and `replay` are wired here as they land.
 //!
 //! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
 //! 2 invalid command line, 3 the simulation caught the scheduler breaking an invariant,
@@ -45,6 +46,40 @@ enum Command {
     Simulate(SimulateArgs),
     /// Run the standard benchmark workloads (docs/performance.md) and check their results.
     Bench(BenchArgs),
+    /// Schedule the pods of a cluster: watch the API server, run a cycle every
+    /// --schedule-period, bind through the API (docs/scheduler.md).
+    Scheduler(Box<SchedulerArgs>),
+}
+
+#[derive(Args, Debug)]
+struct SchedulerArgs {
+    #[command(flatten)]
+    options: volcano_scheduler::options::SchedulerOptions,
+}
+
+/// Exit code for an invalid command line.
+const EXIT_USAGE: u8 = 2;
+
+fn scheduler(args: &SchedulerArgs) -> ExitCode {
+    use volcano_scheduler::run::{run, termination, RunError};
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match runtime.block_on(run(args.options.clone(), termination(), None)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ RunError::Options(_)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -231,14 +266,16 @@ fn error_chain(err: &anyhow::Error) -> String {
 }
 
 fn main() -> ExitCode {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let cli = Cli::parse();
+    // A long-running service logs what it does; the one-shot commands only warnings.
+    let default_level = if matches!(cli.command, Command::Scheduler(_)) { "info" } else { "warn" };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
 
-    let cli = Cli::parse();
     std::panic::set_hook(Box::new(report_panic));
     guarded(move || run(&cli))
 }
@@ -277,6 +314,7 @@ fn run(cli: &Cli) -> ExitCode {
     let result = match &cli.command {
         Command::Simulate(args) => simulate(args),
         Command::Bench(args) => bench(args),
+        Command::Scheduler(args) => return scheduler(args),
     };
     match result {
         Ok(text) => {

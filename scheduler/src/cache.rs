@@ -632,7 +632,7 @@ mod tests {
 
     fn status_of(c: &mut ClusterCache, name: &str) -> TaskStatus {
         let snap = c.snapshot().unwrap();
-        let t = snap.tasks.iter().find(|t| &*t.key == format!("ml/{name}")).expect("task");
+        let t = snap.tasks.iter().find(|t| *t.key == format!("ml/{name}")).expect("task");
         t.status
     }
 

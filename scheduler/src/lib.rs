@@ -6,15 +6,26 @@
 //! [`registries`] lists the built-in plugins and actions every shell loads configurations
 //! against.
 //!
-//! The kube backend (reflectors feeding the snapshot, the applier turning effects into API
-//! calls, leader election, `/metrics` and `/healthz`) is built here, around the same core the
-//! simulator runs; it is not written yet. This crate never links the simulator or the bench
-//! harness.
+//! The kube backend, around the same core the simulator runs:
+//! - [`options`]: the command line, Volcano's flags, checked before anything is watched;
+//! - [`cache`]: the watch-fed cache and the snapshot of each cycle, with the scheduler's
+//!   assumptions about binds and evictions in flight;
+//! - [`applier`]: effects → API calls (binds, evictions, coalesced status writes, events),
+//!   off the cycle's path;
+//! - [`leader`]: leader election on a Lease;
+//! - [`server`]: `/metrics`, `/healthz`, `/readyz`;
+//! - [`run`]: the loop tying them together (`volcano-rs scheduler`).
+//!
+//! This crate never links the simulator or the bench harness.
 #![deny(missing_docs)]
 
+pub mod applier;
 pub mod cache;
 pub mod config;
+pub mod leader;
 pub mod options;
+pub mod run;
+pub mod server;
 
 use volcano_framework::Registries;
 

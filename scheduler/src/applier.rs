@@ -1,0 +1,685 @@
+//! The applier: a cycle's [`Effect`]s turned into API calls, beside the core and off the
+//! cycle's path.
+//!
+//! [`Applier::apply`] runs right after a cycle and never waits for the API server: it records
+//! in the [`ClusterCache`] what the effects will do (binds assumed, evictions Releasing,
+//! statuses written into the cached objects, so the next cycle starts from them) and queues
+//! the calls:
+//!
+//! - **binds** go to the `pods/binding` subresource with the pod's uid as a precondition,
+//!   at most `bind_concurrency` in flight. A bind that fails (conflict, pod or node gone,
+//!   timeout) is forgotten in the cache, so the pod is pending again for the next cycle, and
+//!   a `FailedScheduling` event says why. A failed bind is never retried onto another node
+//!   by the applier; the next cycle decides again. The API server refuses to bind a pod that
+//!   already has a node and the cache counts a pod on one node only, so a pod is never bound
+//!   twice;
+//! - **evictions** as Volcano does them: a `DisruptionTarget=True` condition (reason
+//!   `PreemptionByScheduler`) on the pod's status, an `Evict` event, then a delete with the
+//!   pod's grace period and its uid as a precondition;
+//! - **status writes** (PodGroup status, Queue `status.allocated`, pods' `PodScheduled=False`
+//!   condition and `status.nominatedNodeName`) go through a coalescing queue: a newer status
+//!   for the same object replaces one not sent yet, and `status_concurrency` workers send
+//!   them. The core only emits a status that differs from the snapshot's, so nothing is
+//!   written when nothing changed. Queue and pod statuses use the status subresource;
+//!   PodGroups are patched as a whole object, since Volcano's PodGroup CRD has no status
+//!   subresource;
+//! - **events** (`Scheduled`, `FailedScheduling`, `Evict`, PodGroup events) go through a
+//!   bounded queue to `kube-runtime`'s event recorder (which folds repeats into series); when
+//!   the queue is full, events are dropped and counted rather than slowing a cycle.
+//!
+//! Every call waits for a token of the `--kube-api-qps` / `--kube-api-burst` limiter, and
+//! none is sent unless this replica holds the lease at that moment: a replica that loses the
+//! lease stops writing, and the binds it had not sent are forgotten.
+
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch, Notify, Semaphore};
+use volcano_api::crd::{PodGroup, Queue};
+use volcano_api::names::event_reason;
+use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef};
+
+use crate::cache::{ClusterCache, PodStatusChange};
+
+/// How the applier talks to the API server.
+#[derive(Clone, Debug)]
+pub struct ApplierConfig {
+    /// Binds and evictions in flight at once.
+    pub bind_concurrency: usize,
+    /// Status writes in flight at once.
+    pub status_concurrency: usize,
+    /// Sustained API writes per second.
+    pub qps: f64,
+    /// Burst of API writes.
+    pub burst: u32,
+    /// Longest wait for one API call.
+    pub request_timeout: Duration,
+    /// `reportingController` of events (the scheduler name).
+    pub reporter: String,
+    /// `reportingInstance` of events (this replica).
+    pub instance: String,
+    /// Events waiting to be sent, at most.
+    pub event_queue: usize,
+}
+
+impl Default for ApplierConfig {
+    fn default() -> Self {
+        ApplierConfig {
+            bind_concurrency: 64,
+            status_concurrency: 16,
+            qps: 2000.0,
+            burst: 2000,
+            request_timeout: Duration::from_secs(30),
+            reporter: volcano_api::names::DEFAULT_SCHEDULER_NAME.to_string(),
+            instance: "volcano-rs".to_string(),
+            event_queue: 10_000,
+        }
+    }
+}
+
+/// Counters of what the applier did (for metrics and tests).
+#[derive(Debug, Default)]
+pub struct ApplierStats {
+    /// Binds the API server accepted.
+    pub binds: AtomicU64,
+    /// Binds that failed.
+    pub bind_failures: AtomicU64,
+    /// Pods deleted for eviction.
+    pub evictions: AtomicU64,
+    /// Evictions that failed.
+    pub eviction_failures: AtomicU64,
+    /// Status writes sent.
+    pub status_writes: AtomicU64,
+    /// Status writes that failed.
+    pub status_failures: AtomicU64,
+    /// Events sent.
+    pub events: AtomicU64,
+    /// Events dropped (queue full, not leading, or refused).
+    pub events_dropped: AtomicU64,
+    /// Writes not sent because this replica did not hold the lease.
+    pub not_leading: AtomicU64,
+}
+
+/// What the status queue coalesces by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum StatusKey {
+    PodGroup(String),
+    Queue(String),
+    PodCondition(String),
+    PodNomination(String),
+}
+
+/// The previous and written cached object of a status write, to put back on failure.
+#[derive(Clone, Debug)]
+enum Revert {
+    PodGroup(Arc<PodGroup>, Arc<PodGroup>),
+    Queue(Arc<Queue>, Arc<Queue>),
+    Pod(Arc<Pod>, Arc<Pod>),
+}
+
+#[derive(Clone, Debug)]
+struct StatusWrite {
+    object: ObjectRef,
+    body: Value,
+    revert: Revert,
+}
+
+#[derive(Default)]
+struct StatusQueue {
+    state: Mutex<(VecDeque<StatusKey>, HashMap<StatusKey, StatusWrite>)>,
+    notify: Notify,
+}
+
+impl StatusQueue {
+    fn push(&self, key: StatusKey, mut write: StatusWrite) {
+        let mut st = self.state.lock().expect("status queue lock");
+        match st.1.get(&key) {
+            Some(pending) => {
+                // Coalesce: send the newest status; on failure, go back to what the API
+                // server had before the first of them.
+                write.revert = match (&pending.revert, write.revert) {
+                    (Revert::PodGroup(prev, _), Revert::PodGroup(_, new)) => Revert::PodGroup(prev.clone(), new),
+                    (Revert::Queue(prev, _), Revert::Queue(_, new)) => Revert::Queue(prev.clone(), new),
+                    (Revert::Pod(prev, _), Revert::Pod(_, new)) => Revert::Pod(prev.clone(), new),
+                    (_, r) => r,
+                };
+                st.1.insert(key, write);
+            }
+            None => {
+                st.0.push_back(key.clone());
+                st.1.insert(key, write);
+            }
+        }
+        drop(st);
+        self.notify.notify_one();
+    }
+
+    fn pop(&self) -> Option<(StatusKey, StatusWrite)> {
+        let mut st = self.state.lock().expect("status queue lock");
+        let key = st.0.pop_front()?;
+        let write = st.1.remove(&key).expect("queued keys have a write");
+        Some((key, write))
+    }
+
+    fn len(&self) -> usize {
+        self.state.lock().expect("status queue lock").0.len()
+    }
+}
+
+struct Inner {
+    client: Client,
+    cache: Arc<Mutex<ClusterCache>>,
+    config: ApplierConfig,
+    binds: Arc<Semaphore>,
+    limiter: DefaultDirectRateLimiter,
+    leading: watch::Receiver<bool>,
+    status: StatusQueue,
+    events: mpsc::Sender<(KubeEvent, ObjectReference)>,
+    in_flight: AtomicU64,
+    idle: Notify,
+    stats: ApplierStats,
+}
+
+/// Applies effects to the API server. Cheap to clone.
+#[derive(Clone)]
+pub struct Applier {
+    inner: Arc<Inner>,
+}
+
+/// A message of at most 1 kB (the Events API's limit on `note`), cut at a character boundary.
+fn note(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    let mut end = MAX - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// A JSON merge patch that makes the target equal to `new` where the target equals `old`:
+/// every field of `new`, and `null` for fields only `old` has (recursively in objects), so
+/// that a resource dimension or a status field that disappeared is removed.
+pub fn replacing_merge_patch(old: &Value, new: &Value) -> Value {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in n {
+                let patched = match o.get(k) {
+                    Some(ov) => replacing_merge_patch(ov, v),
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), patched);
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    out.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(out)
+        }
+        _ => new.clone(),
+    }
+}
+
+fn object_reference(kind: EventKind, r: &ObjectRef) -> ObjectReference {
+    let api_version = match kind {
+        EventKind::Pod => "v1",
+        EventKind::PodGroup | EventKind::Queue => "scheduling.volcano.sh/v1beta1",
+    };
+    ObjectReference {
+        api_version: Some(api_version.to_string()),
+        kind: Some(kind.as_str().to_string()),
+        name: Some(r.name().to_string()),
+        namespace: r.namespace().map(str::to_string),
+        uid: r.uid().map(str::to_string),
+        ..Default::default()
+    }
+}
+
+fn kube_event_type(t: EventType) -> KubeEventType {
+    match t {
+        EventType::Normal => KubeEventType::Normal,
+        EventType::Warning => KubeEventType::Warning,
+    }
+}
+
+/// Whether an API error means the object is gone (so an eviction is done).
+fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+impl Applier {
+    /// An applier writing through `client`, recording in `cache`, sending only while
+    /// `leading` is true. Starts its status and event workers on the current tokio runtime.
+    pub fn new(
+        client: Client,
+        cache: Arc<Mutex<ClusterCache>>,
+        config: ApplierConfig,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
+        let per_second = NonZeroU32::new(config.qps.ceil().clamp(1.0, f64::from(u32::MAX)) as u32).expect("≥ 1");
+        let burst = NonZeroU32::new(config.burst.max(1)).expect("≥ 1");
+        let period = Duration::from_secs_f64(1.0 / config.qps.max(1e-3));
+        let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(per_second)).allow_burst(burst);
+        let (tx, rx) = mpsc::channel(config.event_queue.max(1));
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter { controller: config.reporter.clone(), instance: Some(config.instance.clone()) },
+        );
+        let inner = Arc::new(Inner {
+            client,
+            cache,
+            binds: Arc::new(Semaphore::new(config.bind_concurrency.max(1))),
+            limiter: RateLimiter::direct(quota),
+            leading,
+            status: StatusQueue::default(),
+            events: tx,
+            in_flight: AtomicU64::new(0),
+            idle: Notify::new(),
+            stats: ApplierStats::default(),
+            config,
+        });
+        for _ in 0..inner.config.status_concurrency.max(1) {
+            tokio::spawn(status_worker(inner.clone()));
+        }
+        tokio::spawn(event_worker(inner.clone(), recorder, rx));
+        Applier { inner }
+    }
+
+    /// What the applier did so far.
+    pub fn stats(&self) -> &ApplierStats {
+        &self.inner.stats
+    }
+
+    /// Binds, evictions and status writes not finished yet.
+    pub fn in_flight(&self) -> u64 {
+        self.inner.in_flight.load(Ordering::SeqCst) + self.inner.status.len() as u64
+    }
+
+    /// Waits until every queued call finished, or `timeout` passed; returns whether all did.
+    pub async fn flush(&self, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self.in_flight() == 0 {
+                return true;
+            }
+            let notified = self.inner.idle.notified();
+            if self.in_flight() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.in_flight() == 0;
+            }
+        }
+    }
+
+    /// Records the effects of a cycle in the cache and queues their API calls; returns at
+    /// once. `now` stamps the conditions written.
+    pub fn apply(&self, effects: Vec<Effect>, now: Time) {
+        let inner = &self.inner;
+        let mut cache = inner.cache.lock().expect("cache lock");
+        for effect in effects {
+            match effect {
+                Effect::Bind { pod, node } => {
+                    cache.assume_bound(&pod, node.clone());
+                    self.spawn(bind(inner.clone(), pod, node));
+                }
+                Effect::Evict { pod, node, action, reason } => {
+                    let grace = cache
+                        .pod(pod.key())
+                        .and_then(|p| p.spec.as_ref().and_then(|s| s.termination_grace_period_seconds))
+                        .unwrap_or(30);
+                    cache.assume_evicting(&pod);
+                    self.spawn(evict(inner.clone(), pod, node, action, reason, grace));
+                }
+                Effect::Pipeline { pod, node } => {
+                    if let Some((old, new)) = cache.set_pod_status(&pod, PodStatusChange::Nominated(&node)) {
+                        let body = json!({"metadata": {"uid": pod.uid()}, "status": {"nominatedNodeName": &*node}});
+                        inner.status.push(
+                            StatusKey::PodNomination(pod.key().to_string()),
+                            StatusWrite { object: pod, body, revert: Revert::Pod(old, new) },
+                        );
+                    }
+                }
+                Effect::PodUnschedulable { pod, condition } => {
+                    let written = cache.set_pod_status(&pod, PodStatusChange::Unschedulable(&condition, now.clone()));
+                    if let Some((old, new)) = written {
+                        let body = json!({
+                            "metadata": {"uid": pod.uid()},
+                            "status": {"conditions": [{
+                                "type": volcano_api::names::pod_condition::POD_SCHEDULED,
+                                "status": "False",
+                                "reason": condition.reason,
+                                "message": &*condition.message,
+                                "lastTransitionTime": now,
+                            }]}
+                        });
+                        inner.status.push(
+                            StatusKey::PodCondition(pod.key().to_string()),
+                            StatusWrite { object: pod.clone(), body, revert: Revert::Pod(old, new) },
+                        );
+                        self.event(Event {
+                            kind: EventKind::Pod,
+                            object: pod,
+                            type_: EventType::Warning,
+                            reason: event_reason::FAILED_SCHEDULING,
+                            message: condition.message.to_string(),
+                        });
+                    }
+                }
+                Effect::PodGroupStatus { pod_group, status } => {
+                    if let Some((old, new)) = cache.set_pod_group_status(&pod_group, &status) {
+                        let old_status = serde_json::to_value(&old.status).unwrap_or(Value::Null);
+                        let new_status = serde_json::to_value(&new.status).unwrap_or(Value::Null);
+                        let body = json!({
+                            "metadata": {"uid": pod_group.uid()},
+                            "status": replacing_merge_patch(&old_status, &new_status),
+                        });
+                        inner.status.push(
+                            StatusKey::PodGroup(pod_group.key().to_string()),
+                            StatusWrite { object: pod_group, body, revert: Revert::PodGroup(old, new) },
+                        );
+                    }
+                }
+                Effect::QueueStatus { queue, allocated } => {
+                    if let Some((old, new)) = cache.set_queue_allocated(&queue, &allocated) {
+                        let old_alloc = serde_json::to_value(old.status.as_ref().and_then(|s| s.allocated.as_ref()))
+                            .unwrap_or(Value::Null);
+                        let new_alloc = serde_json::to_value(&allocated).unwrap_or(Value::Null);
+                        let body = json!({
+                            "metadata": {"uid": queue.uid()},
+                            "status": {"allocated": replacing_merge_patch(&old_alloc, &new_alloc)},
+                        });
+                        inner.status.push(
+                            StatusKey::Queue(queue.key().to_string()),
+                            StatusWrite { object: queue, body, revert: Revert::Queue(old, new) },
+                        );
+                    }
+                }
+                Effect::Event(e) => self.event(e),
+            }
+        }
+    }
+
+    fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
+        let inner = self.inner.clone();
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        tokio::spawn(async move {
+            fut.await;
+            if inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+                inner.idle.notify_waiters();
+            }
+        });
+    }
+
+    /// Queues one event (dropped and counted when the queue is full).
+    pub fn event(&self, e: Event) {
+        queue_event(&self.inner, e.kind, &e.object, e.type_, e.reason, &e.message);
+    }
+}
+
+fn queue_event(inner: &Inner, kind: EventKind, object: &ObjectRef, type_: EventType, reason: &str, message: &str) {
+    let ev = KubeEvent {
+        type_: kube_event_type(type_),
+        reason: reason.to_string(),
+        note: Some(note(message)),
+        action: "Scheduling".to_string(),
+        secondary: None,
+    };
+    if inner.events.try_send((ev, object_reference(kind, object))).is_err() {
+        inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn leading(inner: &Inner) -> bool {
+    let l = *inner.leading.borrow();
+    if !l {
+        inner.stats.not_leading.fetch_add(1, Ordering::Relaxed);
+    }
+    l
+}
+
+async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
+    let Ok(_permit) = inner.binds.clone().acquire_owned().await else { return };
+    if !leading(&inner) {
+        inner.cache.lock().expect("cache lock").forget(&pod);
+        return;
+    }
+    inner.limiter.until_ready().await;
+    let ns = pod.namespace().unwrap_or("default");
+    let api: Api<Pod> = Api::namespaced(inner.client.clone(), ns);
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.name().to_string()),
+            namespace: Some(ns.to_string()),
+            uid: pod.uid().map(str::to_string),
+            ..Default::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..Default::default()
+        },
+    };
+    let pp = PostParams::default();
+    let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, &binding);
+    let result = match tokio::time::timeout(inner.config.request_timeout, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {:?}", inner.config.request_timeout)),
+    };
+    match result {
+        Ok(()) => {
+            inner.stats.binds.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(pod = %pod, node = %node, "bound");
+            let message = format!("Successfully assigned {} to {node}", pod.key());
+            queue_event(&inner, EventKind::Pod, &pod, EventType::Normal, event_reason::SCHEDULED, &message);
+        }
+        Err(e) => {
+            inner.stats.bind_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(pod = %pod, node = %node, "bind failed: {e}");
+            inner.cache.lock().expect("cache lock").forget(&pod);
+            let message = format!("failed to bind to node {node}: {e}");
+            queue_event(&inner, EventKind::Pod, &pod, EventType::Warning, event_reason::FAILED_SCHEDULING, &message);
+        }
+    }
+}
+
+async fn evict(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>, action: &'static str, reason: String, grace: i64) {
+    let Ok(_permit) = inner.binds.clone().acquire_owned().await else { return };
+    if !leading(&inner) {
+        inner.cache.lock().expect("cache lock").forget(&pod);
+        return;
+    }
+    let ns = pod.namespace().unwrap_or("default");
+    let api: Api<Pod> = Api::namespaced(inner.client.clone(), ns);
+    let timeout = inner.config.request_timeout;
+    // The DisruptionTarget condition first, as Volcano and kube-scheduler do.
+    inner.limiter.until_ready().await;
+    let condition = json!({
+        "metadata": {"uid": pod.uid()},
+        "status": {"conditions": [{
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": format!("{}: preempting to accommodate a higher priority pod ({action})", inner.config.reporter),
+        }]}
+    });
+    let patched = tokio::time::timeout(
+        timeout,
+        api.patch_status(pod.name(), &PatchParams::default(), &Patch::Strategic(&condition)),
+    )
+    .await;
+    match patched {
+        Ok(Err(e)) if is_not_found(&e) => {
+            inner.cache.lock().expect("cache lock").forget(&pod);
+            return;
+        }
+        Ok(Err(e)) => tracing::warn!(pod = %pod, "cannot set DisruptionTarget before eviction: {e}"),
+        Err(_) => tracing::warn!(pod = %pod, "cannot set DisruptionTarget before eviction: timed out"),
+        Ok(Ok(_)) => {}
+    }
+    queue_event(&inner, EventKind::Pod, &pod, EventType::Warning, event_reason::EVICT, &reason);
+    inner.limiter.until_ready().await;
+    let dp = DeleteParams {
+        grace_period_seconds: Some(grace.max(0) as u32),
+        preconditions: Some(Preconditions { uid: pod.uid().map(str::to_string), resource_version: None }),
+        ..Default::default()
+    };
+    let deleted = tokio::time::timeout(timeout, api.delete(pod.name(), &dp)).await;
+    match deleted {
+        Ok(Ok(_)) => {
+            inner.stats.evictions.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(pod = %pod, node = %node, action, "evicted: {reason}");
+        }
+        Ok(Err(e)) if is_not_found(&e) => {
+            inner.cache.lock().expect("cache lock").forget(&pod);
+        }
+        Ok(Err(e)) => {
+            inner.stats.eviction_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(pod = %pod, "eviction failed: {e}");
+            inner.cache.lock().expect("cache lock").forget(&pod);
+        }
+        Err(_) => {
+            inner.stats.eviction_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(pod = %pod, "eviction timed out");
+            inner.cache.lock().expect("cache lock").forget(&pod);
+        }
+    }
+}
+
+async fn status_worker(inner: Arc<Inner>) {
+    loop {
+        let Some((key, write)) = inner.status.pop() else {
+            if inner.in_flight.load(Ordering::SeqCst) == 0 {
+                inner.idle.notify_waiters();
+            }
+            inner.status.notify.notified().await;
+            continue;
+        };
+        inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        send_status(&inner, &key, write).await;
+        if inner.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 && inner.status.len() == 0 {
+            inner.idle.notify_waiters();
+        }
+    }
+}
+
+async fn send_status(inner: &Inner, key: &StatusKey, write: StatusWrite) {
+    if !leading(inner) {
+        revert(inner, &write);
+        return;
+    }
+    inner.limiter.until_ready().await;
+    let pp = PatchParams::default();
+    let name = write.object.name().to_string();
+    let ns = write.object.namespace().unwrap_or("default").to_string();
+    let call = async {
+        match key {
+            StatusKey::PodGroup(_) => {
+                let api: Api<PodGroup> = Api::namespaced(inner.client.clone(), &ns);
+                api.patch(&name, &pp, &Patch::Merge(&write.body)).await.map(|_| ())
+            }
+            StatusKey::Queue(_) => {
+                let api: Api<Queue> = Api::all(inner.client.clone());
+                api.patch_status(&name, &pp, &Patch::Merge(&write.body)).await.map(|_| ())
+            }
+            StatusKey::PodCondition(_) => {
+                let api: Api<Pod> = Api::namespaced(inner.client.clone(), &ns);
+                api.patch_status(&name, &pp, &Patch::Strategic(&write.body)).await.map(|_| ())
+            }
+            StatusKey::PodNomination(_) => {
+                let api: Api<Pod> = Api::namespaced(inner.client.clone(), &ns);
+                api.patch_status(&name, &pp, &Patch::Merge(&write.body)).await.map(|_| ())
+            }
+        }
+    };
+    match tokio::time::timeout(inner.config.request_timeout, call).await {
+        Ok(Ok(())) => {
+            inner.stats.status_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Err(e)) => {
+            inner.stats.status_failures.fetch_add(1, Ordering::Relaxed);
+            if !is_not_found(&e) {
+                tracing::warn!(object = %write.object, "status write failed: {e}");
+            }
+            revert(inner, &write);
+        }
+        Err(_) => {
+            inner.stats.status_failures.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(object = %write.object, "status write timed out");
+            revert(inner, &write);
+        }
+    }
+}
+
+fn revert(inner: &Inner, write: &StatusWrite) {
+    let mut cache = inner.cache.lock().expect("cache lock");
+    let key = write.object.key();
+    match &write.revert {
+        Revert::PodGroup(prev, new) => cache.revert_pod_group(key, new, prev.clone()),
+        Revert::Queue(prev, new) => cache.revert_queue(key, new, prev.clone()),
+        Revert::Pod(prev, new) => cache.revert_pod(key, new, prev.clone()),
+    }
+}
+
+async fn event_worker(inner: Arc<Inner>, recorder: Recorder, mut rx: mpsc::Receiver<(KubeEvent, ObjectReference)>) {
+    while let Some((ev, reference)) = rx.recv().await {
+        if !leading(&inner) {
+            inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        inner.limiter.until_ready().await;
+        match tokio::time::timeout(inner.config.request_timeout, recorder.publish(&ev, &reference)).await {
+            Ok(Ok(())) => {
+                inner.stats.events.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(Err(e)) => {
+                inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("event not recorded: {e}");
+            }
+            Err(_) => {
+                inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_patches_remove_what_disappeared() {
+        let old = json!({"phase": "Inqueue", "running": 1, "conditions": [{"type": "Unschedulable"}]});
+        let new = json!({"phase": "Running", "running": 2});
+        assert_eq!(replacing_merge_patch(&old, &new), json!({"phase": "Running", "running": 2, "conditions": null}));
+        let old = json!({"cpu": "4", "nvidia.com/gpu": "2"});
+        let new = json!({"cpu": "8"});
+        assert_eq!(replacing_merge_patch(&old, &new), json!({"cpu": "8", "nvidia.com/gpu": null}));
+        assert_eq!(replacing_merge_patch(&Value::Null, &new), new);
+    }
+
+    #[test]
+    fn notes_fit_the_events_api() {
+        let long = "é".repeat(2000);
+        let n = note(&long);
+        assert!(n.len() <= 1024, "{}", n.len());
+        assert!(n.ends_with("..."));
+        assert_eq!(note("short"), "short");
+    }
+}

@@ -1,0 +1,416 @@
+//! `volcano-rs scheduler`: the loop that ties the watches, the core and the applier
+//! together.
+//!
+//! At start, everything that can be wrong with the command line or the configuration is
+//! checked, and the HTTP listeners are bound, before anything is watched. Then the watches
+//! start and the loop waits for their first lists (`/readyz` turns ready). Only the leader
+//! (or every replica with `--leader-elect=false`) runs cycles: one cycle starts one
+//! `--schedule-period` after the previous one ended (Volcano's sliding period). A cycle:
+//! reload the configuration if its file changed, make sure queues `root` and the default
+//! queue exist and that pending pods without a PodGroup get one, take the snapshot from the
+//! cache, run the core on a blocking thread, and hand the effects to the applier, which
+//! returns at once. On SIGTERM (or when the caller's shutdown future resolves) the loop
+//! stops, in-flight API calls get a few seconds to finish, and the lease is released.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Config};
+use thiserror::Error;
+use tokio::sync::watch;
+use volcano_api::crd::{PodGroup, Queue, GROUP_NAME_ANNOTATION};
+use volcano_framework::{implicit, run_cycle, CycleContext, NoObserver, SessionOptions};
+
+use crate::applier::{Applier, ApplierConfig};
+use crate::cache::ClusterCache;
+use crate::config::{ConfigError, ProfileHolder, Reload};
+use crate::leader::{self, LeaseConfig};
+use crate::options::{parse_listen_address, OptionsError, SchedulerOptions};
+use crate::server::{self, Health, Metrics};
+
+/// Why the scheduler did not start or stopped.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// A flag is wrong.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The configuration is not valid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The kubeconfig or in-cluster configuration cannot be used.
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Kube(String),
+    /// A listener cannot be bound.
+    #[error("cannot listen on {addr} (--{flag}): {source}")]
+    Listen {
+        /// The flag.
+        flag: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The first lists did not complete in time.
+    #[error("the caches did not sync within {0:?} (--resource-sync-timeout): is the API server reachable and are the CRDs installed (kubectl apply -f deploy/crds)?")]
+    SyncTimeout(Duration),
+}
+
+/// A running scheduler's shared state, for tests and embedding.
+#[derive(Clone)]
+pub struct Handle {
+    /// The cache.
+    pub cache: Arc<Mutex<ClusterCache>>,
+    /// Whether this replica leads.
+    pub leading: watch::Receiver<bool>,
+    /// The metrics.
+    pub metrics: Metrics,
+    /// Caches synced.
+    pub ready: Arc<AtomicBool>,
+}
+
+/// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
+pub async fn client(opts: &SchedulerOptions) -> Result<Client, RunError> {
+    let config = match &opts.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).map_err(|e| RunError::Kube(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::Kube(format!("{}: {e}", path.display())))?
+        }
+        None => Config::infer().await.map_err(|e| RunError::Kube(e.to_string()))?,
+    };
+    Client::try_from(config).map_err(|e| RunError::Kube(e.to_string()))
+}
+
+fn identity(opts: &SchedulerOptions) -> String {
+    if let Some(id) = &opts.identity {
+        return id.clone();
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "volcano-rs".to_string());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id())
+}
+
+fn now_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// Starts one watch feeding the cache.
+fn watch<K>(api: Api<K>, cache: Arc<Mutex<ClusterCache>>, apply: fn(&mut ClusterCache, Event<K>))
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().page_size(5000);
+    tokio::spawn(async move {
+        let stream = watcher::watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(e) => apply(&mut cache.lock().expect("cache lock"), e),
+                Err(e) => tracing::warn!(kind = %std::any::type_name::<K>(), "watch: {e}"),
+            }
+        }
+    });
+}
+
+/// Starts the watches of the five kinds the scheduler reads.
+pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) {
+    watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node);
+    watch(Api::<Pod>::all(client.clone()), cache.clone(), ClusterCache::apply_pod);
+    watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group);
+    watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue);
+    watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class);
+}
+
+/// Creates queues `root` and the default queue when missing (Volcano's cache does, at start).
+async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, default_queue: &str) {
+    let api: Api<Queue> = Api::all(client.clone());
+    for mut q in implicit::default_queues() {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let name = if name == volcano_api::names::DEFAULT_QUEUE { default_queue.to_string() } else { name };
+        if cache.lock().expect("cache lock").queues.get(&name).is_some() {
+            continue;
+        }
+        q.metadata.name = Some(name.clone());
+        match api.create(&PostParams::default(), &q).await {
+            Ok(_) => tracing::info!(queue = %name, "created queue"),
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => tracing::warn!(queue = %name, "cannot create queue: {e}"),
+        }
+    }
+}
+
+/// Gives pending pods of this scheduler without a PodGroup one of their own, as Volcano's
+/// PodGroup controller does: the PodGroup of [`implicit::pod_group_for_pod`] (owned by the
+/// pod's controlling owner, or the pod), then the pod's `scheduling.k8s.io/group-name`
+/// annotation.
+async fn adopt_plain_pods(client: &Client, pods: Vec<Arc<Pod>>, default_queue: &str) {
+    for pod in pods {
+        let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        let mut pg = match implicit::pod_group_for_pod(&pod) {
+            Ok(pg) => pg,
+            Err(e) => {
+                tracing::warn!(pod = %format!("{ns}/{pod_name}"), "no PodGroup made: {e}");
+                continue;
+            }
+        };
+        if pg.spec.queue.as_deref() == Some(volcano_api::names::DEFAULT_QUEUE) {
+            pg.spec.queue = Some(default_queue.to_string());
+        }
+        pg.metadata.creation_timestamp = None;
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+            .cloned()
+            .unwrap_or_else(|| OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod_name.clone(),
+                uid: pod.metadata.uid.clone().unwrap_or_default(),
+                controller: Some(true),
+                ..Default::default()
+            });
+        pg.metadata.owner_references = Some(vec![OwnerReference { block_owner_deletion: None, ..owner }]);
+        let pg_name = pg.metadata.name.clone().unwrap_or_default();
+        let pgs: Api<PodGroup> = Api::namespaced(client.clone(), &ns);
+        match pgs.create(&PostParams::default(), &pg).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => {
+                tracing::warn!(pod = %format!("{ns}/{pod_name}"), "cannot create PodGroup {pg_name}: {e}");
+                continue;
+            }
+        }
+        let patch = serde_json::json!({
+            "metadata": {"uid": pod.metadata.uid, "annotations": {GROUP_NAME_ANNOTATION: pg_name}}
+        });
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        if let Err(e) = api.patch(&pod_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            tracing::warn!(pod = %format!("{ns}/{pod_name}"), "cannot annotate the pod with its PodGroup: {e}");
+        }
+    }
+}
+
+/// Checks the command line and the configuration, then runs the scheduler until `shutdown`
+/// resolves. `started` receives the handle once the caches are synced.
+pub async fn run(
+    opts: SchedulerOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    started: Option<tokio::sync::oneshot::Sender<Handle>>,
+) -> Result<(), RunError> {
+    // Everything that can be checked before watching.
+    opts.validate()?;
+    let registries = crate::registries();
+    let mut profile = ProfileHolder::new(opts.scheduler_conf.clone(), &registries)?;
+    let node_selector = opts.node_selector_labels()?;
+    let metrics = Metrics::new();
+    let ready = Arc::new(AtomicBool::new(false));
+    let health = Health { ready: ready.clone(), metrics: metrics.clone() };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut servers = Vec::new();
+    let listen =
+        (!opts.listen_address.is_empty()).then(|| parse_listen_address(&opts.listen_address).expect("validated"));
+    let healthz =
+        (!opts.healthz_address.is_empty()).then(|| parse_listen_address(&opts.healthz_address).expect("validated"));
+    let mut endpoints: Vec<(SocketAddr, &'static str, bool, bool)> = Vec::new();
+    match (listen, healthz) {
+        (Some(l), Some(h)) if l == h => endpoints.push((l, "listen-address", true, true)),
+        (l, h) => {
+            if let Some(l) = l {
+                endpoints.push((l, "listen-address", false, true));
+            }
+            if let Some(h) = h {
+                endpoints.push((h, "healthz-address", true, false));
+            }
+        }
+    }
+    for (addr, flag, serve_health, serve_metrics) in endpoints {
+        let listener = server::bind(addr).await.map_err(|source| RunError::Listen { flag, addr, source })?;
+        let mut rx = stop_rx.clone();
+        let router = server::router(health.clone(), serve_health, serve_metrics);
+        servers.push(tokio::spawn(server::serve(listener, router, async move {
+            let _ = rx.wait_for(|s| *s).await;
+        })));
+    }
+    let client = client(&opts).await?;
+
+    // Watches, then wait for the first lists.
+    let cache = Arc::new(Mutex::new(ClusterCache::new(opts.scheduler_names.clone(), node_selector)));
+    start_watches(&client, &cache);
+    let sync_start = Instant::now();
+    while !cache.lock().expect("cache lock").synced() {
+        if !opts.resource_sync_timeout.is_zero() && sync_start.elapsed() > opts.resource_sync_timeout {
+            return Err(RunError::SyncTimeout(opts.resource_sync_timeout));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ready.store(true, Ordering::SeqCst);
+    tracing::info!(elapsed = ?sync_start.elapsed(), "caches synced");
+
+    // Leadership.
+    let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
+    let identity = identity(&opts);
+    let election = opts.leader_elect.then(|| {
+        let cfg = LeaseConfig {
+            namespace: opts.lease_namespace.clone(),
+            name: opts.lease_name(),
+            identity: identity.clone(),
+            lease_duration: opts.lease_duration,
+            renew_deadline: opts.renew_deadline,
+            retry_period: opts.retry_period,
+        };
+        tokio::spawn(leader::run(client.clone(), cfg, leading_tx, stop_rx.clone()))
+    });
+
+    let applier = Applier::new(
+        client.clone(),
+        cache.clone(),
+        ApplierConfig {
+            bind_concurrency: opts.bind_concurrency,
+            status_concurrency: opts.status_concurrency,
+            qps: opts.kube_api_qps,
+            burst: opts.kube_api_burst,
+            reporter: opts.scheduler_names[0].clone(),
+            instance: identity.clone(),
+            ..Default::default()
+        },
+        leading_rx.clone(),
+    );
+    if let Some(tx) = started {
+        let _ = tx.send(Handle {
+            cache: cache.clone(),
+            leading: leading_rx.clone(),
+            metrics: metrics.clone(),
+            ready: ready.clone(),
+        });
+    }
+
+    let session_options = SessionOptions {
+        parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ..Default::default()
+    };
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut cycle: u64 = 0;
+    let mut queues_ensured = false;
+    let mut adopting: Option<tokio::task::JoinHandle<()>> = None;
+    let mut last_rejection: Option<String> = None;
+    loop {
+        let leading = *leading_rx.borrow();
+        metrics.leader.set(i64::from(leading));
+        if leading {
+            match profile.reload(&registries) {
+                Reload::Rejected(e) => {
+                    let message = e.to_string();
+                    if last_rejection.as_deref() != Some(message.as_str()) {
+                        metrics.config_rejections.inc();
+                        tracing::error!("scheduler configuration rejected, keeping the last good one: {message}");
+                        last_rejection = Some(message);
+                    }
+                }
+                Reload::Reloaded => last_rejection = None,
+                Reload::Unchanged => {}
+            }
+            if !queues_ensured {
+                ensure_queues(&client, &cache, &opts.default_queue).await;
+                queues_ensured = true;
+            }
+            if adopting.as_ref().is_none_or(|h| h.is_finished()) {
+                let orphans = cache.lock().expect("cache lock").pods_without_group();
+                if !orphans.is_empty() {
+                    let (c, q) = (client.clone(), opts.default_queue.clone());
+                    adopting = Some(tokio::spawn(async move { adopt_plain_pods(&c, orphans, &q).await }));
+                }
+            }
+            cycle += 1;
+            let start = Instant::now();
+            let (snapshot, rebuilt) = {
+                let mut c = cache.lock().expect("cache lock");
+                let before = c.rebuilds();
+                let s = c.snapshot();
+                let rebuilt = c.rebuilds() != before;
+                (s, rebuilt)
+            };
+            metrics.snapshot_latency.observe(start.elapsed().as_secs_f64() * 1000.0);
+            if rebuilt {
+                metrics.rebuilds.inc();
+            }
+            match snapshot {
+                Ok(snap) => {
+                    let p = profile.current();
+                    let cx = CycleContext { cycle, now_ms: now_ms(), options: session_options.clone() };
+                    let outcome = tokio::task::spawn_blocking(move || run_cycle(snap, &p, &cx, &mut NoObserver))
+                        .await
+                        .expect("a cycle does not panic");
+                    // The leader may have changed during the cycle: the applier checks it
+                    // again before every call.
+                    applier.apply(outcome.effects, now_time());
+                }
+                Err(e) => tracing::error!("cannot build the snapshot: {e}"),
+            }
+            metrics.e2e_latency.observe(start.elapsed().as_secs_f64() * 1000.0);
+            metrics.cycles.inc();
+            let stats = applier.stats();
+            metrics.binds.set(stats.binds.load(Ordering::Relaxed) as i64);
+            metrics.bind_failures.set(stats.bind_failures.load(Ordering::Relaxed) as i64);
+            metrics.evictions.set(stats.evictions.load(Ordering::Relaxed) as i64);
+            metrics.status_writes.set(stats.status_writes.load(Ordering::Relaxed) as i64);
+        }
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = tokio::time::sleep(opts.schedule_period) => {}
+        }
+    }
+
+    tracing::info!("shutting down: finishing in-flight API calls");
+    if !applier.flush(Duration::from_secs(5)).await {
+        tracing::warn!(remaining = applier.in_flight(), "abandoned API calls still in flight");
+    }
+    let _ = stop_tx.send(true);
+    if let Some(e) = election {
+        let _ = e.await;
+    }
+    for s in servers {
+        let _ = s.await;
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
