@@ -219,16 +219,65 @@ pub struct QueueSpec {
     pub parent: Option<String>,
     /// Node-group affinity of the queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<serde_json::Value>,
+    pub affinity: Option<QueueAffinity>,
     /// Queue type.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub type_: Option<String>,
     /// Multi-cluster extension.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extend_clusters: Option<Vec<serde_json::Value>>,
+    pub extend_clusters: Option<Vec<ClusterSpec>>,
     /// `fifo` or `traverse`; not consulted by the scheduler.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dequeue_strategy: Option<String>,
+}
+
+/// Node groups a queue's pods prefer or must (not) run in (Volcano's `nodeGroupAffinity`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueAffinity {
+    /// Node groups the queue's pods go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_group_affinity: Option<NodeGroupAffinity>,
+    /// Node groups the queue's pods avoid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_group_anti_affinity: Option<NodeGroupAffinity>,
+}
+
+/// Required and preferred node groups, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupAffinity {
+    /// Node groups required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub required_during_scheduling_ignored_during_execution: Option<Vec<String>>,
+    /// Node groups preferred.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_during_scheduling_ignored_during_execution: Option<Vec<String>>,
+}
+
+/// A cluster a queue's jobs may be dispatched to (Volcano's `extendClusters`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ClusterSpec {
+    /// Cluster name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    /// Capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<ResourceList>,
+}
+
+/// Resources reserved for a queue on locked nodes (Volcano's `reservation`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Reservation {
+    /// Locked nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<String>>,
+    /// Idle resources on the locked nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceList>,
 }
 
 /// Guaranteed resources of a Queue.
@@ -277,8 +326,71 @@ pub struct QueueStatus {
     pub completed: i32,
     /// Reservation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<serde_json::Value>,
+    pub reservation: Option<Reservation>,
     /// Resources allocated to the queue (written by the scheduler).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocated: Option<ResourceList>,
+}
+
+/// The CRDs as Volcano ships them, generated from the types above: the same names, scope,
+/// short names, subresources and printer columns, and a schema that accepts what Volcano's
+/// accepts, so that installing them over a Volcano installation keeps every object valid.
+pub mod crds {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceSubresources,
+    };
+    use kube::CustomResourceExt;
+    use serde_json::Value;
+
+    fn column(name: &str, type_: &str, json_path: &str, priority: Option<i32>) -> CustomResourceColumnDefinition {
+        CustomResourceColumnDefinition {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: json_path.into(),
+            priority,
+            ..Default::default()
+        }
+    }
+
+    /// Volcano's schemas type phases and states as plain strings: drop the `enum`s the Rust
+    /// enums put in the generated schema (path from the version's `openAPIV3Schema`).
+    fn drop_enum(crd: &mut CustomResourceDefinition, path: &[&str]) {
+        let mut v = serde_json::to_value(&crd.spec.versions[0].schema).expect("a schema serializes");
+        let mut node = &mut v["openAPIV3Schema"];
+        for p in path {
+            node = &mut node["properties"][*p];
+        }
+        if let Value::Object(m) = node {
+            m.remove("enum");
+        }
+        crd.spec.versions[0].schema = serde_json::from_value(v).expect("the schema deserializes");
+    }
+
+    /// `podgroups.scheduling.volcano.sh`: no status subresource (Volcano's scheduler and
+    /// controller write the status with the object), Volcano's printer columns, `phase` any
+    /// string.
+    pub fn pod_group() -> CustomResourceDefinition {
+        let mut crd = super::PodGroup::crd();
+        drop_enum(&mut crd, &["status", "phase"]);
+        let v = &mut crd.spec.versions[0];
+        v.subresources = Some(CustomResourceSubresources::default());
+        v.additional_printer_columns = Some(vec![
+            column("STATUS", "string", ".status.phase", None),
+            column("minMember", "integer", ".spec.minMember", None),
+            column("RUNNINGS", "integer", ".status.running", None),
+            column("AGE", "date", ".metadata.creationTimestamp", None),
+            column("QUEUE", "string", ".spec.queue", Some(1)),
+        ]);
+        crd
+    }
+
+    /// `queues.scheduling.volcano.sh`: the status subresource, the PARENT printer column,
+    /// `state` any string.
+    pub fn queue() -> CustomResourceDefinition {
+        let mut crd = super::Queue::crd();
+        drop_enum(&mut crd, &["status", "state"]);
+        let v = &mut crd.spec.versions[0];
+        v.additional_printer_columns = Some(vec![column("PARENT", "string", ".spec.parent", None)]);
+        crd
+    }
 }

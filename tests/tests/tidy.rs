@@ -5,9 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kube::CustomResourceExt;
 use volcano_api::conf::SchedulerConfiguration;
-use volcano_api::crd::{PodGroup, Queue};
 use volcano_framework::{Profile, Registries};
 
 fn root() -> PathBuf {
@@ -85,8 +83,8 @@ fn example_configuration_and_deploy_configmap_load() {
 fn crd_files_are_up_to_date() {
     let bless = std::env::var("BLESS").is_ok_and(|v| v == "1");
     for (file, crd) in [
-        ("deploy/crds/scheduling.volcano.sh_podgroups.yaml", PodGroup::crd()),
-        ("deploy/crds/scheduling.volcano.sh_queues.yaml", Queue::crd()),
+        ("deploy/crds/scheduling.volcano.sh_podgroups.yaml", volcano_api::crd::crds::pod_group()),
+        ("deploy/crds/scheduling.volcano.sh_queues.yaml", volcano_api::crd::crds::queue()),
     ] {
         let generated = format!(
             "# Generated from volcano-api (tests/tests/tidy.rs); do not edit: BLESS=1 rewrites it.\n{}",
@@ -207,25 +205,30 @@ fn the_crate_graph_points_down() {
 
 /// The scheduling core and the test kit never reach a Kubernetes client, an async runtime or
 /// HTTP, directly or through another crate (ARCHITECTURE.md, "Architecture invariants").
+///
+/// Checked with `cargo tree -p CRATE`, which resolves features as building that crate alone
+/// does: `cargo metadata` unifies features over the whole workspace, where the kube backend
+/// turns on `kube`'s client.
 #[test]
 fn the_core_has_no_io_dependencies() {
-    let g = cargo_metadata();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for core in CORE {
-        let start =
-            g.names.iter().find(|(id, n)| n.as_str() == *core && g.members.contains(id)).expect("a core crate").0;
-        // Depth-first over normal dependencies, keeping the path for the message.
-        let mut stack = vec![(start.clone(), vec![core.to_string()])];
-        let mut seen = std::collections::BTreeSet::new();
-        while let Some((id, path)) = stack.pop() {
-            if !seen.insert(id.clone()) {
-                continue;
-            }
-            for d in g.normal.get(&id).into_iter().flatten() {
-                let name = &g.names[d];
-                let mut p = path.clone();
-                p.push(name.clone());
-                assert!(!IO_PACKAGES.contains(&name.as_str()), "{core} reaches {name}: {}", p.join(" → "));
-                stack.push((d.clone(), p));
+        let tree = |extra: &[&str]| {
+            let out = std::process::Command::new(&cargo)
+                .args(["tree", "--offline", "-e", "normal", "-p", core])
+                .args(extra)
+                .current_dir(root())
+                .output()
+                .expect("cargo tree runs");
+            assert!(out.status.success(), "cargo tree -p {core}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).expect("utf-8")
+        };
+        let listing = tree(&["--prefix", "none", "--format", "{p}"]);
+        for line in listing.lines() {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            if IO_PACKAGES.contains(&name) {
+                let path = tree(&["--invert", name]);
+                panic!("{core} reaches {name}:\n{path}");
             }
         }
     }

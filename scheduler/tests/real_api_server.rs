@@ -1,0 +1,429 @@
+//! The real-API-server suite: `volcano-rs scheduler` (in-process) against etcd and
+//! kube-apiserver from `KUBEBUILDER_ASSETS`, skipped with a message when it is unset (see
+//! docs/testing.md). One API server for the whole suite; each scenario has its own
+//! namespace, scheduler name and nodes (selected with `--node-selector`), so scenarios do
+//! not see each other's pods.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    Container, Event as CoreEvent, Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
+};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use support::{eventually, ApiServer};
+use tokio::sync::oneshot;
+use volcano_api::crd::{PodGroup, PodGroupPhase, PodGroupSpec, Queue, GROUP_NAME_ANNOTATION};
+use volcano_scheduler::options::SchedulerOptions;
+use volcano_scheduler::run::{run, Handle};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn quantities(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    list.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+}
+
+async fn create_node(client: &Client, name: &str, scenario: &str, gpus: u32) {
+    let api: Api<Node> = Api::all(client.clone());
+    let gpu = gpus.to_string();
+    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("nvidia.com/gpu", &gpu)]);
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some([("envtest-scenario".to_string(), scenario.to_string())].into_iter().collect()),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
+    };
+    api.create(&PostParams::default(), &node).await.expect("node created");
+    // No node controller: take the not-ready taint away ourselves, and make sure the status
+    // (capacity, allocatable) is what we meant.
+    api.patch(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"taints": null}})))
+        .await
+        .expect("taints removed");
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": node.status})))
+        .await
+        .expect("node status");
+}
+
+fn pod(ns: &str, name: &str, scheduler: &str, group: Option<&str>, gpus: u32) -> Pod {
+    let gpu = gpus.to_string();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(ns.into()),
+            annotations: group.map(|g| [(GROUP_NAME_ANNOTATION.to_string(), g.to_string())].into_iter().collect()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(scheduler.into()),
+            termination_grace_period_seconds: Some(0),
+            containers: vec![Container {
+                name: "train".into(),
+                image: Some("busybox".into()),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", "1"), ("memory", "1Gi"), ("nvidia.com/gpu", &gpu)])),
+                    limits: Some(quantities(&[("nvidia.com/gpu", &gpu)])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+fn pod_group(ns: &str, name: &str, min_member: i32, queue: &str) -> PodGroup {
+    let mut pg = PodGroup::new(name, PodGroupSpec { min_member, queue: Some(queue.into()), ..Default::default() });
+    pg.metadata.namespace = Some(ns.into());
+    pg
+}
+
+struct Running {
+    handle: Handle,
+    stop: Option<oneshot::Sender<()>>,
+    join: tokio::task::JoinHandle<Result<(), volcano_scheduler::run::RunError>>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        self.join.await.expect("the scheduler task ends").expect("the scheduler stops cleanly");
+    }
+}
+
+fn options(server: &ApiServer, scheduler: &str, scenario: &str) -> SchedulerOptions {
+    let mut o = SchedulerOptions::defaults();
+    o.kubeconfig = Some(server.kubeconfig.clone());
+    o.scheduler_names = vec![scheduler.to_string()];
+    o.schedule_period = Duration::from_millis(100);
+    o.leader_elect = false;
+    o.listen_address = String::new();
+    o.healthz_address = String::new();
+    o.node_selector = vec![format!("envtest-scenario:{scenario}")];
+    o.identity = Some(format!("{scheduler}-replica"));
+    o
+}
+
+async fn start(o: SchedulerOptions) -> Running {
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (started_tx, started_rx) = oneshot::channel();
+    let join = tokio::spawn(run(
+        o,
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(started_tx),
+    ));
+    let handle = tokio::time::timeout(WAIT, started_rx).await.expect("the scheduler starts").expect("a handle");
+    Running { handle, stop: Some(stop_tx), join }
+}
+
+async fn node_of(client: &Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten().and_then(|p| p.spec.and_then(|s| s.node_name))
+}
+
+async fn events(client: &Client, ns: &str, reason: &str) -> Vec<CoreEvent> {
+    let api: Api<CoreEvent> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items.into_iter().filter(|e| e.reason.as_deref() == Some(reason)).collect())
+        .unwrap_or_default()
+}
+
+/// A gang of two binds on two 4-GPU nodes, the PodGroup turns Running, and each pod gets a
+/// Scheduled event; the default queues were created by the scheduler.
+async fn gang_binds(server: &ApiServer) {
+    let (ns, sched) = ("gang", "volcano-rs-gang");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    create_node(&client, "gang-n1", ns, 4).await;
+    create_node(&client, "gang-n2", ns, 4).await;
+    let running = start(options(server, sched, ns)).await;
+
+    let queues: Api<Queue> = Api::all(client.clone());
+    eventually(WAIT, "queues root and default created", || async {
+        (queues.get_opt("root").await.ok()??.metadata.name.is_some() && queues.get_opt("default").await.ok()?.is_some())
+            .then_some(())
+    })
+    .await;
+
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.create(&PostParams::default(), &pod_group(ns, "train", 2, "default")).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for i in 0..2 {
+        pods.create(&PostParams::default(), &pod(ns, &format!("train-{i}"), sched, Some("train"), 4)).await.unwrap();
+    }
+    let (a, b) = eventually(WAIT, "both pods bound", || async {
+        Some((node_of(&client, ns, "train-0").await?, node_of(&client, ns, "train-1").await?))
+    })
+    .await;
+    assert_ne!(a, b, "4 GPUs each: one pod per node");
+    eventually(WAIT, "PodGroup Running", || async {
+        let pg = pgs.get("train").await.ok()?;
+        (pg.status?.phase? == PodGroupPhase::Running).then_some(())
+    })
+    .await;
+    eventually(WAIT, "Scheduled events", || async {
+        (events(&client, ns, "Scheduled").await.len() >= 2).then_some(())
+    })
+    .await;
+    let queue = eventually(WAIT, "queue default's status.allocated has the 8 GPUs", || async {
+        let q = queues.get("default").await.ok()?;
+        let gpu = q.status?.allocated?.get("nvidia.com/gpu")?.0.clone();
+        (gpu == "8").then_some(())
+    })
+    .await;
+    let _ = queue;
+    running.stop().await;
+}
+
+/// A gang that cannot fit: nothing is bound, the PodGroup gets an Unschedulable condition
+/// and the pods a PodScheduled=False condition with a FailedScheduling event.
+async fn unschedulable_gang(server: &ApiServer) {
+    let (ns, sched) = ("unsched", "volcano-rs-unsched");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    create_node(&client, "unsched-n1", ns, 4).await;
+    let running = start(options(server, sched, ns)).await;
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.create(&PostParams::default(), &pod_group(ns, "big", 3, "default")).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(ns, &format!("big-{i}"), sched, Some("big"), 2)).await.unwrap();
+    }
+    eventually(WAIT, "PodGroup condition Unschedulable", || async {
+        let pg = pgs.get("big").await.ok()?;
+        pg.status?.conditions.iter().any(|c| c.type_ == "Unschedulable").then_some(())
+    })
+    .await;
+    eventually(WAIT, "pods PodScheduled=False", || async {
+        let p = pods.get("big-0").await.ok()?;
+        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled")?;
+        (c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).then_some(())
+    })
+    .await;
+    eventually(WAIT, "FailedScheduling events", || async {
+        (!events(&client, ns, "FailedScheduling").await.is_empty()).then_some(())
+    })
+    .await;
+    for i in 0..3 {
+        assert_eq!(node_of(&client, ns, &format!("big-{i}")).await, None, "no member of the gang is bound");
+    }
+    running.stop().await;
+}
+
+/// A plain pod without a PodGroup gets `podgroup-<uid>` and is bound.
+async fn plain_pod(server: &ApiServer) {
+    let (ns, sched) = ("plain", "volcano-rs-plain");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    create_node(&client, "plain-n1", ns, 1).await;
+    let running = start(options(server, sched, ns)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let created = pods.create(&PostParams::default(), &pod(ns, "web", sched, None, 0)).await.unwrap();
+    let uid = created.metadata.uid.unwrap();
+    eventually(WAIT, "plain pod bound", || async { node_of(&client, ns, "web").await }).await;
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    let pg = pgs.get(&format!("podgroup-{uid}")).await.expect("the PodGroup made for the pod");
+    assert_eq!(pg.spec.min_member, 1);
+    running.stop().await;
+}
+
+/// A high-priority gang evicts a low-priority pod (preempt), then binds.
+async fn preemption(server: &ApiServer) {
+    let (ns, sched) = ("preempt", "volcano-rs-preempt");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    create_node(&client, "preempt-n1", ns, 4).await;
+    let classes: Api<PriorityClass> = Api::all(client.clone());
+    for (name, value) in [("envtest-low", 10), ("envtest-high", 1000)] {
+        let pc = PriorityClass {
+            metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
+            value,
+            ..Default::default()
+        };
+        let _ = classes.create(&PostParams::default(), &pc).await;
+    }
+    let conf = std::env::temp_dir().join(format!("volcano-rs-envtest-preempt-{}.conf", std::process::id()));
+    std::fs::write(
+        &conf,
+        "actions: \"enqueue, allocate, preempt, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
+    )
+    .unwrap();
+    let mut o = options(server, sched, ns);
+    o.scheduler_conf = Some(conf.clone());
+    let running = start(o).await;
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut low = pod_group(ns, "low", 1, "default");
+    low.spec.priority_class_name = Some("envtest-low".into());
+    pgs.create(&PostParams::default(), &low).await.unwrap();
+    let mut p = pod(ns, "low-0", sched, Some("low"), 4);
+    p.spec.as_mut().unwrap().priority_class_name = Some("envtest-low".into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    eventually(WAIT, "low-priority pod bound", || async { node_of(&client, ns, "low-0").await }).await;
+    // No kubelet: say it runs.
+    pods.patch_status(
+        "low-0",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": PodStatus { phase: Some("Running".into()), ..Default::default() }})),
+    )
+    .await
+    .unwrap();
+
+    let mut high = pod_group(ns, "high", 1, "default");
+    high.spec.priority_class_name = Some("envtest-high".into());
+    pgs.create(&PostParams::default(), &high).await.unwrap();
+    let mut p = pod(ns, "high-0", sched, Some("high"), 4);
+    p.spec.as_mut().unwrap().priority_class_name = Some("envtest-high".into());
+    pods.create(&PostParams::default(), &p).await.unwrap();
+    eventually(WAIT, "low-priority pod evicted", || async {
+        pods.get_opt("low-0").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    eventually(WAIT, "Evict event", || async { (!events(&client, ns, "Evict").await.is_empty()).then_some(()) }).await;
+    eventually(WAIT, "high-priority pod bound", || async { node_of(&client, ns, "high-0").await }).await;
+    running.stop().await;
+    let _ = std::fs::remove_file(conf);
+}
+
+/// Two replicas with leader election: exactly one schedules; when it stops (and releases
+/// the lease), the other takes over and binds the next pod.
+async fn leader_failover(server: &ApiServer) {
+    let (ns, sched) = ("leader", "volcano-rs-leader");
+    server.namespace(ns).await;
+    server.namespace("volcano-system").await;
+    let client = server.client().await;
+    create_node(&client, "leader-n1", ns, 8).await;
+    let replica = |id: &str| {
+        let mut o = options(server, sched, ns);
+        o.leader_elect = true;
+        o.lease_duration = Duration::from_secs(4);
+        o.renew_deadline = Duration::from_secs(3);
+        o.retry_period = Duration::from_millis(300);
+        o.identity = Some(id.to_string());
+        o
+    };
+    let a = start(replica("replica-a")).await;
+    let b = start(replica("replica-b")).await;
+    let leaders = || (*a.handle.leading.borrow() as u8) + (*b.handle.leading.borrow() as u8);
+    eventually(WAIT, "one leader", || async { (leaders() == 1).then_some(()) }).await;
+    for _ in 0..10 {
+        assert!(leaders() <= 1, "never two leaders");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.create(&PostParams::default(), &pod_group(ns, "first", 1, "default")).await.unwrap();
+    pods.create(&PostParams::default(), &pod(ns, "first-0", sched, Some("first"), 1)).await.unwrap();
+    eventually(WAIT, "bound by the leader", || async { node_of(&client, ns, "first-0").await }).await;
+
+    let (leader, follower) = if *a.handle.leading.borrow() { (a, b) } else { (b, a) };
+    leader.stop().await;
+    eventually(WAIT, "the other replica leads", || async { (*follower.handle.leading.borrow()).then_some(()) }).await;
+    pgs.create(&PostParams::default(), &pod_group(ns, "second", 1, "default")).await.unwrap();
+    pods.create(&PostParams::default(), &pod(ns, "second-0", sched, Some("second"), 1)).await.unwrap();
+    eventually(WAIT, "bound by the new leader", || async { node_of(&client, ns, "second-0").await }).await;
+    follower.stop().await;
+}
+
+/// A configuration file that changes takes effect at the next cycle; an invalid one is
+/// rejected and the last good one stays.
+async fn config_reload(server: &ApiServer) {
+    let (ns, sched) = ("reload", "volcano-rs-reload");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    create_node(&client, "reload-n1", ns, 8).await;
+    let conf: PathBuf = std::env::temp_dir().join(format!("volcano-rs-envtest-reload-{}.conf", std::process::id()));
+    // No allocate action: nothing is bound.
+    std::fs::write(&conf, "actions: \"enqueue\"\ntiers:\n- plugins:\n  - name: gang\n").unwrap();
+    let mut o = options(server, sched, ns);
+    o.scheduler_conf = Some(conf.clone());
+    let running = start(o).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.create(&PostParams::default(), &pod_group(ns, "job", 1, "default")).await.unwrap();
+    pods.create(&PostParams::default(), &pod(ns, "job-0", sched, Some("job"), 1)).await.unwrap();
+    eventually(WAIT, "PodGroup admitted (Inqueue)", || async {
+        (pgs.get("job").await.ok()?.status?.phase? == PodGroupPhase::Inqueue).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(node_of(&client, ns, "job-0").await, None, "no allocate action, no bind");
+
+    // An invalid file: rejected, counted, the last good configuration stays.
+    std::fs::write(&conf, "actions: \"enqueue, allocatee\"\ntiers: []\n").unwrap();
+    eventually(WAIT, "the invalid configuration is rejected", || async {
+        (running.handle.metrics.config_rejections.get() >= 1).then_some(())
+    })
+    .await;
+    // Swap in a good one, as a ConfigMap mount does (a new file renamed over the old).
+    let tmp = conf.with_extension("new");
+    std::fs::write(&tmp, "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n")
+        .unwrap();
+    std::fs::rename(&tmp, &conf).unwrap();
+    eventually(WAIT, "bound after the reload", || async { node_of(&client, ns, "job-0").await }).await;
+    running.stop().await;
+    let _ = std::fs::remove_file(conf);
+}
+
+/// Objects shaped as Volcano writes them (a PodGroup with a status and `transitionID`
+/// conditions, a Queue with every common field) are valid under volcano-rs's CRDs.
+async fn volcano_shaped_objects(server: &ApiServer) {
+    let ns = "shapes";
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let pg: serde_json::Value = serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "tf-job-1234", "namespace": ns},
+        "spec": {"minMember": 3, "minTaskMember": {"ps": 1, "worker": 2}, "queue": "default",
+                 "priorityClassName": "high", "minResources": {"cpu": "3", "memory": "6Gi", "nvidia.com/gpu": "2"}},
+        "status": {"phase": "Inqueue", "running": 0, "succeeded": 0, "failed": 0,
+                   "conditions": [{"type": "Unschedulable", "status": "True", "transitionID": "abc-1",
+                                   "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "NotEnoughResources",
+                                   "message": "3/3 tasks in gang unschedulable"}]}
+    });
+    let q: serde_json::Value = serde_json::json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": "research-shapes"},
+        "spec": {"weight": 4, "reclaimable": true, "capability": {"cpu": "100", "nvidia.com/gpu": "16"},
+                 "deserved": {"nvidia.com/gpu": "8"}, "guarantee": {"resource": {"cpu": "10"}}, "priority": 1},
+    });
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    let pg: PodGroup = serde_json::from_value(pg).unwrap();
+    let created = pgs.create(&PostParams::default(), &pg).await.expect("a Volcano-shaped PodGroup is valid");
+    let status = created.status.expect("status kept on create: the PodGroup CRD has no status subresource");
+    assert_eq!(status.conditions[0].transition_id.as_deref(), Some("abc-1"));
+    let queues: Api<Queue> = Api::all(client.clone());
+    let q: Queue = serde_json::from_value(q).unwrap();
+    queues.create(&PostParams::default(), &q).await.expect("a Volcano-shaped Queue is valid");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_api_server_suite() {
+    let Some(assets) = support::assets() else { return };
+    let server = ApiServer::start(&assets).await;
+    server.install_crds().await;
+    volcano_shaped_objects(&server).await;
+    gang_binds(&server).await;
+    unschedulable_gang(&server).await;
+    plain_pod(&server).await;
+    preemption(&server).await;
+    config_reload(&server).await;
+    leader_failover(&server).await;
+}

@@ -1,0 +1,256 @@
+//! A real API server for tests: etcd and kube-apiserver started from the directory named by
+//! `KUBEBUILDER_ASSETS` (the envtest convention; see docs/testing.md), on free loopback
+//! ports, with a token and a kubeconfig, stopped when the [`ApiServer`] is dropped (also
+//! when a test panics).
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+const TOKEN: &str = "volcano-rs-test-token";
+
+/// A running etcd + kube-apiserver.
+pub struct ApiServer {
+    etcd: Child,
+    apiserver: Child,
+    dir: PathBuf,
+    /// A kubeconfig file for the admin token.
+    pub kubeconfig: PathBuf,
+    /// `https://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.apiserver.kill();
+        let _ = self.apiserver.wait();
+        let _ = self.etcd.kill();
+        let _ = self.etcd.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address").port()
+}
+
+/// The assets directory, or `None` (with a message) when the suite must be skipped.
+pub fn assets() -> Option<PathBuf> {
+    match std::env::var_os("KUBEBUILDER_ASSETS") {
+        Some(dir) if Path::new(&dir).join("kube-apiserver").exists() && Path::new(&dir).join("etcd").exists() => {
+            Some(PathBuf::from(dir))
+        }
+        Some(dir) => {
+            eprintln!(
+                "SKIPPED: KUBEBUILDER_ASSETS={} has no etcd and kube-apiserver; see docs/testing.md",
+                PathBuf::from(dir).display()
+            );
+            None
+        }
+        None => {
+            eprintln!(
+                "SKIPPED: the real-API-server suite needs KUBEBUILDER_ASSETS (a directory with etcd and \
+                 kube-apiserver); see docs/testing.md"
+            );
+            None
+        }
+    }
+}
+
+impl ApiServer {
+    /// Starts etcd and kube-apiserver and waits until the API server is ready.
+    pub async fn start(assets: &Path) -> ApiServer {
+        let dir = std::env::temp_dir().join(format!(
+            "volcano-rs-envtest-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (client_port, peer_port, api_port) = (free_port(), free_port(), free_port());
+        let log = |name: &str| std::fs::File::create(dir.join(name)).expect("log file");
+        let etcd = Command::new(assets.join("etcd"))
+            .args([
+                "--name",
+                "envtest",
+                "--data-dir",
+                dir.join("etcd").to_str().unwrap(),
+                "--listen-client-urls",
+                &format!("http://127.0.0.1:{client_port}"),
+                "--advertise-client-urls",
+                &format!("http://127.0.0.1:{client_port}"),
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer_port}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer_port}"),
+                "--initial-cluster",
+                &format!("envtest=http://127.0.0.1:{peer_port}"),
+                "--unsafe-no-fsync=true",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log("etcd.log"))
+            .spawn()
+            .expect("etcd starts");
+        // The service-account signing key.
+        let key = dir.join("sa.key");
+        let public = dir.join("sa.pub");
+        let ok = Command::new("openssl")
+            .args(["genrsa", "-out", key.to_str().unwrap(), "2048"])
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl runs")
+            .success()
+            && Command::new("openssl")
+                .args(["rsa", "-in", key.to_str().unwrap(), "-pubout", "-out", public.to_str().unwrap()])
+                .stderr(Stdio::null())
+                .status()
+                .expect("openssl runs")
+                .success();
+        assert!(ok, "openssl could not make the service-account key");
+        let mut tokens = std::fs::File::create(dir.join("token.csv")).unwrap();
+        writeln!(tokens, "{TOKEN},admin,1,\"system:masters\"").unwrap();
+        let apiserver = Command::new(assets.join("kube-apiserver"))
+            .args([
+                "--etcd-servers",
+                &format!("http://127.0.0.1:{client_port}"),
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                &api_port.to_string(),
+                "--cert-dir",
+                dir.join("certs").to_str().unwrap(),
+                "--token-auth-file",
+                dir.join("token.csv").to_str().unwrap(),
+                "--authorization-mode",
+                "RBAC",
+                "--service-cluster-ip-range",
+                "10.0.0.0/24",
+                "--service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+                "--service-account-key-file",
+                public.to_str().unwrap(),
+                "--service-account-signing-key-file",
+                key.to_str().unwrap(),
+                "--disable-admission-plugins",
+                "ServiceAccount",
+                "--allow-privileged=true",
+            ])
+            .stdout(Stdio::null())
+            .stderr(log("kube-apiserver.log"))
+            .spawn()
+            .expect("kube-apiserver starts");
+        let url = format!("https://127.0.0.1:{api_port}");
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(
+            &kubeconfig,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {url}\n    \
+                 insecure-skip-tls-verify: true\nusers:\n- name: admin\n  user:\n    token: {TOKEN}\ncontexts:\n- \
+                 name: envtest\n  context:\n    cluster: envtest\n    user: admin\ncurrent-context: envtest\n"
+            ),
+        )
+        .unwrap();
+        let server = ApiServer { etcd, apiserver, dir, kubeconfig, url };
+        let start = Instant::now();
+        loop {
+            if let Ok(client) = server.try_client().await {
+                let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
+                if let Ok(text) = client.request_text(req).await {
+                    if text.trim() == "ok" {
+                        break;
+                    }
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "kube-apiserver not ready after 60 s; see {}",
+                server.dir.join("kube-apiserver.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        server
+    }
+
+    async fn try_client(&self) -> Result<Client, String> {
+        let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| e.to_string())?;
+        let config =
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(|e| e.to_string())?;
+        Client::try_from(config).map_err(|e| e.to_string())
+    }
+
+    /// An admin client.
+    pub async fn client(&self) -> Client {
+        self.try_client().await.expect("a client")
+    }
+
+    /// Installs the CRDs of `deploy/crds` and waits until they are established.
+    pub async fn install_crds(&self) {
+        let client = self.client().await;
+        let api: Api<CustomResourceDefinition> = Api::all(client);
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds");
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("deploy/crds") {
+            let path = entry.unwrap().path();
+            let crd: CustomResourceDefinition =
+                serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).expect("a CRD");
+            names.push(crd.metadata.name.clone().unwrap());
+            api.create(&PostParams::default(), &crd).await.unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        let start = Instant::now();
+        for name in names {
+            loop {
+                let crd = api.get(&name).await.unwrap();
+                let established = crd
+                    .status
+                    .and_then(|s| s.conditions)
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+                if established {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(30), "CRD {name} not established");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+
+    /// Creates a namespace.
+    pub async fn namespace(&self, name: &str) {
+        let api: Api<Namespace> = Api::all(self.client().await);
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta { name: Some(name.into()), ..Default::default() },
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("namespace {name}: {e}"),
+        }
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, failing the test after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
