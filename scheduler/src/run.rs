@@ -115,7 +115,11 @@ fn now_ms() -> i64 {
 }
 
 /// Starts one watch feeding the cache.
-fn watch<K>(api: Api<K>, cache: Arc<Mutex<ClusterCache>>, apply: fn(&mut ClusterCache, Event<K>))
+fn watch<K>(
+    api: Api<K>,
+    cache: Arc<Mutex<ClusterCache>>,
+    apply: fn(&mut ClusterCache, Event<K>),
+) -> tokio::task::JoinHandle<()>
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
@@ -129,16 +133,18 @@ where
                 Err(e) => tracing::warn!(kind = %std::any::type_name::<K>(), "watch: {e}"),
             }
         }
-    });
+    })
 }
 
-/// Starts the watches of the five kinds the scheduler reads.
-pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) {
-    watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node);
-    watch(Api::<Pod>::all(client.clone()), cache.clone(), ClusterCache::apply_pod);
-    watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group);
-    watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue);
-    watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class);
+/// Starts the watches of the five kinds the scheduler reads; abort the handles to stop them.
+pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node),
+        watch(Api::<Pod>::all(client.clone()), cache.clone(), ClusterCache::apply_pod),
+        watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group),
+        watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue),
+        watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class),
+    ]
 }
 
 /// Creates queues `root` and the default queue when missing (Volcano's cache does, at start).
@@ -259,10 +265,13 @@ pub async fn run(
 
     // Watches, then wait for the first lists.
     let cache = Arc::new(Mutex::new(ClusterCache::new(opts.scheduler_names.clone(), node_selector)));
-    start_watches(&client, &cache);
+    let watches = start_watches(&client, &cache);
+    let stop_watches = || watches.iter().for_each(|w| w.abort());
     let sync_start = Instant::now();
     while !cache.lock().expect("cache lock").synced() {
         if !opts.resource_sync_timeout.is_zero() && sync_start.elapsed() > opts.resource_sync_timeout {
+            stop_watches();
+            let _ = stop_tx.send(true);
             return Err(RunError::SyncTimeout(opts.resource_sync_timeout));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -389,6 +398,7 @@ pub async fn run(
         tracing::warn!(remaining = applier.in_flight(), "abandoned API calls still in flight");
     }
     let _ = stop_tx.send(true);
+    stop_watches();
     if let Some(e) = election {
         let _ = e.await;
     }
