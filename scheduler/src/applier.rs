@@ -609,7 +609,8 @@ async fn send_status(inner: &Inner, key: &StatusKey, write: StatusWrite) {
         }
     };
     match tokio::time::timeout(inner.config.request_timeout, call).await {
-        Ok(Ok(())) => {
+        // The server took the write even if its answer does not decode.
+        Ok(Ok(())) | Ok(Err(kube::Error::SerdeError(_))) => {
             inner.stats.status_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Err(e)) => {

@@ -1,0 +1,321 @@
+//! The applier against a mock API server (kube's `tower-test` style): every request the
+//! applier sends is recorded and answered by a rule, and the tests check the requests in
+//! order. The cycles are the real core's, run on the cache the applier writes to.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kube::client::Body;
+use kube::runtime::watcher::Event;
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::watch;
+use volcano_api::crd::{PodGroup, PodGroupSpec, GROUP_NAME_ANNOTATION};
+use volcano_framework::{run_cycle, CycleContext, Effect, NoObserver, Profile, TaskStatus};
+use volcano_scheduler::applier::{Applier, ApplierConfig};
+use volcano_scheduler::cache::ClusterCache;
+
+/// One request the mock API server received.
+#[derive(Clone, Debug)]
+struct Recorded {
+    method: Method,
+    path: String,
+    body: Value,
+}
+
+impl Recorded {
+    fn is_event(&self) -> bool {
+        self.path.contains("/events")
+    }
+}
+
+type Responder = Arc<dyn Fn(&Recorded) -> (StatusCode, Value) + Send + Sync>;
+
+/// Starts the mock API server; returns a client to it and the log of requests.
+fn mock_api(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let log2 = log.clone();
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let rec = Recorded { method: parts.method.clone(), path: parts.uri.path().to_string(), body };
+            let (status, reply) = respond(&rec);
+            log2.lock().unwrap().push(rec);
+            let response = Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    (Client::new(service, "default"), log)
+}
+
+/// Answers like an API server that accepts everything: the binding's Status, the object
+/// written (or a minimal one) for the rest.
+fn accept_all() -> Responder {
+    Arc::new(|r: &Recorded| {
+        if r.path.ends_with("/binding") {
+            return (
+                StatusCode::CREATED,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            );
+        }
+        // The object as written, made whole enough to decode (a real server returns it all).
+        let mut obj = if r.body.is_object() { r.body.clone() } else { serde_json::json!({}) };
+        let segments: Vec<&str> = r.path.split('/').collect();
+        let name = segments.iter().rev().find(|s| **s != "status").copied().unwrap_or("x");
+        obj["metadata"]["name"] = Value::String(name.to_string());
+        if obj.get("spec").is_none() {
+            obj["spec"] = serde_json::json!({});
+        }
+        (StatusCode::OK, obj)
+    })
+}
+
+fn quantities(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+    list.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
+}
+
+fn node(name: &str, gpus: &str) -> Node {
+    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("nvidia.com/gpu", gpus)]);
+    Node {
+        metadata: ObjectMeta { name: Some(name.into()), uid: Some(format!("uid-{name}")), ..Default::default() },
+        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+fn pod(name: &str, group: &str, gpus: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ml".into()),
+            uid: Some(format!("uid-{name}")),
+            annotations: Some([(GROUP_NAME_ANNOTATION.to_string(), group.to_string())].into_iter().collect()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some("volcano-rs".into()),
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(quantities(&[("cpu", "1"), ("nvidia.com/gpu", gpus)])),
+                    limits: Some(quantities(&[("nvidia.com/gpu", gpus)])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus { phase: Some("Pending".into()), ..Default::default() }),
+    }
+}
+
+fn pod_group(name: &str, min_member: i32) -> PodGroup {
+    let mut pg = PodGroup::new(name, PodGroupSpec { min_member, queue: Some("default".into()), ..Default::default() });
+    pg.metadata.namespace = Some("ml".into());
+    pg.metadata.uid = Some(format!("uid-pg-{name}"));
+    pg
+}
+
+/// A synced cache holding these objects (and queues root and default).
+fn cache(nodes: Vec<Node>, pods: Vec<Pod>, groups: Vec<PodGroup>) -> Arc<Mutex<ClusterCache>> {
+    let mut c = ClusterCache::new(vec!["volcano-rs".into()], BTreeMap::new());
+    c.apply_node(Event::Init);
+    nodes.into_iter().for_each(|n| c.apply_node(Event::InitApply(n)));
+    c.apply_node(Event::InitDone);
+    c.apply_pod(Event::Init);
+    pods.into_iter().for_each(|p| c.apply_pod(Event::InitApply(p)));
+    c.apply_pod(Event::InitDone);
+    c.apply_pod_group(Event::Init);
+    groups.into_iter().for_each(|g| c.apply_pod_group(Event::InitApply(g)));
+    c.apply_pod_group(Event::InitDone);
+    c.apply_queue(Event::Init);
+    for mut q in volcano_framework::implicit::default_queues() {
+        q.metadata.uid = Some(format!("uid-q-{}", q.metadata.name.clone().unwrap()));
+        c.apply_queue(Event::InitApply(q));
+    }
+    c.apply_queue(Event::InitDone);
+    c.apply_priority_class(Event::Init);
+    c.apply_priority_class(Event::InitDone);
+    assert!(c.synced());
+    Arc::new(Mutex::new(c))
+}
+
+/// Runs one cycle of the built-in configuration on the cache's snapshot.
+fn cycle(cache: &Arc<Mutex<ClusterCache>>, n: u64) -> Vec<Effect> {
+    let snap = cache.lock().unwrap().snapshot().expect("a snapshot");
+    let profile = Profile::builtin_default(&volcano_scheduler::registries()).unwrap();
+    let cx = CycleContext { cycle: n, now_ms: 1_780_000_000_000, options: Default::default() };
+    run_cycle(snap, &profile, &cx, &mut NoObserver).effects
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::from_second(1_780_000_000).unwrap())
+}
+
+fn config() -> ApplierConfig {
+    ApplierConfig {
+        bind_concurrency: 1,
+        status_concurrency: 1,
+        request_timeout: Duration::from_secs(5),
+        ..Default::default()
+    }
+}
+
+fn binds(log: &Arc<Mutex<Vec<Recorded>>>) -> Vec<Recorded> {
+    log.lock().unwrap().iter().filter(|r| r.path.ends_with("/binding")).cloned().collect()
+}
+
+fn status_of(cache: &Arc<Mutex<ClusterCache>>, key: &str) -> TaskStatus {
+    let snap = cache.lock().unwrap().snapshot().unwrap();
+    snap.tasks.iter().find(|t| &*t.key == key).expect("the task").status
+}
+
+#[tokio::test]
+async fn binds_go_out_in_effect_order_with_the_pod_uid_as_precondition() {
+    let (client, log) = mock_api(accept_all());
+    let cache = cache(
+        vec![node("n1", "4"), node("n2", "4")],
+        vec![pod("train-0", "train", "4"), pod("train-1", "train", "4")],
+        vec![pod_group("train", 2)],
+    );
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    let effects = cycle(&cache, 1);
+    let expected: Vec<(String, String)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Bind { pod, node } => Some((pod.name().to_string(), node.to_string())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(expected.len(), 2, "{effects:?}");
+    applier.apply(effects, now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+
+    let sent = binds(&log);
+    assert_eq!(sent.len(), 2);
+    for (r, (pod, node)) in sent.iter().zip(&expected) {
+        assert_eq!(r.method, Method::POST);
+        assert_eq!(r.path, format!("/api/v1/namespaces/ml/pods/{pod}/binding"));
+        assert_eq!(r.body["metadata"]["uid"], format!("uid-{pod}"), "the uid is the precondition");
+        assert_eq!(r.body["target"]["kind"], "Node");
+        assert_eq!(r.body["target"]["name"], node.as_str());
+    }
+    assert_eq!(applier.stats().binds.load(std::sync::atomic::Ordering::Relaxed), 2);
+    // Bound in the cache until the watch confirms: the next cycle binds nothing again.
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Bound);
+    assert!(!cycle(&cache, 2).iter().any(|e| matches!(e, Effect::Bind { .. })), "no pod is bound twice");
+}
+
+#[tokio::test]
+async fn a_failed_bind_is_not_retried_elsewhere_and_the_pod_is_pending_again() {
+    let conflict: Responder = Arc::new(|r: &Recorded| {
+        if r.path.ends_with("/binding") {
+            return (
+                StatusCode::CONFLICT,
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+                                   "reason": "Conflict", "message": "pod train-0 is already assigned to node n9"}),
+            );
+        }
+        accept_all()(r)
+    });
+    let (client, log) = mock_api(conflict);
+    let cache =
+        cache(vec![node("n1", "4"), node("n2", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    let sent = binds(&log);
+    assert_eq!(sent.len(), 1, "one attempt, not retried onto another node by the applier: {sent:?}");
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Pending, "pending again for the next cycle");
+    assert!(cache.lock().unwrap().assumptions().is_empty());
+    // A FailedScheduling event says why.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let events: Vec<Recorded> = log.lock().unwrap().iter().filter(|r| r.is_event()).cloned().collect();
+    assert!(
+        events.iter().any(|e| e.body["reason"] == "FailedScheduling"
+            && e.body["note"].as_str().is_some_and(|n| n.contains("already assigned"))),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn statuses_are_written_once_and_not_again_when_nothing_changed() {
+    let (client, log) = mock_api(accept_all());
+    // A gang of 3 × 4 GPUs on one 4-GPU node: unschedulable.
+    let cache = cache(
+        vec![node("n1", "4")],
+        (0..3).map(|i| pod(&format!("big-{i}"), "big", "4")).collect(),
+        vec![pod_group("big", 3)],
+    );
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    let first = cycle(&cache, 1);
+    assert!(first.iter().any(|e| matches!(e, Effect::PodGroupStatus { .. })));
+    assert!(first.iter().any(|e| matches!(e, Effect::PodUnschedulable { .. })));
+    applier.apply(first, now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    let writes = |log: &Arc<Mutex<Vec<Recorded>>>| {
+        log.lock().unwrap().iter().filter(|r| r.method == Method::PATCH && !r.is_event()).cloned().collect::<Vec<_>>()
+    };
+    let w1 = writes(&log);
+    // The PodGroup is patched as a whole object (no status subresource), pods and queues
+    // through their status subresource.
+    assert!(w1.iter().any(|r| r.path == "/apis/scheduling.volcano.sh/v1beta1/namespaces/ml/podgroups/big"), "{w1:?}");
+    assert_eq!(
+        w1.iter()
+            .filter(|r| r.path.starts_with("/api/v1/namespaces/ml/pods/big-") && r.path.ends_with("/status"))
+            .count(),
+        3
+    );
+    let pg = w1.iter().find(|r| r.path.ends_with("/podgroups/big")).unwrap();
+    assert_eq!(pg.body["metadata"]["uid"], "uid-pg-big");
+    assert!(pg.body["status"]["conditions"].is_array());
+
+    // Cycle 2 sees the job admitted (Inqueue) and tries to place it: a new condition.
+    let c2 = cycle(&cache, 2);
+    applier.apply(c2, now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    let w2 = writes(&log);
+    let third = cycle(&cache, 3);
+    let statuses: Vec<&Effect> = third
+        .iter()
+        .filter(|e| {
+            matches!(e, Effect::PodGroupStatus { .. } | Effect::PodUnschedulable { .. } | Effect::QueueStatus { .. })
+        })
+        .collect();
+    assert!(statuses.is_empty(), "nothing changed, nothing to write: {statuses:?}");
+    applier.apply(third, now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    assert_eq!(writes(&log).len(), w2.len(), "no status write in the third cycle");
+}
+
+#[tokio::test]
+async fn a_replica_that_is_not_leading_writes_nothing() {
+    let (client, log) = mock_api(accept_all());
+    let cache = cache(vec![node("n1", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    let effects = cycle(&cache, 1);
+    assert!(effects.iter().any(|e| matches!(e, Effect::Bind { .. })));
+    // The lease is lost between the cycle and the writes.
+    tx.send_replace(false);
+    applier.apply(effects, now());
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(log.lock().unwrap().is_empty(), "no request at all: {:?}", log.lock().unwrap());
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Pending, "the unsent bind is forgotten");
+}
