@@ -49,6 +49,84 @@ enum Command {
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
+    /// Benchmark a scheduler process against a real API server: create a cluster, then time
+    /// start → first bind, binds per second and idle cycles (docs/performance.md).
+    #[command(subcommand)]
+    BenchCluster(BenchCluster),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCluster {
+    /// Create cluster gpu-N as Node objects, bound pods and a pending gang-P workload.
+    Load {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Nodes (cluster gpu-N).
+        #[arg(long, default_value_t = 5000)]
+        nodes: usize,
+        /// Pods already bound to the nodes (cpu 1, memory 1Gi each).
+        #[arg(long, default_value_t = 0)]
+        running: usize,
+        /// Pending pods (gang-P).
+        #[arg(long, default_value_t = 0)]
+        pending: usize,
+        /// schedulerName of the pending pods.
+        #[arg(long, default_value = "volcano-rs")]
+        scheduler_name: String,
+        /// Requests in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Start a scheduler command and time its binds in namespace bench.
+    Measure {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Pods to wait for (default: every pod in namespace bench).
+        #[arg(long)]
+        expect: Option<usize>,
+        /// Give up after this long (Go duration).
+        #[arg(long, default_value = "10m", value_parser = volcano_scheduler::options::parse_duration)]
+        timeout: std::time::Duration,
+        /// volcano-rs's metrics address (HOST:PORT): measure idle cycles after the binds.
+        #[arg(long)]
+        metrics: Option<String>,
+        /// Idle window.
+        #[arg(long, default_value = "10s", value_parser = volcano_scheduler::options::parse_duration)]
+        idle: std::time::Duration,
+        /// The scheduler command and its arguments (after --).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+fn bench_cluster(cmd: &BenchCluster) -> anyhow::Result<String> {
+    use volcano_benches::cluster;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        match cmd {
+            BenchCluster::Load { kubeconfig, nodes, running, pending, scheduler_name, concurrency } => {
+                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+                let spec = cluster::LoadSpec {
+                    nodes: *nodes,
+                    running: *running,
+                    pending: *pending,
+                    scheduler_name: scheduler_name.clone(),
+                    concurrency: *concurrency,
+                };
+                let took = cluster::load(&client, &spec).await?;
+                Ok(format!("loaded in {:.1} s\n", took.as_secs_f64()))
+            }
+            BenchCluster::Measure { kubeconfig, expect, timeout, metrics, idle, command } => {
+                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+                let m = cluster::measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+                Ok(serde_json::to_string_pretty(&m)? + "\n")
+            }
+        }
+    })
 }
 
 #[derive(Args, Debug)]
@@ -315,6 +393,7 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Bench(args) => bench(args),
         Command::Scheduler(args) => return scheduler(args),
+        Command::BenchCluster(cmd) => bench_cluster(cmd),
     };
     match result {
         Ok(text) => {

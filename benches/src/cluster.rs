@@ -1,0 +1,350 @@
+//! The cluster benchmark: a scheduler process against a real API server
+//! (`volcano-rs bench-cluster`, docs/performance.md "Against an API server").
+//!
+//! - [`load`] creates a `gpu-N` cluster as Node objects (no kubelet: the not-ready taint is
+//!   removed and the status written by the tool), `running` pods already bound to the nodes
+//!   (28 per node for 140,000 on 5,000 nodes; `cpu: 1`, `memory: 1Gi` each, in namespace
+//!   `bench-running`, so they use resources but leave every GPU free), the queues `q0`…`q3`
+//!   and a `gang-P` workload pending in namespace `bench` for a given scheduler name.
+//! - [`measure`] starts a scheduler command (volcano-rs, or kube-scheduler for comparison),
+//!   and times, as observed through the API: process start → first bind, first → last bind
+//!   (binds per second), and, for volcano-rs, the cycle time once everything is bound (from
+//!   its `/metrics`).
+
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, ResourceExt};
+use volcano_api::crd::{PodGroup, Queue};
+
+use crate::workloads::{gang, gpu_node, queues};
+
+/// What to create.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    /// Nodes of cluster `gpu-N`.
+    pub nodes: usize,
+    /// Pods already bound (spread evenly over the nodes).
+    pub running: usize,
+    /// Pending pods (`gang-P`).
+    pub pending: usize,
+    /// `schedulerName` of the pending pods.
+    pub scheduler_name: String,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+}
+
+fn q(s: &str) -> Quantity {
+    Quantity(s.to_string())
+}
+
+async fn create_or_exists<K>(api: &Api<K>, obj: &K) -> Result<(), kube::Error>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn namespace(client: &Client, name: &str) -> Result<(), kube::Error> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() };
+    create_or_exists(&api, &ns).await
+}
+
+fn running_pod(i: usize, nodes: usize) -> Pod {
+    let request: std::collections::BTreeMap<String, Quantity> =
+        [("cpu".to_string(), q("1")), ("memory".to_string(), q("1Gi"))].into_iter().collect();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("running-{i:06}")),
+            namespace: Some("bench-running".into()),
+            ..Default::default()
+        },
+        spec: Some(k8s_openapi::api::core::v1::PodSpec {
+            node_name: Some(format!("node-{:05}", i % nodes)),
+            containers: vec![k8s_openapi::api::core::v1::Container {
+                name: "main".into(),
+                image: Some("busybox".into()),
+                resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                    requests: Some(request.clone()),
+                    limits: Some(request),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// Installs volcano-rs's CRDs (as in deploy/crds) when missing and waits until they serve.
+pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [volcano_api::crd::crds::pod_group(), volcano_api::crd::crds::queue()] {
+        create_or_exists(&api, &crd).await?;
+        let name = crd.name_any();
+        for _ in 0..300 {
+            let established = api
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+            if established {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the cluster, printing progress on stderr; returns the time it took.
+pub async fn load(client: &Client, spec: &LoadSpec) -> Result<Duration, kube::Error> {
+    let start = Instant::now();
+    let c = spec.concurrency.max(1);
+    install_crds(client).await?;
+    namespace(client, "bench").await?;
+    namespace(client, "bench-running").await?;
+    let qapi: Api<Queue> = Api::all(client.clone());
+    for mut queue in queues() {
+        queue.metadata.creation_timestamp = None;
+        create_or_exists(&qapi, &queue).await?;
+    }
+    let napi: Api<Node> = Api::all(client.clone());
+    let existing = napi.list_metadata(&Default::default()).await?.items.len();
+    stream::iter(existing.min(spec.nodes)..spec.nodes)
+        .map(|i| {
+            let napi = napi.clone();
+            async move {
+                let node = gpu_node(i);
+                let name = node.name_any();
+                create_or_exists(&napi, &node).await?;
+                let pp = PatchParams::default();
+                napi.patch(&name, &pp, &Patch::Merge(serde_json::json!({"spec": {"taints": null}}))).await?;
+                napi.patch_status(&name, &pp, &Patch::Merge(serde_json::json!({"status": node.status}))).await?;
+                Ok::<_, kube::Error>(())
+            }
+        })
+        .buffer_unordered(c)
+        .collect_progress("nodes", spec.nodes)
+        .await?;
+    let papi: Api<Pod> = Api::namespaced(client.clone(), "bench-running");
+    let existing = papi.list_metadata(&Default::default()).await?.items.len();
+    stream::iter(existing.min(spec.running)..spec.running)
+        .map(|i| {
+            let papi = papi.clone();
+            let nodes = spec.nodes.max(1);
+            async move { create_or_exists(&papi, &running_pod(i, nodes)).await }
+        })
+        .buffer_unordered(c)
+        .collect_progress("running pods", spec.running)
+        .await?;
+    // Pending pods from an earlier run are replaced, so that every run starts unbound.
+    let dp = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+    let bpods: Api<Pod> = Api::namespaced(client.clone(), "bench");
+    bpods.delete_collection(&dp, &Default::default()).await?;
+    let bgroups: Api<PodGroup> = Api::namespaced(client.clone(), "bench");
+    bgroups.delete_collection(&dp, &Default::default()).await?;
+    while !bpods.list_metadata(&Default::default()).await?.items.is_empty() {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let jobs = gang(0, spec.pending);
+    let pending: usize = jobs.iter().map(|j| j.pods.len()).sum();
+    let pgapi: Api<PodGroup> = Api::namespaced(client.clone(), "bench");
+    let bapi: Api<Pod> = Api::namespaced(client.clone(), "bench");
+    let objects: Vec<(PodGroup, Vec<Pod>)> = jobs
+        .into_iter()
+        .map(|j| {
+            let mut pg = j.pod_group;
+            pg.metadata.uid = None;
+            pg.metadata.creation_timestamp = None;
+            pg.status = None;
+            let pods = j
+                .pods
+                .into_iter()
+                .map(|mut p| {
+                    p.metadata.uid = None;
+                    p.metadata.creation_timestamp = None;
+                    p.status = None;
+                    let pod_spec = p.spec.as_mut().expect("spec");
+                    pod_spec.scheduler_name = Some(spec.scheduler_name.clone());
+                    for c in &mut pod_spec.containers {
+                        c.image.get_or_insert_with(|| "busybox".to_string());
+                    }
+                    p
+                })
+                .collect();
+            (pg, pods)
+        })
+        .collect();
+    stream::iter(objects.iter().map(|(pg, _)| pg))
+        .map(|pg| {
+            let pgapi = pgapi.clone();
+            async move { create_or_exists(&pgapi, pg).await }
+        })
+        .buffer_unordered(c)
+        .collect_progress("PodGroups", objects.len())
+        .await?;
+    stream::iter(objects.iter().flat_map(|(_, pods)| pods))
+        .map(|p| {
+            let bapi = bapi.clone();
+            async move { create_or_exists(&bapi, p).await }
+        })
+        .buffer_unordered(c)
+        .collect_progress("pending pods", pending)
+        .await?;
+    Ok(start.elapsed())
+}
+
+/// Drains a stream of results, printing progress every 10 %.
+trait CollectProgress {
+    async fn collect_progress(self, what: &str, total: usize) -> Result<(), kube::Error>;
+}
+
+impl<S> CollectProgress for S
+where
+    S: futures::Stream<Item = Result<(), kube::Error>> + Send,
+{
+    async fn collect_progress(self, what: &str, total: usize) -> Result<(), kube::Error> {
+        let start = Instant::now();
+        let mut done = 0usize;
+        let step = (total / 10).max(1);
+        let mut stream = std::pin::pin!(self);
+        while let Some(r) = stream.next().await {
+            r?;
+            done += 1;
+            if done.is_multiple_of(step) || done == total {
+                eprintln!("  {what}: {done}/{total} ({:.0}/s)", done as f64 / start.elapsed().as_secs_f64().max(1e-3));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What [`measure`] saw.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Measurement {
+    /// Process start → the first pod of namespace `bench` seen bound, seconds.
+    pub first_bind_s: Option<f64>,
+    /// Process start → the last expected pod seen bound, seconds.
+    pub all_bound_s: Option<f64>,
+    /// Pods seen bound.
+    pub bound: usize,
+    /// Binds per second between the first and the last bind.
+    pub binds_per_second: Option<f64>,
+    /// Mean cycle time (ms) once everything was bound, from `/metrics` (volcano-rs only).
+    pub idle_cycle_ms: Option<f64>,
+    /// Cycles in that window.
+    pub idle_cycles: Option<f64>,
+}
+
+/// Reads `/metrics` from `addr` (`127.0.0.1:PORT`) and returns the sum and count of the
+/// e2e cycle latency histogram.
+pub fn scrape_cycle_latency(addr: &str) -> Option<(f64, f64)> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let value = |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok()));
+    Some((
+        value("volcano_e2e_scheduling_latency_milliseconds_sum ")?,
+        value("volcano_e2e_scheduling_latency_milliseconds_count ")?,
+    ))
+}
+
+/// Starts `command` (program and arguments) and watches namespace `bench` until `expect`
+/// pods (default: every pod of the namespace) are bound or `timeout` passes; then, if `metrics` names volcano-rs's metrics
+/// address, measures the cycle time over `idle` with nothing left to do. The process is
+/// killed at the end.
+pub async fn measure(
+    client: &Client,
+    command: &[String],
+    expect: Option<usize>,
+    timeout: Duration,
+    metrics: Option<&str>,
+    idle: Duration,
+) -> Result<Measurement, String> {
+    let (program, args) = command.split_first().ok_or("an empty scheduler command")?;
+    let api: Api<Pod> = Api::namespaced(client.clone(), "bench");
+    let expect = match expect {
+        Some(n) => n,
+        None => api.list_metadata(&Default::default()).await.map_err(|e| e.to_string())?.items.len(),
+    };
+    // Start the watch first, so that no bind is missed.
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff().applied_objects();
+    let start = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    let mut bound = std::collections::HashSet::new();
+    let mut m = Measurement::default();
+    let mut first: Option<Instant> = None;
+    let mut last: Option<Instant> = None;
+    let deadline = tokio::time::Instant::now() + timeout;
+    futures::pin_mut!(stream);
+    loop {
+        let next = tokio::time::timeout_at(deadline, stream.next()).await;
+        let Ok(Some(event)) = next else { break };
+        let Ok(pod) = event else { continue };
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() && bound.insert(pod.name_any()) {
+            let now = Instant::now();
+            first.get_or_insert(now);
+            last = Some(now);
+            if bound.len() >= expect {
+                break;
+            }
+        }
+    }
+    m.bound = bound.len();
+    m.first_bind_s = first.map(|t| (t - start).as_secs_f64());
+    m.all_bound_s = (bound.len() >= expect).then(|| last.map(|t| (t - start).as_secs_f64())).flatten();
+    if let (Some(f), Some(l)) = (first, last) {
+        let span = (l - f).as_secs_f64();
+        if span > 0.0 && bound.len() > 1 {
+            m.binds_per_second = Some((bound.len() - 1) as f64 / span);
+        }
+    }
+    if let Some(addr) = metrics {
+        // Let the last statuses settle, then measure a window of idle cycles.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = scrape_cycle_latency(addr);
+        tokio::time::sleep(idle).await;
+        let after = scrape_cycle_latency(addr);
+        if let (Some((s0, c0)), Some((s1, c1))) = (before, after) {
+            if c1 > c0 {
+                m.idle_cycle_ms = Some((s1 - s0) / (c1 - c0));
+                m.idle_cycles = Some(c1 - c0);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Ok(m)
+}
+
+/// Convenience for the CLI: a client from a kubeconfig file.
+pub async fn client(kubeconfig: &std::path::Path) -> Result<Client, String> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Client::try_from(config).map_err(|e| e.to_string())
+}
