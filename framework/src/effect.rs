@@ -9,7 +9,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupStatus, ResourceList};
+use volcano_api::names::pod_condition;
 
 /// A reference to one Kubernetes object: its namespace (none for cluster-scoped objects
 /// such as Queues), name and uid. Cheap to clone.
@@ -147,6 +150,31 @@ pub struct PodScheduledFalse {
     /// Message for people: why the pod waits (shared by the pods of a job that wait for
     /// the same reason).
     pub message: Arc<str>,
+}
+
+impl PodScheduledFalse {
+    /// The pod condition (`PodScheduled=False`), stamped `now`.
+    pub fn condition(&self, now: Time) -> PodCondition {
+        PodCondition {
+            type_: pod_condition::POD_SCHEDULED.into(),
+            status: "False".into(),
+            reason: Some(self.reason.into()),
+            message: Some(self.message.to_string()),
+            last_transition_time: Some(now),
+            ..Default::default()
+        }
+    }
+
+    /// Writes the condition into the pod's status, replacing its `PodScheduled` condition:
+    /// what every applier does with [`Effect::PodUnschedulable`].
+    pub fn set_on(&self, pod: &mut Pod, now: Time) {
+        let conditions = pod.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+        let new = self.condition(now);
+        match conditions.iter_mut().find(|c| c.type_ == pod_condition::POD_SCHEDULED) {
+            Some(c) => *c = new,
+            None => conditions.push(new),
+        }
+    }
 }
 
 /// One effect of a cycle.

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, ResourceList};
 use volcano_api::names::{DEFAULT_QUEUE, ROOT_QUEUE};
 
@@ -38,18 +38,16 @@ pub fn default_queues() -> [Queue; 2] {
     [queue(ROOT_QUEUE, false), queue(DEFAULT_QUEUE, true)]
 }
 
+/// The pod's controlling owner (a ReplicaSet, StatefulSet, Job…), if it has one.
+pub fn controlling_owner(pod: &Pod) -> Option<&OwnerReference> {
+    pod.metadata.owner_references.iter().flatten().find(|r| r.controller == Some(true))
+}
+
 /// The name of the PodGroup Volcano's controller makes for a pod without one:
 /// `podgroup-<uid>`, with the uid of the pod's controlling owner (so that the pods of one
 /// Deployment or StatefulSet share it), or the pod's own.
 pub fn pod_group_name(pod: &Pod) -> String {
-    let owner = pod
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.as_str())
-        .filter(|u| !u.is_empty());
+    let owner = controlling_owner(pod).map(|r| r.uid.as_str()).filter(|u| !u.is_empty());
     format!("podgroup-{}", owner.or(pod.metadata.uid.as_deref()).unwrap_or_default())
 }
 

@@ -359,13 +359,7 @@ impl Applier {
                     if let Some((old, new)) = written {
                         let body = json!({
                             "metadata": {"uid": pod.uid()},
-                            "status": {"conditions": [{
-                                "type": volcano_api::names::pod_condition::POD_SCHEDULED,
-                                "status": "False",
-                                "reason": condition.reason,
-                                "message": &*condition.message,
-                                "lastTransitionTime": now,
-                            }]}
+                            "status": {"conditions": [condition.condition(now.clone())]}
                         });
                         inner.status.push(
                             StatusKey::PodCondition(pod.key().to_string()),

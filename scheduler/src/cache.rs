@@ -29,12 +29,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::watcher::Event;
 use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
-use volcano_api::names::pod_condition;
 use volcano_api::validation::{self, Check};
 use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
 
@@ -428,24 +427,11 @@ impl ClusterCache {
             return None;
         }
         let mut new = (*old).clone();
-        let status = new.status.get_or_insert_with(PodStatus::default);
         match change {
-            PodStatusChange::Unschedulable(c, now) => {
-                let conditions = status.conditions.get_or_insert_with(Vec::new);
-                let cond = PodCondition {
-                    type_: pod_condition::POD_SCHEDULED.to_string(),
-                    status: "False".to_string(),
-                    reason: Some(c.reason.to_string()),
-                    message: Some(c.message.to_string()),
-                    last_transition_time: Some(now),
-                    ..Default::default()
-                };
-                match conditions.iter_mut().find(|x| x.type_ == pod_condition::POD_SCHEDULED) {
-                    Some(x) => *x = cond,
-                    None => conditions.push(cond),
-                }
+            PodStatusChange::Unschedulable(c, now) => c.set_on(&mut new, now),
+            PodStatusChange::Nominated(node) => {
+                new.status.get_or_insert_with(PodStatus::default).nominated_node_name = Some(node.to_string())
             }
-            PodStatusChange::Nominated(node) => status.nominated_node_name = Some(node.to_string()),
         }
         let new = Arc::new(new);
         self.pods.replace(r.key(), new.clone());

@@ -184,21 +184,14 @@ async fn adopt_plain_pods(client: &Client, pods: Vec<Arc<Pod>>, default_queue: &
             pg.spec.queue = Some(default_queue.to_string());
         }
         pg.metadata.creation_timestamp = None;
-        let owner = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-            .cloned()
-            .unwrap_or_else(|| OwnerReference {
-                api_version: "v1".into(),
-                kind: "Pod".into(),
-                name: pod_name.clone(),
-                uid: pod.metadata.uid.clone().unwrap_or_default(),
-                controller: Some(true),
-                ..Default::default()
-            });
+        let owner = implicit::controlling_owner(&pod).cloned().unwrap_or_else(|| OwnerReference {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+            name: pod_name.clone(),
+            uid: pod.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            ..Default::default()
+        });
         pg.metadata.owner_references = Some(vec![OwnerReference { block_owner_deletion: None, ..owner }]);
         let pg_name = pg.metadata.name.clone().unwrap_or_default();
         let pgs: Api<PodGroup> = Api::namespaced(client.clone(), &ns);

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
@@ -236,20 +236,7 @@ impl Cluster {
                 }
                 Effect::PodUnschedulable { pod, condition } => {
                     let p = pod_mut(&mut self.pods, pod, || format!("condition of pod {pod}"))?;
-                    let status = Arc::make_mut(p).status.get_or_insert_with(Default::default);
-                    let conditions = status.conditions.get_or_insert_with(Vec::new);
-                    let new = PodCondition {
-                        type_: pod_condition::POD_SCHEDULED.into(),
-                        status: "False".into(),
-                        reason: Some(condition.reason.into()),
-                        message: Some(condition.message.to_string()),
-                        last_transition_time: Some(now.clone()),
-                        ..Default::default()
-                    };
-                    match conditions.iter_mut().find(|c| c.type_ == pod_condition::POD_SCHEDULED) {
-                        Some(c) => *c = new,
-                        None => conditions.push(new),
-                    }
+                    condition.set_on(Arc::make_mut(p), now.clone());
                     rec.pod_condition_updates.push(pod.to_string());
                     // The event the kube backend records with the condition, as Volcano does.
                     rec.events.push(EventRecord {
