@@ -10,6 +10,8 @@
 //! - [`options`]: the command line, Volcano's flags, checked before anything is watched;
 //! - [`cache`]: the watch-fed cache and the snapshot of each cycle, with the scheduler's
 //!   assumptions about binds and evictions in flight;
+//! - [`pods`]: the fields of a pod the cache keeps, the protobuf initial list and the pod
+//!   reflector;
 //! - [`applier`]: effects → API calls (binds, evictions, coalesced status writes, events),
 //!   off the cycle's path;
 //! - [`leader`]: leader election on a Lease;
@@ -24,6 +26,7 @@ pub mod cache;
 pub mod config;
 pub mod leader;
 pub mod options;
+pub mod pods;
 pub mod run;
 pub mod server;
 

@@ -123,7 +123,8 @@ fn watch<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
-    let config = watcher::Config::default().page_size(5000);
+    // Served from the API server's watch cache (`resourceVersion=0`), as client-go lists.
+    let config = watcher::Config::default().any_semantic();
     tokio::spawn(async move {
         let stream = watcher::watcher(api, config).default_backoff();
         futures::pin_mut!(stream);
@@ -140,7 +141,7 @@ where
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node),
-        watch(Api::<Pod>::all(client.clone()), cache.clone(), ClusterCache::apply_pod),
+        crate::pods::reflect(client.clone(), cache.clone()),
         watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group),
         watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue),
         watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class),

@@ -438,6 +438,84 @@ async fn volcano_shaped_objects(server: &ApiServer) {
     queues.create(&PostParams::default(), &q).await.expect("a Volcano-shaped Queue is valid");
 }
 
+/// The pods' protobuf list gives, pod for pod, what the JSON API gives once slimmed (the
+/// cache keeps the same fields whichever way a pod arrives).
+async fn protobuf_list(server: &ApiServer) {
+    let ns = "protobuf";
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let term = serde_json::json!({"labelSelector": {"matchLabels": {"app": "ps"},
+        "matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["x"]}]}, "topologyKey": "zone"});
+    let rich: Pod = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "rich", "namespace": ns, "labels": {"app": "ps", "volcano.sh/job-name": "j"},
+                     "annotations": {GROUP_NAME_ANNOTATION: "pg", "note": ""}, "finalizers": ["example.com/keep"]},
+        "spec": {
+            "schedulerName": "volcano-rs", "restartPolicy": "OnFailure",
+            "terminationGracePeriodSeconds": 5, "hostname": "rich", "subdomain": "j",
+            "nodeSelector": {"zone": "a"},
+            "initContainers": [{"name": "sidecar", "image": "proxy", "restartPolicy": "Always",
+                                "resources": {"requests": {"cpu": "100m"}}}],
+            "containers": [{"name": "main", "image": "trainer:1", "command": ["python"], "env": [{"name": "A", "value": "1"}],
+                            "ports": [{"containerPort": 2222, "hostPort": 2222, "protocol": "UDP", "hostIP": "10.0.0.1", "name": "p"}],
+                            "resources": {"requests": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"},
+                                          "limits": {"nvidia.com/gpu": "1"}}}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]},
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 3, "preference": {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r1"]}]}}]},
+                "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 7, "podAffinityTerm": term}]},
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                            {"key": "k", "operator": "Equal", "value": "v", "effect": "NoExecute", "tolerationSeconds": 60}],
+            "topologySpreadConstraints": [{"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+                                           "labelSelector": {"matchLabels": {"app": "ps"}}, "nodeAffinityPolicy": "Ignore",
+                                           "matchLabelKeys": ["volcano.sh/job-name"]}],
+            "schedulingGates": [{"name": "example.com/wait"}]
+        }
+    }))
+    .unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &rich).await.expect("rich pod");
+    let plain = pod(ns, "plain", "default-scheduler", None, 0);
+    api.create(&PostParams::default(), &plain).await.expect("plain pod");
+    let status = serde_json::json!({"status": {"nominatedNodeName": "n2", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "waiting",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+    api.patch_status("rich", &PatchParams::default(), &Patch::Merge(&status)).await.expect("status");
+
+    let listed = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = listed.clone();
+    let version = volcano_scheduler::pods::list(&client, move |pods| sink.lock().unwrap().extend(pods))
+        .await
+        .expect("protobuf list");
+    assert!(!version.is_empty(), "the list has a resourceVersion");
+    let listed = std::mem::take(&mut *listed.lock().unwrap());
+    let json = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await.expect("JSON list");
+    let mut compared = Vec::new();
+    for p in json.items {
+        let key = (p.metadata.namespace.clone(), p.metadata.name.clone());
+        let Some(from_pb) = listed.iter().find(|l| (l.metadata.namespace.clone(), l.metadata.name.clone()) == key) else {
+            continue;
+        };
+        if from_pb.metadata.resource_version != p.metadata.resource_version {
+            continue;
+        }
+        let from_json = volcano_scheduler::pods::slim(p);
+        assert_eq!(
+            serde_json::to_value(from_pb).unwrap(),
+            serde_json::to_value(&from_json).unwrap(),
+            "pod {key:?}: protobuf and JSON differ"
+        );
+        compared.push(key.1.unwrap_or_default());
+    }
+    for name in ["rich", "plain"] {
+        assert!(compared.iter().any(|c| c == name), "pod {name} compared (compared: {compared:?})");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn real_api_server_suite() {
     let Some(assets) = support::assets() else { return };
@@ -452,6 +530,9 @@ async fn real_api_server_suite() {
     server.install_crds().await;
     if run("volcano_shaped_objects") {
         volcano_shaped_objects(&server).await;
+    }
+    if run("protobuf_list") {
+        protobuf_list(&server).await;
     }
     if run("gang_binds") {
         gang_binds(&server).await;
