@@ -497,7 +497,8 @@ async fn protobuf_list(server: &ApiServer) {
     let mut compared = Vec::new();
     for p in json.items {
         let key = (p.metadata.namespace.clone(), p.metadata.name.clone());
-        let Some(from_pb) = listed.iter().find(|l| (l.metadata.namespace.clone(), l.metadata.name.clone()) == key) else {
+        let Some(from_pb) = listed.iter().find(|l| (l.metadata.namespace.clone(), l.metadata.name.clone()) == key)
+        else {
             continue;
         };
         if from_pb.metadata.resource_version != p.metadata.resource_version {
