@@ -340,6 +340,105 @@ pub async fn measure(
     Ok(m)
 }
 
+/// What [`bind_ceiling`] saw.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Ceiling {
+    /// Pods bound.
+    pub bound: usize,
+    /// Binds that failed.
+    pub failed: usize,
+    /// Seconds from the first request to the last answer.
+    pub seconds: f64,
+    /// Binds per second.
+    pub binds_per_second: f64,
+    /// Whether each bind was followed by a `Scheduled` event, as a scheduler records.
+    pub with_events: bool,
+}
+
+/// The API server's own ceiling for binds: binds every pending pod of namespace `bench`
+/// through `pods/binding` (pod `i` of the list to node `node-{i / 8}`, as many as GPUs,
+/// `concurrency` requests in flight), with no scheduling at all, and, with `events`, a
+/// `Scheduled` event per pod as a scheduler writes. A scheduler whose binds per second
+/// (from [`measure`], same pods, same API server) come close to this is limited by the API
+/// server, not by its own work.
+pub async fn bind_ceiling(client: &Client, concurrency: usize, events: bool) -> Result<Ceiling, kube::Error> {
+    use k8s_openapi::api::core::v1::{Binding, Event as CoreEvent, ObjectReference};
+    let api: Api<Pod> = Api::namespaced(client.clone(), "bench");
+    let mut pods: Vec<(String, String)> = api
+        .list(&Default::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty))
+        .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+        .collect();
+    pods.sort();
+    let events_api: Api<CoreEvent> = Api::namespaced(client.clone(), "bench");
+    let start = Instant::now();
+    let results: Vec<bool> = stream::iter(pods.into_iter().enumerate())
+        .map(|(i, (name, uid))| {
+            let (client, events_api) = (client.clone(), events_api.clone());
+            async move {
+                let node = format!("node-{:05}", i / 8);
+                let binding = Binding {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        namespace: Some("bench".into()),
+                        uid: Some(uid.clone()),
+                        ..Default::default()
+                    },
+                    target: ObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Node".into()),
+                        name: Some(node.clone()),
+                        ..Default::default()
+                    },
+                };
+                let body = serde_json::to_vec(&binding).expect("a binding serialises");
+                let request = http::Request::post(format!("/api/v1/namespaces/bench/pods/{name}/binding"))
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(body)
+                    .expect("a valid request");
+                let ok = client.request_text(request).await.is_ok();
+                if ok && events {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    let event = CoreEvent {
+                        metadata: ObjectMeta { generate_name: Some(format!("{name}.")), ..Default::default() },
+                        involved_object: ObjectReference {
+                            api_version: Some("v1".into()),
+                            kind: Some("Pod".into()),
+                            name: Some(name.clone()),
+                            namespace: Some("bench".into()),
+                            uid: Some(uid),
+                            ..Default::default()
+                        },
+                        reason: Some("Scheduled".into()),
+                        message: Some(format!("Successfully assigned bench/{name} to {node}")),
+                        type_: Some("Normal".into()),
+                        first_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+                        last_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now)),
+                        count: Some(1),
+                        ..Default::default()
+                    };
+                    let _ = events_api.create(&PostParams::default(), &event).await;
+                }
+                ok
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let seconds = start.elapsed().as_secs_f64();
+    let bound = results.iter().filter(|ok| **ok).count();
+    Ok(Ceiling {
+        bound,
+        failed: results.len() - bound,
+        seconds,
+        binds_per_second: if seconds > 0.0 { bound as f64 / seconds } else { 0.0 },
+        with_events: events,
+    })
+}
+
 /// Convenience for the CLI: a client from a kubeconfig file.
 pub async fn client(kubeconfig: &std::path::Path) -> Result<Client, String> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;

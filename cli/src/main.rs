@@ -99,6 +99,19 @@ enum BenchCluster {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// The API server's bind ceiling: bind every pending pod of namespace bench directly,
+    /// without scheduling, and report binds per second.
+    Bind {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Requests in flight (volcano-rs's --bind-concurrency for a like-for-like figure).
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Also record a Scheduled event per pod, as a scheduler does.
+        #[arg(long)]
+        events: bool,
+    },
 }
 
 fn bench_cluster(cmd: &BenchCluster) -> anyhow::Result<String> {
@@ -124,6 +137,11 @@ fn bench_cluster(cmd: &BenchCluster) -> anyhow::Result<String> {
                     .await
                     .map_err(anyhow::Error::msg)?;
                 Ok(serde_json::to_string_pretty(&m)? + "\n")
+            }
+            BenchCluster::Bind { kubeconfig, concurrency, events } => {
+                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+                let c = cluster::bind_ceiling(&client, *concurrency, *events).await?;
+                Ok(serde_json::to_string_pretty(&c)? + "\n")
             }
         }
     })

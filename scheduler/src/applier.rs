@@ -46,8 +46,8 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use volcano_api::crd::{PodGroup, Queue};
-use volcano_api::names::event_reason;
-use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef};
+use volcano_api::names::{event_reason, pod_condition};
+use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 
 use crate::cache::{ClusterCache, PodStatusChange};
 
@@ -355,16 +355,7 @@ impl Applier {
                     }
                 }
                 Effect::PodUnschedulable { pod, condition } => {
-                    let written = cache.set_pod_status(&pod, PodStatusChange::Unschedulable(&condition, now.clone()));
-                    if let Some((old, new)) = written {
-                        let body = json!({
-                            "metadata": {"uid": pod.uid()},
-                            "status": {"conditions": [condition.condition(now.clone())]}
-                        });
-                        inner.status.push(
-                            StatusKey::PodCondition(pod.key().to_string()),
-                            StatusWrite { object: pod.clone(), body, revert: Revert::Pod(old, new) },
-                        );
+                    if push_pod_condition(inner, &mut cache, &pod, &condition, now.clone()) {
                         self.event(Event {
                             kind: EventKind::Pod,
                             object: pod,
@@ -446,6 +437,29 @@ fn leading(inner: &Inner) -> bool {
     l
 }
 
+/// Writes `PodScheduled=False` into the cached pod and queues the status write, unless the
+/// cached pod already says the same; returns whether a write was queued.
+fn push_pod_condition(
+    inner: &Inner,
+    cache: &mut ClusterCache,
+    pod: &ObjectRef,
+    condition: &PodScheduledFalse,
+    now: Time,
+) -> bool {
+    let Some((old, new)) = cache.set_pod_status(pod, PodStatusChange::Unschedulable(condition, now.clone())) else {
+        return false;
+    };
+    let body = json!({
+        "metadata": {"uid": pod.uid()},
+        "status": {"conditions": [condition.condition(now)]}
+    });
+    inner.status.push(
+        StatusKey::PodCondition(pod.key().to_string()),
+        StatusWrite { object: pod.clone(), body, revert: Revert::Pod(old, new) },
+    );
+    true
+}
+
 async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
     let Ok(_permit) = inner.binds.clone().acquire_owned().await else { return };
     if !leading(&inner) {
@@ -473,8 +487,8 @@ async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
     let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, &binding);
     let result = match tokio::time::timeout(inner.config.request_timeout, call).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {:?}", inner.config.request_timeout)),
+        Ok(Err(e)) => Err((e.to_string(), is_not_found(&e))),
+        Err(_) => Err((format!("no answer within {:?}", inner.config.request_timeout), false)),
     };
     match result {
         Ok(()) => {
@@ -483,11 +497,22 @@ async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
             let message = format!("Successfully assigned {} to {node}", pod.key());
             queue_event(&inner, EventKind::Pod, &pod, EventType::Normal, event_reason::SCHEDULED, &message);
         }
-        Err(e) => {
+        Err((e, gone)) => {
             inner.stats.bind_failures.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(pod = %pod, node = %node, "bind failed: {e}");
-            inner.cache.lock().expect("cache lock").forget(&pod);
             let message = format!("failed to bind to node {node}: {e}");
+            {
+                let mut cache = inner.cache.lock().expect("cache lock");
+                cache.forget(&pod);
+                // Volcano marks the pod PodScheduled=False/SchedulerError (a pod that is
+                // gone has nothing to mark).
+                if !gone {
+                    let condition =
+                        PodScheduledFalse { reason: pod_condition::SCHEDULER_ERROR, message: message.as_str().into() };
+                    let now = Time(k8s_openapi::jiff::Timestamp::now());
+                    push_pod_condition(&inner, &mut cache, &pod, &condition, now);
+                }
+            }
             queue_event(&inner, EventKind::Pod, &pod, EventType::Warning, event_reason::FAILED_SCHEDULING, &message);
         }
     }

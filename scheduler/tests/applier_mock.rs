@@ -250,6 +250,17 @@ async fn a_failed_bind_is_not_retried_elsewhere_and_the_pod_is_pending_again() {
             && e.body["note"].as_str().is_some_and(|n| n.contains("already assigned"))),
         "{events:?}"
     );
+    // And, as Volcano does, the pod says PodScheduled=False with reason SchedulerError.
+    assert!(applier.flush(Duration::from_secs(5)).await);
+    let log = log.lock().unwrap();
+    let condition = log
+        .iter()
+        .find(|r| r.method == Method::PATCH && r.path == "/api/v1/namespaces/ml/pods/train-0/status")
+        .unwrap_or_else(|| panic!("no pod status write: {log:?}"));
+    let c = &condition.body["status"]["conditions"][0];
+    assert_eq!((c["type"].as_str(), c["status"].as_str()), (Some("PodScheduled"), Some("False")));
+    assert_eq!(c["reason"], "SchedulerError");
+    assert!(c["message"].as_str().is_some_and(|m| m.starts_with("failed to bind to node n")), "{c}");
 }
 
 #[tokio::test]
