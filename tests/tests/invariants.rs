@@ -329,3 +329,106 @@ proptest! {
         prop_assert_eq!(running, k, "the urgent gang of {} pods is not running\n--- input\n{}", k, yaml);
     }
 }
+
+/// Every object of `now` that is not (pointer-)identical in `before`, with `None` for the
+/// objects `now` no longer has: what a watch would have reported between the two.
+fn changes(
+    before: &volcano_framework::ClusterObjects,
+    now: &volcano_framework::ClusterObjects,
+) -> volcano_framework::Changes {
+    use std::sync::Arc;
+    fn key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+        match &m.namespace {
+            Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+            None => m.name.clone().unwrap_or_default(),
+        }
+    }
+    fn diff<K: kube::Resource>(a: &[Arc<K>], b: &[Arc<K>]) -> Vec<(String, Option<Arc<K>>)> {
+        let old: BTreeMap<String, &Arc<K>> = a.iter().map(|o| (key(o.meta()), o)).collect();
+        let new: BTreeMap<String, &Arc<K>> = b.iter().map(|o| (key(o.meta()), o)).collect();
+        let mut out: Vec<(String, Option<Arc<K>>)> = new
+            .iter()
+            .filter(|(k, o)| old.get(*k).is_none_or(|p| !Arc::ptr_eq(p, o)))
+            .map(|(k, o)| (k.clone(), Some((*o).clone())))
+            .collect();
+        out.extend(old.keys().filter(|k| !new.contains_key(*k)).map(|k| (k.clone(), None)));
+        out
+    }
+    volcano_framework::Changes {
+        pods: diff(&before.pods, &now.pods),
+        pod_groups: diff(&before.pod_groups, &now.pod_groups),
+        nodes: diff(&before.nodes, &now.nodes),
+        queues: diff(&before.queues, &now.queues),
+    }
+}
+
+/// The snapshot as text, resource dimensions at zero left out (a dimension that went to
+/// zero and one never used mean the same to every rule).
+fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
+    let text = format!(
+        "{:#?}\n{:#?}\n{:#?}\n{:#?}\n{:?}",
+        s.tasks.iter().collect::<Vec<_>>(),
+        s.jobs.iter().collect::<Vec<_>>(),
+        s.nodes.iter().collect::<Vec<_>>(),
+        s.queues,
+        s.total_resource
+    );
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    // Scalar dimensions print as ", NAME VALUE" after cpu and memory.
+    while let Some(i) = rest.find(", ") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end = after.find([',', '\n', ')', '}', ']']).unwrap_or(after.len());
+        let item = &after[..end];
+        let zero_scalar = item
+            .split_once(' ')
+            .is_some_and(|(n, v)| n != "memory" && !n.contains(':') && v.trim_start_matches('-') == "0.00");
+        if !zero_scalar {
+            out.push_str(", ");
+            out.push_str(item);
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x736e_6170), failure_persistence: None, .. ProptestConfig::default() })]
+
+    /// A snapshot kept between cycles and brought up to date with what changed is the
+    /// snapshot a fresh build gives, whenever the update applies.
+    #[test]
+    fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster()) {
+        let yaml = cluster.expand().to_yaml();
+        let reg = registries();
+        let profile = if CONFIGS[config].is_empty() { Profile::builtin_default(&reg) } else { Profile::from_yaml(CONFIGS[config], &reg) }.unwrap();
+        let mut manifest = Manifest::new();
+        manifest.load_str("generated.yaml", &yaml).unwrap();
+        let mut sim = Simulator::new(manifest, profile).unwrap();
+        let names = ["volcano-rs"];
+        let mut before = sim.cluster().objects();
+        let mut kept = volcano_framework::Snapshot::build(&before, &names).unwrap();
+        for cycle in 0..6 {
+            if sim.step().is_err() {
+                break;
+            }
+            let now = sim.cluster().objects();
+            let fresh = volcano_framework::Snapshot::build(&now, &names).unwrap();
+            let mut updated = kept.clone();
+            let applied = updated.update(&changes(&before, &now), &now.priority_classes, &names).unwrap();
+            if applied {
+                let (a, b) = (snapshot_text(&updated), snapshot_text(&fresh));
+                if a != b {
+                    let diff = similar::TextDiff::from_lines(&b, &a).unified_diff().context_radius(3).to_string();
+                    return Err(TestCaseError::fail(format!("cycle {cycle}: updated ≠ rebuilt\n{diff}\n--- input\n{yaml}")));
+                }
+                kept = updated;
+            } else {
+                kept = fresh;
+            }
+            before = now;
+        }
+    }
+}

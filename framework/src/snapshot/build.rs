@@ -265,7 +265,7 @@ fn name_index(name: &str) -> Option<i64> {
     }
 }
 
-fn node_ready(node: &Node) -> bool {
+pub(super) fn node_ready(node: &Node) -> bool {
     // A node without a Ready condition (a manifest written by hand) counts as Ready.
     node.status
         .as_ref()
@@ -275,11 +275,11 @@ fn node_ready(node: &Node) -> bool {
 }
 
 /// What the per-pod part of [`Snapshot::build`] reads.
-struct PodContext<'a> {
-    scheduler_names: &'a [&'a str],
-    job_by_key: &'a HashMap<String, JobId>,
-    node_by_name: &'a HashMap<String, NodeId>,
-    priority_of: HashMap<&'a str, i32>,
+pub(super) struct PodContext<'a> {
+    pub(super) scheduler_names: &'a [&'a str],
+    pub(super) job_by_key: &'a HashMap<String, JobId>,
+    pub(super) node_by_name: &'a HashMap<String, NodeId>,
+    pub(super) priority_of: HashMap<&'a str, i32>,
 }
 
 /// Below this many objects, the snapshot is built on the calling thread only.
@@ -290,7 +290,7 @@ const POD_CHUNK: usize = 256;
 const POD_WAVE: usize = 32 * POD_CHUNK;
 
 /// A node's entry, its resource lists parsed.
-fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
+pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
     let name: Arc<str> = Arc::from(n.metadata.name.as_deref().unwrap_or_default());
     let status = n.status.as_ref();
     let capacity = match status.and_then(|s| s.capacity.as_ref()) {
@@ -329,7 +329,7 @@ struct Prepared {
 
 /// The job of the last pod looked up: the pods of a job are neighbours in key order.
 #[derive(Default)]
-struct GroupCache {
+pub(super) struct GroupCache {
     namespace: String,
     group: String,
     job: Option<JobId>,
@@ -373,7 +373,7 @@ impl PodContext<'_> {
 
     /// The task of a pod and the node it occupies, or `None` for a pod the snapshot leaves
     /// out. The task's shape is set by the caller.
-    fn task(
+    pub(super) fn task(
         &self,
         key: Arc<str>,
         pod: &Arc<Pod>,
@@ -458,7 +458,7 @@ fn request_key(t: &TaskInfo) -> u64 {
 }
 
 /// Whether two tasks have the same shape (see [`TaskInfo::shape`]).
-fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
+pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
     use k8s_openapi::api::core::v1::ContainerPort;
     if a.resreq != b.resreq || a.nonzero_cpu != b.nonzero_cpu || a.nonzero_memory != b.nonzero_memory {
         return false;
@@ -517,6 +517,84 @@ impl Shapes {
     }
 }
 
+/// A queue as its object describes it.
+pub(super) fn queue_info(q: &Arc<Queue>) -> Result<QueueInfo, SnapshotError> {
+    let name = q.metadata.name.clone().unwrap_or_default();
+    let spec = &q.spec;
+    let capability = match &spec.capability {
+        Some(c) => Some(list_resource("Queue", &name, "spec.capability", c)?),
+        None => None,
+    };
+    let deserved = match &spec.deserved {
+        Some(c) => Some(list_resource("Queue", &name, "spec.deserved", c)?),
+        None => None,
+    };
+    let guarantee = match spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()) {
+        Some(c) => list_resource("Queue", &name, "spec.guarantee.resource", c)?,
+        None => Resource::empty(),
+    };
+    Ok(QueueInfo {
+        weight: spec.weight.unwrap_or(1),
+        capability,
+        deserved,
+        guarantee,
+        reclaimable: spec.reclaimable.unwrap_or(true),
+        priority: spec.priority.unwrap_or(0),
+        state: q.status.as_ref().and_then(|st| st.state).unwrap_or(QueueState::Open),
+        parent: spec.parent.clone(),
+        creation_ms: time_ms(&q.metadata.creation_timestamp),
+        name,
+        queue: q.clone(),
+    })
+}
+
+/// The priority of a PodGroup's job: its priority class's value, else the global default.
+pub(super) fn job_priority(pg: &PodGroup, priority_of: &HashMap<&str, i32>, global_default: Option<i32>) -> i32 {
+    pg.spec.priority_class_name.as_deref().and_then(|n| priority_of.get(n).copied()).or(global_default).unwrap_or(0)
+}
+
+/// A job as the PodGroup describes it, without tasks yet.
+pub(super) fn job_info(
+    pg: &Arc<PodGroup>,
+    key: String,
+    queue: QueueId,
+    priority: i32,
+) -> Result<JobInfo, SnapshotError> {
+    let min_resources = match &pg.spec.min_resources {
+        Some(m) => Some(list_resource("PodGroup", &key, "spec.minResources", m)?),
+        None => None,
+    };
+    let waiting_time_ms = annotation_or_label(&pg.metadata, crd::SLA_WAITING_TIME_ANNOTATION)
+        .or_else(|| pg.metadata.annotations.as_ref().and_then(|a| a.get("sla-waiting-time")).map(String::as_str))
+        .and_then(parse_duration_ms);
+    let task_min_available = pg.spec.min_task_member.clone();
+    Ok(JobInfo {
+        uid: pg.metadata.uid.clone().unwrap_or_else(|| key.clone()),
+        name: pg.metadata.name.clone().unwrap_or_default(),
+        namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+        queue,
+        priority,
+        min_available: pg.spec.min_member,
+        task_min_available_total: task_min_available.values().sum(),
+        task_min_available,
+        min_resources,
+        preemptable: parse_bool(annotation_or_label(&pg.metadata, crd::PREEMPTABLE_KEY), false),
+        waiting_time_ms,
+        creation_ms: time_ms(&pg.metadata.creation_timestamp),
+        phase: pg.status.as_ref().and_then(|st| st.phase).unwrap_or(PodGroupPhase::Pending),
+        tasks: Vec::new(),
+        status_counts: [0; TaskStatus::COUNT],
+        pending_best_effort: 0,
+        gated_tasks: 0,
+        allocated: Resource::empty(),
+        total_request: Resource::empty(),
+        fit_errors: BTreeMap::new(),
+        job_fit_error: None,
+        pod_group: pg.clone(),
+        key,
+    })
+}
+
 impl Snapshot {
     /// Builds the snapshot: only Ready nodes, only PodGroups whose queue exists, the pods of
     /// `scheduler_names` that wait for a node, and every pod that holds a node's resources.
@@ -559,35 +637,9 @@ impl Snapshot {
         let mut queues: Vec<&Arc<Queue>> = objects.queues.iter().collect();
         queues.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         for q in queues {
-            let name = q.metadata.name.clone().unwrap_or_default();
-            let spec = &q.spec;
-            let capability = match &spec.capability {
-                Some(c) => Some(list_resource("Queue", &name, "spec.capability", c)?),
-                None => None,
-            };
-            let deserved = match &spec.deserved {
-                Some(c) => Some(list_resource("Queue", &name, "spec.deserved", c)?),
-                None => None,
-            };
-            let guarantee = match spec.guarantee.as_ref().and_then(|g| g.resource.as_ref()) {
-                Some(c) => list_resource("Queue", &name, "spec.guarantee.resource", c)?,
-                None => Resource::empty(),
-            };
-            let id = QueueId(s.queues.len() as u32);
-            queue_by_name.insert(name.clone(), id);
-            s.queues.push(QueueInfo {
-                weight: spec.weight.unwrap_or(1),
-                capability,
-                deserved,
-                guarantee,
-                reclaimable: spec.reclaimable.unwrap_or(true),
-                priority: spec.priority.unwrap_or(0),
-                state: q.status.as_ref().and_then(|st| st.state).unwrap_or(QueueState::Open),
-                parent: spec.parent.clone(),
-                creation_ms: time_ms(&q.metadata.creation_timestamp),
-                name,
-                queue: q.clone(),
-            });
+            let info = queue_info(q)?;
+            queue_by_name.insert(info.name.clone(), QueueId(s.queues.len() as u32));
+            s.queues.push(info);
         }
 
         let priority_of: HashMap<&str, i32> = objects
@@ -608,50 +660,10 @@ impl Snapshot {
                 tracing::debug!(job = %key, queue = queue_name, "queue not found: job skipped");
                 continue;
             };
-            let min_resources = match &pg.spec.min_resources {
-                Some(m) => Some(list_resource("PodGroup", &key, "spec.minResources", m)?),
-                None => None,
-            };
-            let priority = pg
-                .spec
-                .priority_class_name
-                .as_deref()
-                .and_then(|n| priority_of.get(n).copied())
-                .or(global_default)
-                .unwrap_or(0);
-            let waiting_time_ms = annotation_or_label(&pg.metadata, crd::SLA_WAITING_TIME_ANNOTATION)
-                .or_else(|| {
-                    pg.metadata.annotations.as_ref().and_then(|a| a.get("sla-waiting-time")).map(String::as_str)
-                })
-                .and_then(parse_duration_ms);
+            let priority = job_priority(pg, &priority_of, global_default);
             let id = JobId(s.jobs.len() as u32);
             job_by_key.insert(key.clone(), id);
-            let task_min_available = pg.spec.min_task_member.clone();
-            s.jobs.push(JobInfo {
-                uid: pg.metadata.uid.clone().unwrap_or_else(|| key.clone()),
-                name: pg.metadata.name.clone().unwrap_or_default(),
-                namespace: pg.metadata.namespace.clone().unwrap_or_default(),
-                queue,
-                priority,
-                min_available: pg.spec.min_member,
-                task_min_available_total: task_min_available.values().sum(),
-                task_min_available,
-                min_resources,
-                preemptable: parse_bool(annotation_or_label(&pg.metadata, crd::PREEMPTABLE_KEY), false),
-                waiting_time_ms,
-                creation_ms: time_ms(&pg.metadata.creation_timestamp),
-                phase: pg.status.as_ref().and_then(|st| st.phase).unwrap_or(PodGroupPhase::Pending),
-                tasks: Vec::new(),
-                status_counts: [0; TaskStatus::COUNT],
-                pending_best_effort: 0,
-                gated_tasks: 0,
-                allocated: Resource::empty(),
-                total_request: Resource::empty(),
-                fit_errors: BTreeMap::new(),
-                job_fit_error: None,
-                pod_group: pg.clone(),
-                key,
-            });
+            s.jobs.push(job_info(pg, key, queue, priority)?);
         }
 
         let key = |buf: &mut String, p: &'o Arc<Pod>| {

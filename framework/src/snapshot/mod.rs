@@ -11,11 +11,13 @@ use crate::model::*;
 use crate::resource::Resource;
 
 pub mod build;
+pub mod update;
 
 pub use build::{
     parse_duration_ms, pod_request, pod_requests, ClusterObjects, PodRequests, SnapshotError, DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
 };
+pub use update::Changes;
 
 /// The state a session works on: every task, job, node and queue, by index.
 ///
