@@ -349,16 +349,18 @@ pub async fn run(
             }
             cycle += 1;
             let start = Instant::now();
-            let (snapshot, rebuilt) = {
+            let (snapshot, rebuilt, updated) = {
                 let mut c = cache.lock().expect("cache lock");
-                let before = c.rebuilds();
+                let before = (c.rebuilds(), c.updates());
                 let s = c.snapshot();
-                let rebuilt = c.rebuilds() != before;
-                (s, rebuilt)
+                (s, c.rebuilds() != before.0, c.updates() != before.1)
             };
             metrics.snapshot_latency.observe(start.elapsed().as_secs_f64() * 1000.0);
             if rebuilt {
                 metrics.rebuilds.inc();
+            }
+            if updated {
+                metrics.updates.inc();
             }
             match snapshot {
                 Ok(snap) => {

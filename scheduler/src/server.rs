@@ -32,6 +32,9 @@ pub struct Metrics {
     pub cycles: IntCounter,
     /// `volcano_rs_snapshot_rebuilds_total`: cycles whose snapshot had to be rebuilt.
     pub rebuilds: IntCounter,
+    /// `volcano_rs_snapshot_updates_total`: cycles whose snapshot was brought up to date in
+    /// place (in time proportional to the changes).
+    pub updates: IntCounter,
     /// `volcano_rs_leader`: 1 while this replica holds the lease.
     pub leader: IntGauge,
     /// `volcano_rs_binds_total`: binds the API server accepted.
@@ -86,6 +89,10 @@ impl Metrics {
             ),
             cycles: counter("volcano_rs_cycles_total", "Scheduling cycles run"),
             rebuilds: counter("volcano_rs_snapshot_rebuilds_total", "Cycles whose snapshot was rebuilt from the cache"),
+            updates: counter(
+                "volcano_rs_snapshot_updates_total",
+                "Cycles whose snapshot was updated in place with the changes since the last one",
+            ),
             leader: gauge("volcano_rs_leader", "1 while this replica holds the leader lease"),
             binds: gauge("volcano_rs_binds_total", "Binds the API server accepted"),
             bind_failures: gauge("volcano_rs_bind_failures_total", "Binds that failed"),
