@@ -9,11 +9,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::crd::{PodGroup, Queue, ResourceList, HIERARCHY_ANNOTATION, HIERARCHY_WEIGHTS_ANNOTATION};
+use crate::crd::{
+    NetworkTopologySpec, PodGroup, Queue, ResourceList, HIERARCHY_ANNOTATION, HIERARCHY_WEIGHTS_ANNOTATION,
+};
 use crate::names::ROOT_QUEUE;
 use crate::quantity;
 
@@ -56,6 +60,28 @@ pub const POD_PHASES: [&str; 5] = ["Pending", "Running", "Succeeded", "Failed", 
 /// Queue weights Volcano admits.
 pub const QUEUE_WEIGHTS: std::ops::RangeInclusive<i32> = 1..=65535;
 
+/// The most bytes an object's annotations may hold, keys and values together (Kubernetes
+/// `TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATIONS_SIZE: usize = 256 * 1024;
+
+/// The taint effects Kubernetes knows (of taints and tolerations).
+pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// The toleration operators Kubernetes knows (empty means `Equal`).
+pub const TOLERATION_OPERATORS: [&str; 2] = ["Exists", "Equal"];
+
+/// The preemption policies of pods and PriorityClasses.
+pub const PREEMPTION_POLICIES: [&str; 2] = ["PreemptLowerPriority", "Never"];
+
+/// The operators of a node selector requirement (`matchExpressions`).
+pub const NODE_SELECTOR_OPERATORS: [&str; 6] = ["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+
+/// The weights of a preferred node affinity term.
+pub const PREFERRED_TERM_WEIGHTS: std::ops::RangeInclusive<i32> = 1..=100;
+
+/// The modes of a PodGroup's network topology constraint.
+pub const NETWORK_TOPOLOGY_MODES: [&str; 2] = ["hard", "soft"];
+
 fn is_alnum(c: u8) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
@@ -94,6 +120,60 @@ pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn is_name_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'-' || c == b'_' || c == b'.'
+}
+
+/// At most 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit:
+/// the name part of a qualified name and a non-empty label value.
+fn is_label_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| is_name_char(c))
+}
+
+/// A qualified name (label and annotation keys, taint keys, resource names): a name of at
+/// most 63 letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit,
+/// with an optional DNS-1123 subdomain prefix and `/` (`example.com/MyName`).
+pub fn qualified_name(s: &str) -> Result<(), String> {
+    let name = match s.split_once('/') {
+        None => s,
+        Some(("", _)) => return Err(format!("{s:?} is not a qualified name: the prefix before '/' is empty")),
+        Some((prefix, name)) => {
+            dns1123_subdomain(prefix).map_err(|e| format!("{s:?} is not a qualified name: its prefix {e}"))?;
+            name
+        }
+    };
+    if name.is_empty() || name.len() > 63 {
+        return Err(format!("{s:?} is not a qualified name: the name part must be 1 to 63 characters long"));
+    }
+    if !is_label_name(name) {
+        return Err(format!(
+            "{s:?} is not a qualified name: an optional DNS subdomain prefix and '/', then letters, digits, '-', \
+             '_' and '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A label value: empty, or at most 63 letters, digits, `-`, `_` and `.`, starting and
+/// ending with a letter or digit.
+pub fn label_value(s: &str) -> Result<(), String> {
+    if s.len() > 63 {
+        return Err(format!("{s:?} is not a valid label value: at most 63 characters"));
+    }
+    if !s.is_empty() && !is_label_name(s) {
+        return Err(format!(
+            "{s:?} is not a valid label value: letters, digits, '-', '_' and '.', starting and ending with a \
+             letter or digit"
+        ));
+    }
+    Ok(())
+}
+
 fn meta(m: &ObjectMeta, namespaced: bool) -> Check {
     match m.name.as_deref() {
         None | Some("") => return Err(FieldError::new("metadata.name", "required")),
@@ -103,6 +183,24 @@ fn meta(m: &ObjectMeta, namespaced: bool) -> Check {
         if let Some(ns) = m.namespace.as_deref().filter(|n| !n.is_empty()) {
             dns1123_label(ns).map_err(|e| FieldError::new("metadata.namespace", e))?;
         }
+    }
+    for (k, v) in m.labels.iter().flatten() {
+        let field = || format!("metadata.labels[{k}]");
+        qualified_name(k).map_err(|e| FieldError::new(field(), format!("label key {e}")))?;
+        label_value(v).map_err(|e| FieldError::new(field(), e))?;
+    }
+    let mut size = 0;
+    for (k, v) in m.annotations.iter().flatten() {
+        // The API server checks annotation keys without regard to case.
+        qualified_name(&k.to_ascii_lowercase())
+            .map_err(|e| FieldError::new(format!("metadata.annotations[{k}]"), format!("annotation key {e}")))?;
+        size += k.len() + v.len();
+    }
+    if size > MAX_ANNOTATIONS_SIZE {
+        return Err(FieldError::new(
+            "metadata.annotations",
+            format!("{size} bytes of keys and values; at most {MAX_ANNOTATIONS_SIZE} (256 KiB)"),
+        ));
     }
     Ok(())
 }
@@ -172,10 +270,64 @@ fn list(path: &str, list: Option<&ResourceList>) -> Check {
     Ok(())
 }
 
+/// Resource names without a domain that containers may request: cpu, memory, ephemeral
+/// storage and huge pages (Kubernetes `IsStandardContainerResourceName`).
+fn is_standard_container_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage") || name.starts_with("hugepages-")
+}
+
+/// Resource names without a domain that a node may report: those of containers, `pods`,
+/// and the `attachable-volumes-*` limits kubelets reported before CSI.
+fn is_standard_node_resource(name: &str) -> bool {
+    is_standard_container_resource(name) || name == "pods" || name.starts_with("attachable-volumes-")
+}
+
+/// A resource name of a container's requests or limits (and of a pod's overhead): a
+/// standard container resource, a name in the `kubernetes.io/` namespace, or an extended
+/// resource (`nvidia.com/gpu`), all qualified names.
+fn container_resource_name(path: &str, name: &str) -> Check {
+    let field = || format!("{path}[{name}]");
+    qualified_name(name).map_err(|e| FieldError::new(field(), format!("resource name {e}")))?;
+    if !name.contains('/') {
+        if !is_standard_container_resource(name) {
+            return Err(FieldError::new(
+                field(),
+                format!(
+                    "{name:?} is not a resource containers may request; expected cpu, memory, ephemeral-storage, \
+                     hugepages-<size> or a domain-qualified name such as nvidia.com/gpu"
+                ),
+            ));
+        }
+    } else if !name.contains("kubernetes.io/") {
+        // An extended resource; it is also quota'd as `requests.<name>`.
+        if name.starts_with("requests.") {
+            return Err(FieldError::new(
+                field(),
+                format!("{name:?} is not a valid extended resource name: the prefix requests. is reserved for quota"),
+            ));
+        }
+        if qualified_name(&format!("requests.{name}")).is_err() {
+            return Err(FieldError::new(
+                field(),
+                format!("{name:?} is not a valid extended resource name: its quota name requests.{name} is too long"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A container's (or a pod's overhead) resource list: names, then quantities.
+fn container_resources(path: &str, l: Option<&ResourceList>) -> Check {
+    for name in l.into_iter().flat_map(|l| l.keys()) {
+        container_resource_name(path, name)?;
+    }
+    list(path, l)
+}
+
 fn container(path: &str, c: &Container) -> Check {
     let Some(r) = &c.resources else { return Ok(()) };
-    list(&format!("{path}.resources.requests"), r.requests.as_ref())?;
-    list(&format!("{path}.resources.limits"), r.limits.as_ref())?;
+    container_resources(&format!("{path}.resources.requests"), r.requests.as_ref())?;
+    container_resources(&format!("{path}.resources.limits"), r.limits.as_ref())?;
     let empty = BTreeMap::new();
     let limits = r.limits.as_ref().unwrap_or(&empty);
     for (name, req) in r.requests.iter().flatten() {
@@ -227,31 +379,280 @@ pub fn pod(p: &Pod) -> Check {
     if spec.containers.is_empty() {
         return Err(FieldError::new("spec.containers", "required: a pod has at least one container"));
     }
+    let mut names = BTreeSet::new();
     for (group, containers) in
         [("containers", Some(&spec.containers)), ("initContainers", spec.init_containers.as_ref())]
     {
         for (i, c) in containers.into_iter().flatten().enumerate() {
-            container(&format!("spec.{group}[{i}]"), c)?;
+            let path = format!("spec.{group}[{i}]");
+            container_name(&path, &c.name, &mut names)?;
+            container(&path, c)?;
         }
     }
-    list("spec.overhead", spec.overhead.as_ref())?;
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        container_name(&format!("spec.ephemeralContainers[{i}]"), &c.name, &mut names)?;
+    }
+    container_resources("spec.overhead", spec.overhead.as_ref())?;
     if let Some(name) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         dns1123_subdomain(name).map_err(|e| FieldError::new("spec.nodeName", e))?;
     }
+    for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+        toleration(&format!("spec.tolerations[{i}]"), t)?;
+    }
+    preemption_policy("spec.preemptionPolicy", spec.preemption_policy.as_deref())?;
+    node_affinity(spec)
+}
+
+/// A container's name: a DNS-1123 label, unique among the pod's containers, init containers
+/// and ephemeral containers (`names`, the names seen so far).
+fn container_name<'a>(path: &str, name: &'a str, names: &mut BTreeSet<&'a str>) -> Check {
+    let field = || format!("{path}.name");
+    if name.is_empty() {
+        return Err(FieldError::new(field(), "required"));
+    }
+    dns1123_label(name).map_err(|e| FieldError::new(field(), e))?;
+    if !names.insert(name) {
+        return Err(FieldError::new(
+            field(),
+            format!(
+                "duplicate container name {name:?}: the names of a pod's containers and init containers are unique"
+            ),
+        ));
+    }
     Ok(())
+}
+
+/// A toleration: a valid operator and key, a value only with `Equal`, a known effect, and
+/// `tolerationSeconds` only for `NoExecute`.
+fn toleration(path: &str, t: &Toleration) -> Check {
+    let key = t.key.as_deref().unwrap_or_default();
+    let operator = t.operator.as_deref().unwrap_or_default();
+    let value = t.value.as_deref().unwrap_or_default();
+    let effect = t.effect.as_deref().unwrap_or_default();
+    if !key.is_empty() {
+        qualified_name(key).map_err(|e| FieldError::new(format!("{path}.key"), e))?;
+    }
+    match operator {
+        "" | "Equal" => {
+            if key.is_empty() {
+                return Err(FieldError::new(
+                    format!("{path}.operator"),
+                    "must be Exists when the key is empty (a toleration of every taint)",
+                ));
+            }
+            label_value(value).map_err(|e| FieldError::new(format!("{path}.value"), e))?;
+        }
+        "Exists" => {
+            if !value.is_empty() {
+                return Err(FieldError::new(
+                    format!("{path}.value"),
+                    format!("{value:?}: the value must be empty when the operator is Exists"),
+                ));
+            }
+        }
+        other => {
+            return Err(FieldError::new(
+                format!("{path}.operator"),
+                format!("unknown operator {other:?}; expected one of {}", TOLERATION_OPERATORS.join(", ")),
+            ))
+        }
+    }
+    if !effect.is_empty() && !TAINT_EFFECTS.contains(&effect) {
+        return Err(FieldError::new(
+            format!("{path}.effect"),
+            format!("unknown effect {effect:?}; expected empty (every effect) or one of {}", TAINT_EFFECTS.join(", ")),
+        ));
+    }
+    if t.toleration_seconds.is_some() && effect != "NoExecute" {
+        return Err(FieldError::new(
+            format!("{path}.effect"),
+            format!("{effect:?}: the effect must be NoExecute when tolerationSeconds is set"),
+        ));
+    }
+    Ok(())
+}
+
+/// The preemption policy of a pod or PriorityClass, if set.
+fn preemption_policy(field: &str, policy: Option<&str>) -> Check {
+    match policy.filter(|p| !p.is_empty()) {
+        Some(p) if !PREEMPTION_POLICIES.contains(&p) => Err(FieldError::new(
+            field,
+            format!("unknown preemption policy {p:?}; expected one of {}", PREEMPTION_POLICIES.join(", ")),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The node affinity of a pod: at least one required term; every term valid; preferred
+/// terms weighted 1 to 100.
+fn node_affinity(spec: &PodSpec) -> Check {
+    let Some(na) = spec.affinity.as_ref().and_then(|a| a.node_affinity.as_ref()) else { return Ok(()) };
+    let path = "spec.affinity.nodeAffinity";
+    if let Some(required) = &na.required_during_scheduling_ignored_during_execution {
+        let terms = format!("{path}.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms");
+        if required.node_selector_terms.is_empty() {
+            return Err(FieldError::new(terms, "required: at least one node selector term"));
+        }
+        for (i, t) in required.node_selector_terms.iter().enumerate() {
+            node_selector_term(&format!("{terms}[{i}]"), t)?;
+        }
+    }
+    for (i, t) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+        let term = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+        if !PREFERRED_TERM_WEIGHTS.contains(&t.weight) {
+            return Err(FieldError::new(
+                format!("{term}.weight"),
+                format!(
+                    "{} is out of range; expected {} to {}",
+                    t.weight,
+                    PREFERRED_TERM_WEIGHTS.start(),
+                    PREFERRED_TERM_WEIGHTS.end()
+                ),
+            ));
+        }
+        node_selector_term(&format!("{term}.preference"), &t.preference)?;
+    }
+    Ok(())
+}
+
+/// A node selector term: its label requirements (`matchExpressions`) and its field
+/// requirements (`matchFields`, on `metadata.name` only).
+fn node_selector_term(path: &str, t: &NodeSelectorTerm) -> Check {
+    for (j, r) in t.match_expressions.iter().flatten().enumerate() {
+        node_selector_requirement(&format!("{path}.matchExpressions[{j}]"), r)?;
+    }
+    for (j, r) in t.match_fields.iter().flatten().enumerate() {
+        node_field_requirement(&format!("{path}.matchFields[{j}]"), r)?;
+    }
+    Ok(())
+}
+
+fn node_selector_requirement(path: &str, r: &NodeSelectorRequirement) -> Check {
+    let values = r.values.as_deref().unwrap_or_default();
+    let field = |f: &str| format!("{path}.{f}");
+    let op = r.operator.as_str();
+    match op {
+        "In" | "NotIn" if values.is_empty() => {
+            return Err(FieldError::new(field("values"), format!("required: at least one value with operator {op}")))
+        }
+        "Exists" | "DoesNotExist" if !values.is_empty() => {
+            return Err(FieldError::new(field("values"), format!("must be empty with operator {op}")))
+        }
+        "Gt" | "Lt" => match values {
+            [v] if v.parse::<i64>().is_ok() => {}
+            [v] => {
+                return Err(FieldError::new(
+                    field("values"),
+                    format!("{v:?} is not an integer; operator {op} compares integers"),
+                ))
+            }
+            _ => {
+                return Err(FieldError::new(
+                    field("values"),
+                    format!("{} values; operator {op} takes exactly one integer", values.len()),
+                ))
+            }
+        },
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+        _ => {
+            return Err(FieldError::new(
+                field("operator"),
+                format!("unknown operator {op:?}; expected one of {}", NODE_SELECTOR_OPERATORS.join(", ")),
+            ))
+        }
+    }
+    qualified_name(&r.key).map_err(|e| FieldError::new(field("key"), e))
+}
+
+/// A `matchFields` requirement: `metadata.name` `In` or `NotIn` exactly one node name.
+fn node_field_requirement(path: &str, r: &NodeSelectorRequirement) -> Check {
+    let values = r.values.as_deref().unwrap_or_default();
+    let field = |f: &str| format!("{path}.{f}");
+    if !matches!(r.operator.as_str(), "In" | "NotIn") {
+        return Err(FieldError::new(
+            field("operator"),
+            format!("{:?} is not a field selector operator; expected In or NotIn", r.operator),
+        ));
+    }
+    if values.len() != 1 {
+        return Err(FieldError::new(
+            field("values"),
+            format!("{} values; a field selector takes exactly one with operator {}", values.len(), r.operator),
+        ));
+    }
+    if r.key != "metadata.name" {
+        return Err(FieldError::new(
+            field("key"),
+            format!("{:?} is not a node field selector key; expected metadata.name", r.key),
+        ));
+    }
+    dns1123_subdomain(&values[0]).map_err(|e| FieldError::new(format!("{path}.values[0]"), e))
 }
 
 /// A Node, as the API server validates it.
 pub fn node(n: &Node) -> Check {
     meta(&n.metadata, false)?;
+    let mut taints = BTreeSet::new();
+    for (i, t) in n.spec.iter().flat_map(|s| s.taints.iter().flatten()).enumerate() {
+        taint(&format!("spec.taints[{i}]"), t)?;
+        if !taints.insert((t.key.as_str(), t.effect.as_str())) {
+            return Err(FieldError::new(
+                format!("spec.taints[{i}]"),
+                format!("duplicate taint {}:{}: taints are unique by key and effect", t.key, t.effect),
+            ));
+        }
+    }
     let Some(status) = &n.status else { return Ok(()) };
-    list("status.capacity", status.capacity.as_ref())?;
-    list("status.allocatable", status.allocatable.as_ref())
+    node_resources("status.capacity", status.capacity.as_ref())?;
+    node_resources("status.allocatable", status.allocatable.as_ref())
+}
+
+/// A node taint: a qualified key, a label value, and a known effect.
+fn taint(path: &str, t: &Taint) -> Check {
+    qualified_name(&t.key).map_err(|e| FieldError::new(format!("{path}.key"), e))?;
+    label_value(t.value.as_deref().unwrap_or_default()).map_err(|e| FieldError::new(format!("{path}.value"), e))?;
+    if !TAINT_EFFECTS.contains(&t.effect.as_str()) {
+        let what = if t.effect.is_empty() { "required".to_string() } else { format!("unknown effect {:?}", t.effect) };
+        return Err(FieldError::new(
+            format!("{path}.effect"),
+            format!("{what}; expected one of {}", TAINT_EFFECTS.join(", ")),
+        ));
+    }
+    Ok(())
+}
+
+/// A node's capacity or allocatable: standard or domain-qualified names, quantities as
+/// [`list`] checks them, and a whole number of pods.
+fn node_resources(path: &str, l: Option<&ResourceList>) -> Check {
+    for name in l.into_iter().flat_map(|l| l.keys()) {
+        let field = || format!("{path}[{name}]");
+        qualified_name(name).map_err(|e| FieldError::new(field(), format!("resource name {e}")))?;
+        if !name.contains('/') && !is_standard_node_resource(name) {
+            return Err(FieldError::new(
+                field(),
+                format!(
+                    "{name:?} is not a standard resource; expected cpu, memory, ephemeral-storage, pods, \
+                     hugepages-<size> or a domain-qualified name such as nvidia.com/gpu"
+                ),
+            ));
+        }
+    }
+    list(path, l)?;
+    if let Some(pods) = l.and_then(|l| l.get("pods")) {
+        if quantity::parse(&pods.0).is_ok_and(|v| v.fract() != 0.0) {
+            return Err(FieldError::new(
+                format!("{path}[pods]"),
+                format!("{:?} must be an integer: pods are whole", pods.0),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A PriorityClass, as the API server validates it.
 pub fn priority_class(pc: &PriorityClass) -> Check {
     meta(&pc.metadata, false)?;
+    preemption_policy("preemptionPolicy", pc.preemption_policy.as_deref())?;
     let name = pc.metadata.name.as_deref().unwrap_or_default();
     match SYSTEM_PRIORITY_CLASSES.iter().find(|(n, _)| *n == name) {
         Some((_, value)) if pc.value != *value => Err(FieldError::new(
@@ -289,6 +690,10 @@ pub fn pod_group(pg: &PodGroup) -> Check {
         }
     }
     list("spec.minResources", pg.spec.min_resources.as_ref())?;
+    network_topology("spec.networkTopology", pg.spec.network_topology.as_ref())?;
+    for (i, sg) in pg.spec.sub_group_policy.iter().flatten().enumerate() {
+        network_topology(&format!("spec.subGroupPolicy[{i}].networkTopology"), sg.network_topology.as_ref())?;
+    }
     if let Some(s) = &pg.status {
         for (field, v) in
             [("status.running", s.running), ("status.succeeded", s.succeeded), ("status.failed", s.failed)]
@@ -297,6 +702,23 @@ pub fn pod_group(pg: &PodGroup) -> Check {
                 return Err(FieldError::new(field, format!("{v} is negative; expected ≥ 0")));
             }
         }
+    }
+    Ok(())
+}
+
+/// A network topology constraint: mode `hard` or `soft`, a tier ≥ 0.
+fn network_topology(path: &str, nt: Option<&NetworkTopologySpec>) -> Check {
+    let Some(nt) = nt else { return Ok(()) };
+    if let Some(mode) = nt.mode.as_deref().filter(|m| !m.is_empty()) {
+        if !NETWORK_TOPOLOGY_MODES.contains(&mode) {
+            return Err(FieldError::new(
+                format!("{path}.mode"),
+                format!("unknown mode {mode:?}; expected one of {}", NETWORK_TOPOLOGY_MODES.join(", ")),
+            ));
+        }
+    }
+    if let Some(tier) = nt.highest_tier_allowed.filter(|t| *t < 0) {
+        return Err(FieldError::new(format!("{path}.highestTierAllowed"), format!("{tier} is negative; expected ≥ 0")));
     }
     Ok(())
 }
@@ -510,10 +932,13 @@ pub fn queue_hierarchy<'a>(queues: impl IntoIterator<Item = &'a Queue>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{PodSpec, PodStatus, ResourceRequirements};
+    use k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelector, NodeSpec, NodeStatus, PodSpec, PodStatus, PreferredSchedulingTerm,
+        ResourceRequirements,
+    };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-    use crate::crd::{Guarantee, PodGroupSpec, QueueSpec};
+    use crate::crd::{Guarantee, PodGroupSpec, QueueSpec, SubGroupPolicySpec};
 
     #[test]
     fn pod_groups() {
@@ -581,6 +1006,344 @@ mod tests {
         assert!(pod(&pod_with(&[("memory", "8Pi")], &[])).is_ok());
         let e = pod(&pod_with(&[("cpu", "2")], &[("cpu", "1")])).unwrap_err();
         assert!(e.message.contains("less than or equal"), "{e}");
+    }
+
+    fn field_of(r: Check) -> String {
+        r.unwrap_err().field
+    }
+
+    #[test]
+    fn qualified_names_and_label_values() {
+        for ok in ["app", "My_Name.v1", "example.com/MyName", "kubernetes.io/hostname", "a", "1-2"] {
+            assert!(qualified_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "/x", "x/", "a/b/c", "Example.com/x", "-x", "x_", &"a".repeat(64), "a b"] {
+            assert!(qualified_name(bad).is_err(), "{bad}");
+        }
+        assert!(qualified_name(&format!("{}/x", "a".repeat(253))).is_ok());
+        assert!(qualified_name(&format!("{}/x", "a".repeat(254))).is_err());
+        for ok in ["", "v1.2_beta-3", "A", &"a".repeat(63)] {
+            assert!(label_value(ok).is_ok(), "{ok}");
+        }
+        for bad in ["-v", "v.", "a/b", "a b", &"a".repeat(64)] {
+            assert!(label_value(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn labels_and_annotations() {
+        let with = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| {
+            let mut p = pod_with(&[], &[]);
+            let map = |kv: &[(&str, &str)]| kv.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            p.metadata.labels = Some(map(labels));
+            p.metadata.annotations = Some(map(annotations));
+            p
+        };
+        let ok = with(
+            &[("app.kubernetes.io/name", "web"), ("tier", ""), ("Team", "ML_1")],
+            &[("Example.COM/Note", "any text: / at all"), ("kubectl.kubernetes.io/last-applied-configuration", "{}")],
+        );
+        assert!(pod(&ok).is_ok(), "{:?}", pod(&ok));
+        assert_eq!(field_of(pod(&with(&[("bad key", "v")], &[]))), "metadata.labels[bad key]");
+        assert_eq!(field_of(pod(&with(&[("x/y/z", "v")], &[]))), "metadata.labels[x/y/z]");
+        assert_eq!(field_of(pod(&with(&[("Example.com/x", "v")], &[]))), "metadata.labels[Example.com/x]");
+        assert_eq!(field_of(pod(&with(&[("app", "-web")], &[]))), "metadata.labels[app]");
+        assert_eq!(field_of(pod(&with(&[("app", &"v".repeat(64))], &[]))), "metadata.labels[app]");
+        assert_eq!(field_of(pod(&with(&[], &[("-note", "v")]))), "metadata.annotations[-note]");
+        let big = "x".repeat(MAX_ANNOTATIONS_SIZE);
+        assert_eq!(field_of(pod(&with(&[], &[("note", &big)]))), "metadata.annotations");
+        assert!(pod(&with(&[], &[("note", &big[4..])])).is_ok(), "exactly 256 KiB");
+        // Every object's metadata is checked.
+        let mut n = node_named("n1");
+        n.metadata.labels = Some([("a/b/c".to_string(), String::new())].into_iter().collect());
+        assert_eq!(field_of(node(&n)), "metadata.labels[a/b/c]");
+    }
+
+    #[test]
+    fn container_names() {
+        let mut p = pod_with(&[], &[]);
+        let spec = p.spec.as_mut().unwrap();
+        spec.init_containers = Some(vec![Container { name: "init".into(), ..Default::default() }]);
+        spec.containers.push(Container { name: "sidecar-2".into(), ..Default::default() });
+        assert!(pod(&p).is_ok());
+        let mut bad = p.clone();
+        bad.spec.as_mut().unwrap().containers[0].name = "Main_1".into();
+        assert_eq!(field_of(pod(&bad)), "spec.containers[0].name");
+        let mut bad = p.clone();
+        bad.spec.as_mut().unwrap().containers[1].name = String::new();
+        assert_eq!(field_of(pod(&bad)), "spec.containers[1].name");
+        let mut bad = p.clone();
+        bad.spec.as_mut().unwrap().containers[1].name = "c".into();
+        let e = pod(&bad).unwrap_err();
+        assert_eq!(e.field, "spec.containers[1].name");
+        assert!(e.message.contains("duplicate"), "{e}");
+        let mut bad = p.clone();
+        bad.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].name = "sidecar-2".into();
+        assert_eq!(field_of(pod(&bad)), "spec.initContainers[0].name");
+        let mut bad = p;
+        bad.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0].name = "init.x".into();
+        assert_eq!(field_of(pod(&bad)), "spec.initContainers[0].name");
+    }
+
+    fn node_named(name: &str) -> Node {
+        Node { metadata: ObjectMeta { name: Some(name.into()), ..Default::default() }, ..Default::default() }
+    }
+
+    fn node_with_taints(taints: &[(&str, &str, &str)]) -> Node {
+        let mut n = node_named("n1");
+        n.spec = Some(NodeSpec {
+            taints: Some(
+                taints
+                    .iter()
+                    .map(|(k, v, e)| Taint {
+                        key: k.to_string(),
+                        value: (!v.is_empty()).then(|| v.to_string()),
+                        effect: e.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[test]
+    fn taints() {
+        let ok = node_with_taints(&[
+            ("nvidia.com/gpu", "present", "NoSchedule"),
+            ("nvidia.com/gpu", "present", "NoExecute"),
+            ("dedicated", "", "PreferNoSchedule"),
+        ]);
+        assert!(node(&ok).is_ok(), "{:?}", node(&ok));
+        assert_eq!(field_of(node(&node_with_taints(&[("", "v", "NoSchedule")]))), "spec.taints[0].key");
+        assert_eq!(field_of(node(&node_with_taints(&[("a b", "v", "NoSchedule")]))), "spec.taints[0].key");
+        assert_eq!(field_of(node(&node_with_taints(&[("k", "not valid", "NoSchedule")]))), "spec.taints[0].value");
+        assert_eq!(field_of(node(&node_with_taints(&[("k", "v", "NoScheduled")]))), "spec.taints[0].effect");
+        assert_eq!(field_of(node(&node_with_taints(&[("k", "v", "")]))), "spec.taints[0].effect");
+        let dup = node_with_taints(&[("k", "a", "NoSchedule"), ("k", "b", "NoSchedule")]);
+        let e = node(&dup).unwrap_err();
+        assert_eq!(e.field, "spec.taints[1]");
+        assert!(e.message.contains("duplicate"), "{e}");
+    }
+
+    fn pod_tolerating(key: &str, op: &str, value: &str, effect: &str, seconds: Option<i64>) -> Pod {
+        let mut p = pod_with(&[], &[]);
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        p.spec.as_mut().unwrap().tolerations = Some(vec![Toleration {
+            key: opt(key),
+            operator: opt(op),
+            value: opt(value),
+            effect: opt(effect),
+            toleration_seconds: seconds,
+        }]);
+        p
+    }
+
+    #[test]
+    fn tolerations() {
+        for (key, op, value, effect, seconds) in [
+            ("nvidia.com/gpu", "Exists", "", "NoSchedule", None),
+            ("dedicated", "Equal", "ml", "", None),
+            ("dedicated", "", "ml", "PreferNoSchedule", None),
+            ("dedicated", "", "", "", None),
+            ("", "Exists", "", "", None),
+            ("", "Exists", "", "NoExecute", Some(30)),
+            ("node.kubernetes.io/unreachable", "Exists", "", "NoExecute", Some(300)),
+        ] {
+            let p = pod_tolerating(key, op, value, effect, seconds);
+            assert!(pod(&p).is_ok(), "{key} {op} {value} {effect}: {:?}", pod(&p));
+        }
+        for (key, op, value, effect, seconds, field) in [
+            ("k", "Matches", "", "", None, "operator"),
+            ("k", "Exists", "v", "", None, "value"),
+            ("", "Equal", "", "", None, "operator"),
+            ("", "", "", "NoSchedule", None, "operator"),
+            ("a b", "Exists", "", "", None, "key"),
+            ("k", "Equal", "not valid", "", None, "value"),
+            ("k", "Exists", "", "NoExecuted", None, "effect"),
+            ("k", "Exists", "", "NoSchedule", Some(10), "effect"),
+            ("k", "Exists", "", "", Some(10), "effect"),
+        ] {
+            let p = pod_tolerating(key, op, value, effect, seconds);
+            assert_eq!(field_of(pod(&p)), format!("spec.tolerations[0].{field}"), "{key} {op} {value} {effect}");
+        }
+    }
+
+    #[test]
+    fn preemption_policies() {
+        let mut p = pod_with(&[], &[]);
+        for ok in ["PreemptLowerPriority", "Never"] {
+            p.spec.as_mut().unwrap().preemption_policy = Some(ok.into());
+            assert!(pod(&p).is_ok(), "{ok}");
+        }
+        p.spec.as_mut().unwrap().preemption_policy = Some("never".into());
+        assert_eq!(field_of(pod(&p)), "spec.preemptionPolicy");
+        let mut pc = PriorityClass {
+            metadata: ObjectMeta { name: Some("high".into()), ..Default::default() },
+            value: 1000,
+            preemption_policy: Some("Never".into()),
+            ..Default::default()
+        };
+        assert!(priority_class(&pc).is_ok());
+        pc.preemption_policy = Some("PreemptAll".into());
+        assert_eq!(field_of(priority_class(&pc)), "preemptionPolicy");
+    }
+
+    #[test]
+    fn resource_names() {
+        for name in ["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "nvidia.com/gpu", "kubernetes.io/x"] {
+            let p = pod_with(&[(name, "1")], &[(name, "1")]);
+            assert!(pod(&p).is_ok(), "{name}: {:?}", pod(&p));
+        }
+        for (name, field) in [
+            ("pods", "spec.containers[0].resources.requests[pods]"),
+            ("gpu", "spec.containers[0].resources.requests[gpu]"),
+            ("Nvidia.com/gpu", "spec.containers[0].resources.requests[Nvidia.com/gpu]"),
+            ("nvidia.com/", "spec.containers[0].resources.requests[nvidia.com/]"),
+            ("requests.example.com/x", "spec.containers[0].resources.requests[requests.example.com/x]"),
+        ] {
+            assert_eq!(field_of(pod(&pod_with(&[(name, "1")], &[]))), field, "{name}");
+        }
+        assert_eq!(field_of(pod(&pod_with(&[], &[("pods", "1")]))), "spec.containers[0].resources.limits[pods]");
+        let node_with = |items: &[(&str, &str)]| {
+            let mut n = node_named("n1");
+            n.status =
+                Some(NodeStatus { capacity: Some(rl(items)), allocatable: Some(rl(items)), ..Default::default() });
+            n
+        };
+        let ok = node_with(&[
+            ("cpu", "8"),
+            ("memory", "32Gi"),
+            ("ephemeral-storage", "100Gi"),
+            ("pods", "110"),
+            ("hugepages-1Gi", "0"),
+            ("nvidia.com/gpu", "4"),
+            ("attachable-volumes-aws-ebs", "25"),
+        ]);
+        assert!(node(&ok).is_ok(), "{:?}", node(&ok));
+        assert_eq!(field_of(node(&node_with(&[("gpu", "1")]))), "status.capacity[gpu]");
+        assert_eq!(field_of(node(&node_with(&[("a/b/c", "1")]))), "status.capacity[a/b/c]");
+        assert_eq!(field_of(node(&node_with(&[("pods", "110.5")]))), "status.capacity[pods]");
+        assert_eq!(field_of(node(&node_with(&[("pods", "1500m")]))), "status.capacity[pods]");
+    }
+
+    fn requirement(key: &str, op: &str, values: &[&str]) -> NodeSelectorRequirement {
+        NodeSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    fn pod_with_affinity(required: Option<Vec<NodeSelectorTerm>>, preferred: &[(i32, NodeSelectorTerm)]) -> Pod {
+        let mut p = pod_with(&[], &[]);
+        p.spec.as_mut().unwrap().affinity = Some(Affinity {
+            node_affinity: Some(NodeAffinity {
+                required_during_scheduling_ignored_during_execution: required
+                    .map(|node_selector_terms| NodeSelector { node_selector_terms }),
+                preferred_during_scheduling_ignored_during_execution: Some(
+                    preferred
+                        .iter()
+                        .map(|(weight, t)| PreferredSchedulingTerm { weight: *weight, preference: t.clone() })
+                        .collect(),
+                ),
+            }),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn expressions(rs: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+        NodeSelectorTerm { match_expressions: Some(rs), ..Default::default() }
+    }
+
+    fn fields(rs: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+        NodeSelectorTerm { match_fields: Some(rs), ..Default::default() }
+    }
+
+    #[test]
+    fn node_affinity_terms() {
+        let good = vec![
+            expressions(vec![
+                requirement("topology.kubernetes.io/zone", "In", &["a", "b"]),
+                requirement("disk", "NotIn", &["hdd"]),
+                requirement("gpu", "Exists", &[]),
+                requirement("spot", "DoesNotExist", &[]),
+                requirement("cores", "Gt", &["8"]),
+                requirement("age", "Lt", &["-3"]),
+            ]),
+            fields(vec![requirement("metadata.name", "In", &["node-1"])]),
+            fields(vec![requirement("metadata.name", "NotIn", &["node-2.zone"])]),
+        ];
+        let p = pod_with_affinity(Some(good.clone()), &[(1, good[0].clone()), (100, good[1].clone())]);
+        assert!(pod(&p).is_ok(), "{:?}", pod(&p));
+        let required = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+        for (term, field) in [
+            (expressions(vec![requirement("zone", "In", &[])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("zone", "NotIn", &[])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("gpu", "Exists", &["x"])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("gpu", "DoesNotExist", &["x"])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("cores", "Gt", &[])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("cores", "Gt", &["1", "2"])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("cores", "Lt", &["1.5"])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("cores", "Lt", &["eight"])]), "matchExpressions[0].values"),
+            (expressions(vec![requirement("zone", "in", &["a"])]), "matchExpressions[0].operator"),
+            (expressions(vec![requirement("zone", "", &["a"])]), "matchExpressions[0].operator"),
+            (expressions(vec![requirement("bad key", "In", &["a"])]), "matchExpressions[0].key"),
+            (expressions(vec![requirement("", "Exists", &[])]), "matchExpressions[0].key"),
+            (fields(vec![requirement("metadata.uid", "In", &["x"])]), "matchFields[0].key"),
+            (fields(vec![requirement("metadata.name", "Exists", &[])]), "matchFields[0].operator"),
+            (fields(vec![requirement("metadata.name", "In", &["a", "b"])]), "matchFields[0].values"),
+            (fields(vec![requirement("metadata.name", "In", &[])]), "matchFields[0].values"),
+            (fields(vec![requirement("metadata.name", "In", &["Node_1"])]), "matchFields[0].values[0]"),
+        ] {
+            let p = pod_with_affinity(Some(vec![good[0].clone(), term.clone()]), &[]);
+            assert_eq!(field_of(pod(&p)), format!("{required}[1].{field}"));
+            let p = pod_with_affinity(None, &[(10, good[0].clone()), (10, term)]);
+            assert_eq!(
+                field_of(pod(&p)),
+                format!(
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[1].preference.{field}"
+                )
+            );
+        }
+        assert_eq!(field_of(pod(&pod_with_affinity(Some(vec![]), &[]))), required);
+        for w in [0, -1, 101] {
+            let p = pod_with_affinity(None, &[(w, good[0].clone())]);
+            assert_eq!(
+                field_of(pod(&p)),
+                "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"
+            );
+        }
+    }
+
+    #[test]
+    fn network_topologies() {
+        let nt = |mode: Option<&str>, tier: Option<i32>| NetworkTopologySpec {
+            mode: mode.map(str::to_string),
+            highest_tier_allowed: tier,
+            ..Default::default()
+        };
+        let pg = |nt: NetworkTopologySpec| {
+            let mut pg =
+                PodGroup::new("g", PodGroupSpec { min_member: 1, network_topology: Some(nt), ..Default::default() });
+            pg.metadata.namespace = Some("ml".into());
+            pg
+        };
+        for ok in [nt(Some("hard"), Some(1)), nt(Some("soft"), None), nt(None, Some(0)), nt(None, None)] {
+            assert!(pod_group(&pg(ok.clone())).is_ok(), "{ok:?}");
+        }
+        assert_eq!(field_of(pod_group(&pg(nt(Some("Hard"), None)))), "spec.networkTopology.mode");
+        assert_eq!(field_of(pod_group(&pg(nt(Some("strict"), None)))), "spec.networkTopology.mode");
+        assert_eq!(field_of(pod_group(&pg(nt(None, Some(-1))))), "spec.networkTopology.highestTierAllowed");
+        let mut sub = pg(nt(None, None));
+        sub.spec.sub_group_policy = Some(vec![SubGroupPolicySpec {
+            name: "workers".into(),
+            network_topology: Some(nt(Some("loose"), None)),
+            ..Default::default()
+        }]);
+        assert_eq!(field_of(pod_group(&sub)), "spec.subGroupPolicy[0].networkTopology.mode");
     }
 
     #[test]
