@@ -346,8 +346,10 @@ pub struct NodeInfo {
     pub nonzero_cpu: i64,
     /// Σ [`TaskInfo::nonzero_memory`] of the tasks on the node (pipelined ones included).
     pub nonzero_memory: i64,
-    /// Tasks on the node (pipelined ones included).
-    pub tasks: Vec<TaskId>,
+    /// Tasks on the node (pipelined ones included). Shared between clones until one of
+    /// them changes it, so that copying a chunk of nodes (what a session does when it changes
+    /// one node of the chunk) allocates nothing per node.
+    pub tasks: Arc<Vec<TaskId>>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// Whether the node object has any taint (`spec.taints` not empty).

@@ -311,7 +311,7 @@ pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
         pipelined: Resource::empty(),
         nonzero_cpu: 0,
         nonzero_memory: 0,
-        tasks: Vec::new(),
+        tasks: Arc::default(),
         unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
         has_taints: n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| !t.is_empty()),
         node: n.clone(),

@@ -181,7 +181,7 @@ impl Snapshot {
         // limit, and an add followed by a subtract still gives the value back.
         node.nonzero_cpu = node.nonzero_cpu.wrapping_add(task.nonzero_cpu);
         node.nonzero_memory = node.nonzero_memory.wrapping_add(task.nonzero_memory);
-        node.tasks.push(t);
+        Arc::make_mut(&mut node.tasks).push(t);
     }
 
     /// Reverses [`Snapshot::node_add_task`] for the task's current status.
@@ -205,7 +205,7 @@ impl Snapshot {
         node.nonzero_cpu = node.nonzero_cpu.wrapping_sub(task.nonzero_cpu);
         node.nonzero_memory = node.nonzero_memory.wrapping_sub(task.nonzero_memory);
         if let Some(pos) = node.tasks.iter().rposition(|x| *x == t) {
-            node.tasks.swap_remove(pos);
+            Arc::make_mut(&mut node.tasks).swap_remove(pos);
         }
     }
 }

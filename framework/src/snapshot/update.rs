@@ -123,7 +123,7 @@ impl Snapshot {
             self.total_resource.add(&info.allocatable);
             self.tainted_nodes = self.tainted_nodes - u32::from(old.has_taints) + u32::from(info.has_taints);
             *old = info;
-            for t in tasks {
+            for &t in tasks.iter() {
                 self.node_add_task(n, t);
             }
             touched.insert(n);
@@ -183,7 +183,7 @@ impl Snapshot {
         }
         // A build lists a node's tasks in id order.
         for n in touched {
-            self.nodes[n.idx()].tasks.sort_unstable();
+            Arc::make_mut(&mut self.nodes[n.idx()].tasks).sort_unstable();
         }
         self.share();
         Ok(true)

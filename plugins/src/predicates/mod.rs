@@ -82,7 +82,7 @@ impl Predicates {
         }
         let node = snap.node(node);
         for want in wanted {
-            for &other in &node.tasks {
+            for &other in node.tasks.iter() {
                 if other == task {
                     continue;
                 }
