@@ -250,21 +250,69 @@ pub struct Measurement {
     pub idle_cycle_ms: Option<f64>,
     /// Cycles in that window.
     pub idle_cycles: Option<f64>,
+    /// From start to the last expected bind (volcano-rs only): cycles run.
+    pub busy_cycles: Option<f64>,
+    /// The mean time of their snapshots (ms), whichever way they were taken.
+    pub busy_snapshot_ms: Option<f64>,
+    /// Snapshots updated in place, and their mean time (ms).
+    pub busy_snapshot_updates: Option<f64>,
+    pub busy_update_ms: Option<f64>,
+    /// Snapshots rebuilt, and their mean time (ms).
+    pub busy_snapshot_rebuilds: Option<f64>,
+    pub busy_rebuild_ms: Option<f64>,
+    /// The scheduler process's CPU time (s).
+    pub busy_cpu_seconds: Option<f64>,
+    /// Over the idle window: the mean snapshot time (ms).
+    pub idle_snapshot_ms: Option<f64>,
 }
 
-/// Reads `/metrics` from `addr` (`127.0.0.1:PORT`) and returns the sum and count of the
-/// e2e cycle latency histogram.
-pub fn scrape_cycle_latency(addr: &str) -> Option<(f64, f64)> {
+/// The volcano-rs metrics [`measure`] reads, from one scrape of `/metrics`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Scrape {
+    /// `volcano_e2e_scheduling_latency_milliseconds` sum and count.
+    pub cycle_ms: (f64, f64),
+    /// `volcano_rs_snapshot_duration_milliseconds` sum and count.
+    pub snapshot_ms: (f64, f64),
+    /// `volcano_rs_snapshot_update_duration_milliseconds` sum and count.
+    pub update_ms: (f64, f64),
+    /// `volcano_rs_snapshot_rebuild_duration_milliseconds` sum and count.
+    pub rebuild_ms: (f64, f64),
+    /// `volcano_rs_snapshot_updates_total`.
+    pub updates: f64,
+    /// `volcano_rs_snapshot_rebuilds_total`.
+    pub rebuilds: f64,
+    /// `process_cpu_seconds_total`.
+    pub cpu_seconds: f64,
+}
+
+/// Reads `/metrics` from `addr` (`127.0.0.1:PORT`); `None` if it cannot, or if the cycle
+/// latency is missing (not a volcano-rs scheduler).
+pub fn scrape(addr: &str) -> Option<Scrape> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
     let mut text = String::new();
     s.read_to_string(&mut text).ok()?;
-    let value = |name: &str| text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok()));
-    Some((
-        value("volcano_e2e_scheduling_latency_milliseconds_sum ")?,
-        value("volcano_e2e_scheduling_latency_milliseconds_count ")?,
-    ))
+    let value = |name: &str| {
+        text.lines().find_map(|l| {
+            l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')).and_then(|v| v.trim().parse::<f64>().ok())
+        })
+    };
+    let pair = |name: &str| {
+        Some((value(&format!("{name}_sum")).unwrap_or(0.0), value(&format!("{name}_count")).unwrap_or(0.0)))
+    };
+    Some(Scrape {
+        cycle_ms: (
+            value("volcano_e2e_scheduling_latency_milliseconds_sum")?,
+            value("volcano_e2e_scheduling_latency_milliseconds_count")?,
+        ),
+        snapshot_ms: pair("volcano_rs_snapshot_duration_milliseconds")?,
+        update_ms: pair("volcano_rs_snapshot_update_duration_milliseconds")?,
+        rebuild_ms: pair("volcano_rs_snapshot_rebuild_duration_milliseconds")?,
+        updates: value("volcano_rs_snapshot_updates_total").unwrap_or(0.0),
+        rebuilds: value("volcano_rs_snapshot_rebuilds_total").unwrap_or(0.0),
+        cpu_seconds: value("process_cpu_seconds_total").unwrap_or(0.0),
+    })
 }
 
 /// Starts `command` (program and arguments) and watches namespace `bench` until `expect`
@@ -323,15 +371,30 @@ pub async fn measure(
         }
     }
     if let Some(addr) = metrics {
+        if let Some(busy) = scrape(addr) {
+            m.busy_cycles = Some(busy.cycle_ms.1);
+            m.busy_snapshot_ms = (busy.snapshot_ms.1 > 0.0).then(|| busy.snapshot_ms.0 / busy.snapshot_ms.1);
+            let mean = |(sum, count): (f64, f64)| (count > 0.0).then(|| sum / count);
+            m.busy_snapshot_updates = Some(busy.updates);
+            m.busy_update_ms = mean(busy.update_ms);
+            m.busy_snapshot_rebuilds = Some(busy.rebuilds);
+            m.busy_rebuild_ms = mean(busy.rebuild_ms);
+            m.busy_cpu_seconds = Some(busy.cpu_seconds);
+        }
         // Let the last statuses settle, then measure a window of idle cycles.
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let before = scrape_cycle_latency(addr);
+        let before = scrape(addr);
         tokio::time::sleep(idle).await;
-        let after = scrape_cycle_latency(addr);
-        if let (Some((s0, c0)), Some((s1, c1))) = (before, after) {
-            if c1 > c0 {
-                m.idle_cycle_ms = Some((s1 - s0) / (c1 - c0));
-                m.idle_cycles = Some(c1 - c0);
+        let after = scrape(addr);
+        if let (Some(b), Some(a)) = (before, after) {
+            let cycles = a.cycle_ms.1 - b.cycle_ms.1;
+            if cycles > 0.0 {
+                m.idle_cycle_ms = Some((a.cycle_ms.0 - b.cycle_ms.0) / cycles);
+                m.idle_cycles = Some(cycles);
+            }
+            let snapshots = a.snapshot_ms.1 - b.snapshot_ms.1;
+            if snapshots > 0.0 {
+                m.idle_snapshot_ms = Some((a.snapshot_ms.0 - b.snapshot_ms.0) / snapshots);
             }
         }
     }

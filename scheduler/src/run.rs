@@ -355,12 +355,14 @@ pub async fn run(
                 let s = c.snapshot();
                 (s, c.rebuilds() != before.0, c.updates() != before.1)
             };
-            metrics.snapshot_latency.observe(start.elapsed().as_secs_f64() * 1000.0);
+            let took_ms = start.elapsed().as_secs_f64() * 1000.0;
+            metrics.snapshot_latency.observe(took_ms);
             if rebuilt {
                 metrics.rebuilds.inc();
-            }
-            if updated {
+                metrics.rebuild_latency.observe(took_ms);
+            } else if updated {
                 metrics.updates.inc();
+                metrics.update_latency.observe(took_ms);
             }
             match snapshot {
                 Ok(snap) => {

@@ -26,8 +26,13 @@ pub struct Metrics {
     /// `volcano_e2e_scheduling_latency_milliseconds`: one whole cycle (snapshot, open,
     /// actions, close), as Volcano measures a session.
     pub e2e_latency: Histogram,
-    /// `volcano_rs_snapshot_duration_milliseconds`: building the snapshot from the cache.
+    /// `volcano_rs_snapshot_duration_milliseconds`: taking the cycle's snapshot from the
+    /// cache, whichever way (kept, updated or rebuilt).
     pub snapshot_latency: Histogram,
+    /// `volcano_rs_snapshot_update_duration_milliseconds`: the snapshots updated in place.
+    pub update_latency: Histogram,
+    /// `volcano_rs_snapshot_rebuild_duration_milliseconds`: the snapshots rebuilt.
+    pub rebuild_latency: Histogram,
     /// `volcano_rs_cycles_total`: cycles run.
     pub cycles: IntCounter,
     /// `volcano_rs_snapshot_rebuilds_total`: cycles whose snapshot had to be rebuilt.
@@ -84,6 +89,18 @@ impl Metrics {
             snapshot_latency: histogram(
                 "volcano_rs_snapshot_duration_milliseconds",
                 "Time to take the cycle's snapshot from the cache, in milliseconds",
+                0.1,
+                20,
+            ),
+            update_latency: histogram(
+                "volcano_rs_snapshot_update_duration_milliseconds",
+                "Time to update the kept snapshot in place with the changes since the last cycle, in milliseconds",
+                0.1,
+                20,
+            ),
+            rebuild_latency: histogram(
+                "volcano_rs_snapshot_rebuild_duration_milliseconds",
+                "Time to rebuild the snapshot from the cache, in milliseconds",
                 0.1,
                 20,
             ),
