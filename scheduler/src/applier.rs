@@ -23,9 +23,13 @@
 //!   written when nothing changed. Queue and pod statuses use the status subresource;
 //!   PodGroups are patched as a whole object, since Volcano's PodGroup CRD has no status
 //!   subresource;
-//! - **events** (`Scheduled`, `FailedScheduling`, `Evict`, PodGroup events) go through a
-//!   bounded queue to `kube-runtime`'s event recorder (which folds repeats into series); when
-//!   the queue is full, events are dropped and counted rather than slowing a cycle.
+//! - **events** (`Scheduled`, `FailedScheduling`, `Evict`, PodGroup events) go through
+//!   bounded queues to `event_concurrency` workers, each with its own `kube-runtime` event
+//!   recorder (which folds repeats into series); an object's events always go to the same
+//!   worker, so its repeats still fold. One recorder would send one event at a time and scan
+//!   its whole cache (every event of the last six minutes) on each, which at 30,000 binds is
+//!   quadratic; sharded, each scans a sixteenth. When a queue is full, events are dropped and
+//!   counted rather than slowing a cycle.
 //!
 //! Every call waits for a token of the `--kube-api-qps` / `--kube-api-burst` limiter, and
 //! none is sent unless this replica holds the lease at that moment: a replica that loses the
@@ -68,8 +72,10 @@ pub struct ApplierConfig {
     pub reporter: String,
     /// `reportingInstance` of events (this replica).
     pub instance: String,
-    /// Events waiting to be sent, at most.
+    /// Events waiting to be sent, at most (over all event workers).
     pub event_queue: usize,
+    /// Event workers (events in flight).
+    pub event_concurrency: usize,
 }
 
 impl Default for ApplierConfig {
@@ -83,6 +89,7 @@ impl Default for ApplierConfig {
             reporter: volcano_api::names::DEFAULT_SCHEDULER_NAME.to_string(),
             instance: "volcano-rs".to_string(),
             event_queue: 10_000,
+            event_concurrency: 16,
         }
     }
 }
@@ -184,7 +191,8 @@ struct Inner {
     limiter: DefaultDirectRateLimiter,
     leading: watch::Receiver<bool>,
     status: StatusQueue,
-    events: mpsc::Sender<(KubeEvent, ObjectReference)>,
+    /// One queue per event worker; an object's events go to `events[hash(object) % len]`.
+    events: Vec<mpsc::Sender<(KubeEvent, ObjectReference)>>,
     in_flight: AtomicU64,
     idle: Notify,
     stats: ApplierStats,
@@ -274,11 +282,10 @@ impl Applier {
         let burst = NonZeroU32::new(config.burst.max(1)).expect("≥ 1");
         let period = Duration::from_secs_f64(1.0 / config.qps.max(1e-3));
         let quota = Quota::with_period(period).unwrap_or_else(|| Quota::per_second(per_second)).allow_burst(burst);
-        let (tx, rx) = mpsc::channel(config.event_queue.max(1));
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter { controller: config.reporter.clone(), instance: Some(config.instance.clone()) },
-        );
+        let shards = config.event_concurrency.max(1);
+        let (txs, rxs): (Vec<_>, Vec<_>) =
+            (0..shards).map(|_| mpsc::channel((config.event_queue / shards).max(1))).unzip();
+        let reporter = Reporter { controller: config.reporter.clone(), instance: Some(config.instance.clone()) };
         let inner = Arc::new(Inner {
             client,
             cache,
@@ -286,7 +293,7 @@ impl Applier {
             limiter: RateLimiter::direct(quota),
             leading,
             status: StatusQueue::default(),
-            events: tx,
+            events: txs,
             in_flight: AtomicU64::new(0),
             idle: Notify::new(),
             stats: ApplierStats::default(),
@@ -295,7 +302,10 @@ impl Applier {
         for _ in 0..inner.config.status_concurrency.max(1) {
             tokio::spawn(status_worker(inner.clone()));
         }
-        tokio::spawn(event_worker(inner.clone(), recorder, rx));
+        for rx in rxs {
+            let recorder = Recorder::new(inner.client.clone(), reporter.clone());
+            tokio::spawn(event_worker(inner.clone(), recorder, rx));
+        }
         Applier { inner }
     }
 
@@ -424,7 +434,13 @@ fn queue_event(inner: &Inner, kind: EventKind, object: &ObjectRef, type_: EventT
         action: "Scheduling".to_string(),
         secondary: None,
     };
-    if inner.events.try_send((ev, object_reference(kind, object))).is_err() {
+    let shard = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        object.key().hash(&mut h);
+        (h.finish() % inner.events.len() as u64) as usize
+    };
+    if inner.events[shard].try_send((ev, object_reference(kind, object))).is_err() {
         inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -564,12 +564,24 @@ impl ClusterCache {
         let pending = std::mem::take(&mut self.pending);
         let kept = match self.kept.take() {
             Some(kept) if pending.is_empty() => Some(kept),
-            // Many changes are cheaper to rebuild than to apply one by one.
-            Some(kept) if !pending.rebuild && pending.len() <= kept.tasks.len() / 4 + 64 => {
+            // Many changes are cheaper to rebuild (on every core) than to apply one by one:
+            // at 5,000 nodes and 172,000 pods on 2 cores an update costs about 20 µs per
+            // change and a rebuild about 300 ms, so the two meet near a sixteenth of the tasks.
+            Some(kept) if !pending.rebuild && pending.len() <= kept.tasks.len() / 16 + 64 => {
+                let start = std::time::Instant::now();
                 let changes = self.changes(&pending);
+                let gathered = start.elapsed();
                 let priority_classes: Vec<_> = self.priority_classes.iter().map(|(_, o)| o.clone()).collect();
                 let mut updated = kept;
-                match updated.update(&changes, &priority_classes, &names) {
+                let result = updated.update(&changes, &priority_classes, &names);
+                tracing::debug!(
+                    changed = pending.len(),
+                    gathered_ms = gathered.as_secs_f64() * 1e3,
+                    total_ms = start.elapsed().as_secs_f64() * 1e3,
+                    applied = matches!(result, Ok(true)),
+                    "snapshot update"
+                );
+                match result {
                     Ok(true) => {
                         self.updates += 1;
                         Some(updated)

@@ -168,6 +168,7 @@ fn config() -> ApplierConfig {
     ApplierConfig {
         bind_concurrency: 1,
         status_concurrency: 1,
+        event_concurrency: 1,
         request_timeout: Duration::from_secs(5),
         ..Default::default()
     }
