@@ -31,16 +31,7 @@ fn main() {
     let mut totals = Vec::new();
     for c in 0..reps {
         let (effects, t) = timed_warm_cycle(&kept, &profile, 21 + c);
-        let actions: Vec<String> = t.actions.iter().map(|(a, s)| format!("{a} {:.2}", s * 1e3)).collect();
-        println!(
-            "#{c}: total {:.2} ms (snapshot {:.2}, open {:.2}, {}, close {:.2}), {} effects",
-            t.total_seconds * 1e3,
-            t.snapshot_seconds * 1e3,
-            t.open_seconds * 1e3,
-            actions.join(", "),
-            t.close_seconds * 1e3,
-            effects.len()
-        );
+        println!("#{c}: total {:.2} ms ({t}), {} effects", t.total_seconds * 1e3, effects.len());
         totals.push(t.total_seconds * 1e3);
     }
     totals.sort_by(f64::total_cmp);

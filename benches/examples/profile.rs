@@ -24,16 +24,7 @@ fn main() {
             Some(snap) => timed_warm_cycle(snap, &profile, 10 + c),
             None => timed_cycle(&objects, &profile, 10 + c),
         };
-        let actions: Vec<String> = t.actions.iter().map(|(a, s)| format!("{a} {:.1}", s * 1e3)).collect();
-        println!(
-            "{name} #{c}: total {:.1} ms (snapshot {:.1}, open {:.1}, {}, close {:.1}), {} effects",
-            t.total_seconds * 1e3,
-            t.snapshot_seconds * 1e3,
-            t.open_seconds * 1e3,
-            actions.join(", "),
-            t.close_seconds * 1e3,
-            effects.len()
-        );
+        println!("{name} #{c}: total {:.1} ms ({t:.1}), {} effects", t.total_seconds * 1e3, effects.len());
         totals.push(t.total_seconds * 1e3);
     }
     totals.sort_by(f64::total_cmp);

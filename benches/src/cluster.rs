@@ -254,11 +254,13 @@ pub struct Measurement {
     pub busy_cycles: Option<f64>,
     /// The mean time of their snapshots (ms), whichever way they were taken.
     pub busy_snapshot_ms: Option<f64>,
-    /// Snapshots updated in place, and their mean time (ms).
+    /// Snapshots updated in place.
     pub busy_snapshot_updates: Option<f64>,
+    /// Their mean time (ms).
     pub busy_update_ms: Option<f64>,
-    /// Snapshots rebuilt, and their mean time (ms).
+    /// Snapshots rebuilt.
     pub busy_snapshot_rebuilds: Option<f64>,
+    /// Their mean time (ms).
     pub busy_rebuild_ms: Option<f64>,
     /// The scheduler process's CPU time (s).
     pub busy_cpu_seconds: Option<f64>,

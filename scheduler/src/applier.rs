@@ -434,15 +434,18 @@ fn queue_event(inner: &Inner, kind: EventKind, object: &ObjectRef, type_: EventT
         action: "Scheduling".to_string(),
         secondary: None,
     };
-    let shard = {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        object.key().hash(&mut h);
-        (h.finish() % inner.events.len() as u64) as usize
-    };
-    if inner.events[shard].try_send((ev, object_reference(kind, object))).is_err() {
+    if inner.events[event_shard(object, inner.events.len())].try_send((ev, object_reference(kind, object))).is_err() {
         inner.stats.events_dropped.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// The event worker of an object: always the same one (`DefaultHasher::new()` has fixed
+/// keys), so that one recorder sees all of an object's events and folds its repeats.
+fn event_shard(object: &ObjectRef, shards: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    object.key().hash(&mut h);
+    (h.finish() % shards.max(1) as u64) as usize
 }
 
 fn leading(inner: &Inner) -> bool {
@@ -698,6 +701,21 @@ async fn event_worker(inner: Arc<Inner>, recorder: Recorder, mut rx: mpsc::Recei
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_objects_events_always_go_to_the_same_worker_and_objects_spread() {
+        let pod = |i: usize| ObjectRef::namespaced("ml", &format!("job-{i}"), &format!("uid-{i}"));
+        let mut used = [0usize; 16];
+        for i in 0..1600 {
+            let shard = event_shard(&pod(i), 16);
+            assert_eq!(shard, event_shard(&pod(i), 16), "the same object, the same worker");
+            // A replaced pod (same name, new uid) keeps its worker: series are per name.
+            assert_eq!(shard, event_shard(&ObjectRef::namespaced("ml", &format!("job-{i}"), "other"), 16));
+            used[shard] += 1;
+        }
+        assert!(used.iter().all(|&n| n > 50), "every worker gets a share: {used:?}");
+        assert_eq!(event_shard(&pod(1), 1), 0);
+    }
 
     #[test]
     fn merge_patches_remove_what_disappeared() {
