@@ -152,8 +152,11 @@ impl Action for Preempt {
                     stmt.discard(ssn);
                 }
             }
-            // Phase 2: within each starving job.
-            for &j in &under_request[q.idx()] {
+            // Phase 2: within each starving job, in job order (Volcano takes them in map
+            // order, that is at random).
+            let mut jobs = std::mem::take(&mut under_request[q.idx()]);
+            jobs.sort_by(|a, b| ssn.job_order(*a, *b));
+            for &j in &jobs {
                 let mut heap = pending_tasks(ssn, j);
                 while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
                     let mut stmt = Statement::new();

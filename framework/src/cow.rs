@@ -146,6 +146,31 @@ impl<T: Clone> CowVec<T> {
         }
     }
 
+    /// Removes the last element and returns it, if any.
+    pub fn pop(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let last = self.chunks.len() - 1;
+        let value = self.chunk_mut(last).pop();
+        self.len -= 1;
+        if self.len & MASK == 0 {
+            self.chunks.pop();
+        }
+        value
+    }
+
+    /// Removes the element at `i` and returns it; the last element takes its place.
+    pub fn swap_remove(&mut self, i: usize) -> T {
+        assert!(i < self.len, "index {i} out of range for a CowVec of length {}", self.len);
+        let last = self.pop().expect("not empty");
+        if i == self.len {
+            last
+        } else {
+            std::mem::replace(&mut self[i], last)
+        }
+    }
+
     /// Appends an element.
     pub fn push(&mut self, value: T) {
         if self.len & MASK == 0 {
@@ -252,5 +277,27 @@ mod tests {
         assert_eq!(v.get(1000), Some(&1000));
         assert_eq!(v.get(1001), None);
         assert_eq!((&v).into_iter().nth(999), Some(&999));
+    }
+
+    #[test]
+    fn pop_and_swap_remove_keep_chunks_aligned_and_clones_intact() {
+        let mut v: CowVec<u32> = (0..257).collect();
+        v.share();
+        let copy = v.clone();
+        assert_eq!(v.pop(), Some(256));
+        assert_eq!(v.len(), 256);
+        assert_eq!(v.swap_remove(3), 3);
+        assert_eq!((v[3], v.len()), (255, 255));
+        assert_eq!(v.swap_remove(254), 254);
+        v.push(1000);
+        assert_eq!(v.iter().copied().collect::<Vec<_>>().len(), 255);
+        assert_eq!((v[254], v.get(255)), (1000, None));
+        // The clone saw none of it.
+        assert_eq!(copy.iter().copied().collect::<Vec<_>>(), (0..257).collect::<Vec<_>>());
+        let mut w: CowVec<u32> = (0..3).collect();
+        while w.pop().is_some() {}
+        assert!(w.is_empty());
+        w.push(5);
+        assert_eq!(w[0], 5);
     }
 }

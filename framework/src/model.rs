@@ -346,9 +346,11 @@ pub struct NodeInfo {
     pub nonzero_cpu: i64,
     /// Σ [`TaskInfo::nonzero_memory`] of the tasks on the node (pipelined ones included).
     pub nonzero_memory: i64,
-    /// Tasks on the node (pipelined ones included). Shared between clones until one of
-    /// them changes it, so that copying a chunk of nodes (what a session does when it changes
-    /// one node of the chunk) allocates nothing per node.
+    /// Tasks on the node (pipelined ones included), in key order in a built or updated
+    /// snapshot (so that the victims preempt and reclaim consider come in an order that
+    /// does not depend on the numbering), then in the order a session adds them. Shared
+    /// between clones until one of them changes it, so that copying a chunk of nodes (what
+    /// a session does when it changes one node of the chunk) allocates nothing per node.
     pub tasks: Arc<Vec<TaskId>>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,

@@ -453,7 +453,11 @@ impl Resource {
 
     /// Prints the vector as a Kubernetes resource list (quantity notation).
     pub fn to_list(&self) -> ResourceList {
+        // A scalar at zero (one that went back to zero, as a sum does when tasks leave) is
+        // left out: absent and zero mean the same, and two sums of the same tasks must
+        // give the same list.
         self.dims()
+            .filter(|(n, v)| matches!(*n, "cpu" | "memory") || *v != 0.0)
             .map(|(n, v)| {
                 let q = match n {
                     "cpu" => quantity::format_milli(v),

@@ -134,7 +134,8 @@ pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
     }
     if let Some(e) = &job.job_fit_error {
         msg.push_str(&format!(". Origin reason is: {e}"));
-    } else if let Some((t, e)) = job.fit_errors.iter().next() {
+    } else if let Some((t, e)) = job.fit_errors.iter().min_by_key(|(t, _)| &snap.task(**t).key) {
+        // The first pod by name (not by task id, which a kept snapshot may number otherwise).
         msg.push_str(&format!(". Origin reason is {}: {e}", snap.task(*t).name()));
     }
     msg

@@ -25,10 +25,11 @@
 //! since (watch events, assumptions, status writes). [`ClusterCache::snapshot`] returns a
 //! clone of the kept snapshot, which shares every task, job and node (copy-on-write
 //! storage), after bringing it up to date with [`Snapshot::update`] — in time proportional
-//! to the changes — or, when the update cannot give what a build would (an object added or
-//! removed, a pod moved to another job or shape, a relist, a PriorityClass changed), by
-//! rebuilding it from the stores. An idle cycle on a large cluster therefore costs neither,
-//! and a busy one pays for what changed, mostly.
+//! to the changes, pods and PodGroups that come and go included — or, when the update
+//! cannot give what a build would (a node or queue added or removed, a relist, a
+//! PriorityClass changed, or more changes than a rebuild costs), by rebuilding it from the
+//! stores. An idle cycle on a large cluster therefore costs neither, and a busy one pays
+//! for what changed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -835,18 +836,23 @@ mod tests {
     }
 
     #[test]
-    fn a_new_object_or_a_relist_rebuilds_the_snapshot() {
+    fn pods_and_pod_groups_that_come_and_go_update_the_snapshot_a_relist_rebuilds_it() {
         let mut c = synced_cache();
         c.snapshot().unwrap();
         c.apply_pod(Event::Apply(pod("p9", None)));
         let (kept, built) = kept_and_built(&mut c);
         assert_eq!(kept, built);
-        assert_eq!((c.rebuilds(), c.updates()), (2, 0));
+        assert_eq!((c.rebuilds(), c.updates()), (1, 1));
+        c.apply_pod(Event::Delete(pod("p9", None)));
+        let snap = c.snapshot().unwrap();
+        assert_eq!((c.rebuilds(), c.updates()), (1, 2));
+        assert!(snap.task_id("ml/p9").is_none());
+        assert_eq!(snap.tasks.len(), Snapshot::build(&c.objects(), &["volcano-rs"]).unwrap().tasks.len());
         c.apply_node(Event::Init);
         c.apply_node(Event::InitApply(node("n1")));
         c.apply_node(Event::InitDone);
         c.snapshot().unwrap();
-        assert_eq!((c.rebuilds(), c.updates()), (3, 0));
+        assert_eq!((c.rebuilds(), c.updates()), (2, 2));
     }
 
     #[test]

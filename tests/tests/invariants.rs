@@ -362,19 +362,59 @@ fn changes(
     }
 }
 
-/// The snapshot as text, resource dimensions at zero left out (a dimension that went to
+/// The snapshot as text, up to the numbering of tasks and jobs (which [`Snapshot::update`]
+/// may give differently from a build): tasks in key order naming their job by key, shapes
+/// numbered in order of first appearance, jobs in key order listing their tasks' keys, nodes
+/// listing their tasks' keys; resource dimensions at zero left out (a dimension that went to
 /// zero and one never used mean the same to every rule).
 fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
-    let text = format!(
-        "{:#?}\n{:#?}\n{:#?}\n{:#?}\n{:?}",
-        s.tasks.iter().collect::<Vec<_>>(),
-        s.jobs.iter().collect::<Vec<_>>(),
-        s.nodes.iter().collect::<Vec<_>>(),
-        s.queues,
-        s.total_resource
-    );
+    use volcano_framework::TaskId;
+    let key = |t: &TaskId| s.task(*t).key.to_string();
+    let mut tasks: Vec<_> = s.tasks.iter().collect();
+    tasks.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut shapes: BTreeMap<u32, usize> = BTreeMap::new();
+    let tasks: Vec<String> = tasks
+        .into_iter()
+        .map(|t| {
+            let n = shapes.len();
+            let shape = *shapes.entry(t.shape).or_insert(n);
+            let job = t.job.map(|j| s.job(j).key.clone());
+            let mut t = t.clone();
+            t.shape = shape as u32;
+            t.job = None;
+            format!("{t:#?} in job {job:?}")
+        })
+        .collect();
+    let mut jobs: Vec<_> = s.jobs.iter().collect();
+    jobs.sort_by(|a, b| a.key.cmp(&b.key));
+    let jobs: Vec<String> = jobs
+        .into_iter()
+        .map(|j| {
+            let keys: Vec<String> = j.tasks.iter().map(key).collect();
+            let mut j = j.clone();
+            j.tasks.clear();
+            format!("{j:#?} with tasks {keys:?}")
+        })
+        .collect();
+    let nodes: Vec<String> = s
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut keys: Vec<String> = n.tasks.iter().map(key).collect();
+            keys.sort();
+            let mut n = n.clone();
+            n.tasks = Default::default();
+            format!("{n:#?} with tasks {keys:?}")
+        })
+        .collect();
+    let text = format!("{tasks:#?}\n{jobs:#?}\n{nodes:#?}\n{:#?}\n{:?}", s.queues, s.total_resource);
+    without_zero_scalars(&text)
+}
+
+/// Debug text of resources without their scalar dimensions at zero.
+fn without_zero_scalars(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut rest = text.as_str();
+    let mut rest = text;
     // Scalar dimensions print as ", NAME VALUE" after cpu and memory.
     while let Some(i) = rest.find(", ") {
         out.push_str(&rest[..i]);
@@ -394,11 +434,35 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
     out
 }
 
+/// What a cycle on the snapshot decides, as text in a fixed order (effects sorted: the
+/// numbering may change the order in which independent effects are emitted, never which).
+fn cycle_text(s: &volcano_framework::Snapshot, profile: &Profile) -> String {
+    let cx =
+        volcano_framework::CycleContext { cycle: 1, now_ms: 1_700_000_000_000, options: SessionOptions::default() };
+    let out = volcano_framework::run_cycle(s.clone(), profile, &cx, &mut volcano_framework::NoObserver);
+    let mut effects: Vec<String> = out.effects.iter().map(|e| format!("{e:?}")).collect();
+    effects.sort();
+    without_zero_scalars(&format!("{effects:#?}\n{:#?}\n{:#?}", out.queues, out.pending_reasons))
+}
+
+/// `objects` without the pods and PodGroups that `seed` leaves out (about one in five).
+fn some_of(objects: &volcano_framework::ClusterObjects, seed: u64) -> volcano_framework::ClusterObjects {
+    let keep = |salt: u64, i: usize| {
+        let h = (seed ^ salt).wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        !(h >> 59).is_multiple_of(5)
+    };
+    let mut o = objects.clone();
+    o.pods = objects.pods.iter().enumerate().filter(|(i, _)| keep(1, *i)).map(|(_, p)| p.clone()).collect();
+    o.pod_groups = objects.pod_groups.iter().enumerate().filter(|(i, _)| keep(2, *i)).map(|(_, p)| p.clone()).collect();
+    o
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x736e_6170), failure_persistence: None, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, rng_seed: proptest::test_runner::RngSeed::Fixed(0x736e_6170), failure_persistence: None, .. ProptestConfig::default() })]
 
     /// A snapshot kept between cycles and brought up to date with what changed is the
-    /// snapshot a fresh build gives, whenever the update applies.
+    /// snapshot a fresh build gives, up to numbering, whenever the update applies, and a cycle
+    /// decides the same on both.
     #[test]
     fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster()) {
         let yaml = cluster.expand().to_yaml();
@@ -407,6 +471,7 @@ proptest! {
         let mut manifest = Manifest::new();
         manifest.load_str("generated.yaml", &yaml).unwrap();
         let mut sim = Simulator::new(manifest, profile).unwrap();
+        let profile = if CONFIGS[config].is_empty() { Profile::builtin_default(&reg) } else { Profile::from_yaml(CONFIGS[config], &reg) }.unwrap();
         let names = ["volcano-rs"];
         let mut before = sim.cluster().objects();
         let mut kept = volcano_framework::Snapshot::build(&before, &names).unwrap();
@@ -414,7 +479,9 @@ proptest! {
             if sim.step().is_err() {
                 break;
             }
-            let now = sim.cluster().objects();
+            // Every other cycle, pods and PodGroups come and go as well.
+            let all = sim.cluster().objects();
+            let now = if cycle % 2 == 1 { some_of(&all, cycle as u64) } else { all };
             let fresh = volcano_framework::Snapshot::build(&now, &names).unwrap();
             let mut updated = kept.clone();
             let applied = updated.update(&changes(&before, &now), &now.priority_classes, &names).unwrap();
@@ -423,6 +490,11 @@ proptest! {
                 if a != b {
                     let diff = similar::TextDiff::from_lines(&b, &a).unified_diff().context_radius(3).to_string();
                     return Err(TestCaseError::fail(format!("cycle {cycle}: updated ≠ rebuilt\n{diff}\n--- input\n{yaml}")));
+                }
+                let (a, b) = (cycle_text(&updated, &profile), cycle_text(&fresh, &profile));
+                if a != b {
+                    let diff = similar::TextDiff::from_lines(&b, &a).unified_diff().context_radius(3).to_string();
+                    return Err(TestCaseError::fail(format!("cycle {cycle}: a cycle decides differently on the updated snapshot\n{diff}\n--- input\n{yaml}")));
                 }
                 kept = updated;
             } else {

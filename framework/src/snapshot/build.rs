@@ -318,11 +318,17 @@ pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
     })
 }
 
+/// What the snapshot makes of a pod: its task and the node the task occupies (`None` for a
+/// pod the snapshot leaves out), and, for a pod of this scheduler that names a PodGroup the
+/// snapshot lacks, its key and the pod (a PodGroup that appears later takes it in).
+pub(super) struct PodTask {
+    pub(super) task: Option<(TaskInfo, Option<NodeId>)>,
+    pub(super) awaiting: Option<(Arc<str>, Arc<Pod>)>,
+}
+
 /// A pod's task before it is numbered.
 struct Prepared {
-    task: TaskInfo,
-    /// The node the pod occupies.
-    node: Option<NodeId>,
+    pod: PodTask,
     /// The previous pod in key order is a task of the same shape.
     same_as_previous: bool,
 }
@@ -360,45 +366,43 @@ impl PodContext<'_> {
         let mut out: Vec<Result<Option<Prepared>, SnapshotError>> = Vec::with_capacity(pods.len());
         for (_, key, pod) in pods {
             let key = key.take().expect("each key is taken once");
-            let r = self.task(key, pod, &mut groups).map(|t| {
-                t.map(|(task, node)| {
-                    let same_as_previous = matches!(out.last(), Some(Ok(Some(p))) if same_shape(&p.task, &task));
-                    Prepared { task, node, same_as_previous }
-                })
+            let r = self.task(key, pod, &mut groups).map(|pod| {
+                let same_as_previous = match (out.last(), &pod.task) {
+                    (Some(Ok(Some(Prepared { pod: PodTask { task: Some((p, _)), .. }, .. }))), Some((t, _))) => {
+                        same_shape(p, t)
+                    }
+                    _ => false,
+                };
+                (pod.task.is_some() || pod.awaiting.is_some()).then_some(Prepared { pod, same_as_previous })
             });
             out.push(r);
         }
         out
     }
 
-    /// The task of a pod and the node it occupies, or `None` for a pod the snapshot leaves
-    /// out. The task's shape is set by the caller.
+    /// What the snapshot makes of a pod (see [`PodTask`]). The task's shape is set by the
+    /// caller.
     pub(super) fn task(
         &self,
         key: Arc<str>,
         pod: &Arc<Pod>,
         groups: &mut GroupCache,
-    ) -> Result<Option<(TaskInfo, Option<NodeId>)>, SnapshotError> {
+    ) -> Result<PodTask, SnapshotError> {
         let spec = pod.spec.as_ref();
         let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
         let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| self.scheduler_names.contains(&n));
         if node_name.is_none() && !ours {
-            return Ok(None);
+            return Ok(PodTask { task: None, awaiting: None });
         }
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let job = if ours {
-            pod.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION))
-                .and_then(|g| groups.job(namespace, g, self.job_by_key))
-        } else {
-            None
-        };
+        let group =
+            if ours { pod.metadata.annotations.as_ref().and_then(|a| a.get(crd::GROUP_NAME_ANNOTATION)) } else { None };
+        let job = group.and_then(|g| groups.job(namespace, g, self.job_by_key));
+        let awaiting = (group.is_some() && job.is_none()).then(|| (key.clone(), pod.clone()));
         let node = node_name.and_then(|n| self.node_by_name.get(n).copied());
         if node_name.is_some() && node.is_none() && job.is_none() {
-            // A foreign pod on a node outside the snapshot: irrelevant.
-            return Ok(None);
+            // A pod on a node outside the snapshot, in no job: irrelevant.
+            return Ok(PodTask { task: None, awaiting });
         }
         let status = task_status(pod);
         let PodRequests { resreq, nonzero_cpu, nonzero_memory } = pod_requests(pod)?;
@@ -436,7 +440,7 @@ impl PodContext<'_> {
             job,
             pod: pod.clone(),
         };
-        Ok(Some((task, node)))
+        Ok(PodTask { task: Some((task, node)), awaiting })
     }
 }
 
@@ -490,6 +494,38 @@ struct Shapes {
     by_request: HashMap<u64, Vec<(u32, TaskId)>>,
     last: Option<(u32, TaskId)>,
     count: u32,
+}
+
+/// The shapes of a snapshot, kept for [`Snapshot::update`]: a task of each shape (a copy,
+/// so that tasks can come and go), by hash of its requests.
+#[derive(Clone, Debug, Default)]
+pub(super) struct ShapeIndex {
+    by_request: HashMap<u64, Vec<(u32, TaskInfo)>>,
+    /// Number of shapes when the snapshot was built.
+    pub(super) built: u32,
+}
+
+impl ShapeIndex {
+    fn new(shapes: Shapes, tasks: &CowVec<TaskInfo>) -> Self {
+        let by_request = shapes
+            .by_request
+            .into_iter()
+            .map(|(h, reps)| (h, reps.into_iter().map(|(shape, t)| (shape, tasks[t.idx()].clone())).collect()))
+            .collect();
+        ShapeIndex { by_request, built: shapes.count }
+    }
+
+    /// The shape of `task`: an existing one, or `*count` (which is then counted).
+    pub(super) fn shape_of(&mut self, task: &TaskInfo, count: &mut u32) -> u32 {
+        let candidates = self.by_request.entry(request_key(task)).or_default();
+        if let Some((shape, _)) = candidates.iter().find(|(_, rep)| same_shape(rep, task)) {
+            return *shape;
+        }
+        let shape = *count;
+        *count += 1;
+        candidates.push((shape, task.clone()));
+        shape
+    }
 }
 
 impl Shapes {
@@ -692,20 +728,25 @@ impl Snapshot {
             }
         };
         let mut shapes = Shapes::default();
+        let mut awaiting = BTreeMap::new();
         let mut waves = pods.chunks_mut(POD_WAVE);
         let mut current = waves.next().map(prepare_wave);
         while let Some(prepared) = current {
             let wave = waves.next();
             if parallel {
-                let (next, attached) = rayon::join(|| wave.map(prepare_wave), || s.attach_tasks(&mut shapes, prepared));
+                let (next, attached) =
+                    rayon::join(|| wave.map(prepare_wave), || s.attach_tasks(&mut shapes, &mut awaiting, prepared));
                 attached?;
                 current = next;
             } else {
-                s.attach_tasks(&mut shapes, prepared)?;
+                s.attach_tasks(&mut shapes, &mut awaiting, prepared)?;
                 current = wave.map(prepare_wave);
             }
         }
         s.shapes = shapes.count;
+        s.shape_index = Arc::new(ShapeIndex::new(shapes, &s.tasks));
+        s.awaiting_group = Arc::new(awaiting);
+        s.task_by_key = Arc::new(s.tasks.iter().enumerate().map(|(i, t)| (t.key.clone(), TaskId(i as u32))).collect());
         s.node_by_name = Arc::new(node_by_name);
         s.queue_by_name = Arc::new(queue_by_name);
         s.job_by_key = Arc::new(job_by_key);
@@ -718,10 +759,15 @@ impl Snapshot {
     fn attach_tasks(
         &mut self,
         shapes: &mut Shapes,
+        awaiting: &mut BTreeMap<Arc<str>, Arc<Pod>>,
         prepared: Vec<Vec<Result<Option<Prepared>, SnapshotError>>>,
     ) -> Result<(), SnapshotError> {
         for p in prepared.into_iter().flatten() {
-            let Some(Prepared { mut task, node, same_as_previous }) = p? else { continue };
+            let Some(Prepared { pod, same_as_previous }) = p? else { continue };
+            if let Some((key, pod)) = pod.awaiting {
+                awaiting.insert(key, pod);
+            }
+            let Some((mut task, node)) = pod.task else { continue };
             let id = TaskId(self.tasks.len() as u32);
             task.shape = match (same_as_previous, shapes.last) {
                 (true, Some((shape, _))) => shape,

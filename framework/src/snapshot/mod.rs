@@ -3,8 +3,10 @@
 //! accounting consistent when a task changes status or node. [`build`] converts Kubernetes
 //! objects into it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::cow::CowVec;
 use crate::model::*;
@@ -47,6 +49,12 @@ pub struct Snapshot {
     node_by_name: Arc<HashMap<String, NodeId>>,
     queue_by_name: Arc<HashMap<String, QueueId>>,
     job_by_key: Arc<HashMap<String, JobId>>,
+    /// The task of each pod.
+    task_by_key: Arc<HashMap<Arc<str>, TaskId>>,
+    /// A task of each shape, for the tasks that [`Snapshot::update`] adds.
+    shape_index: Arc<build::ShapeIndex>,
+    /// The pods of this scheduler that name a PodGroup the snapshot lacks, by key.
+    awaiting_group: Arc<BTreeMap<Arc<str>, Arc<Pod>>>,
 }
 
 impl Snapshot {

@@ -2,16 +2,22 @@
 //!
 //! A scheduler that keeps its snapshot between cycles ([`Snapshot::build`] once, then
 //! [`Snapshot::update`] with the objects that changed) pays for the changes, not for the
-//! cluster. An update applies only changes that leave every id where a fresh build would
-//! put it — objects that changed but neither appeared nor disappeared, pods that kept their
-//! job and their shape, nodes that stayed Ready, PodGroups that kept their queue — and then
-//! gives exactly the snapshot a fresh build of the same objects gives (same tasks, jobs,
-//! nodes and queues, same ids and orders, same sums: quantities are whole numbers of
-//! millicores, bytes or units, so adding and subtracting is exact). Anything else (an
-//! object added or removed, a pod moved to another job or shape, a priority class
-//! changed) answers "rebuild", and the caller builds from scratch.
+//! cluster. An update gives the snapshot a fresh build of the same objects gives, up to the
+//! numbering: the same tasks, jobs, nodes and queues with the same contents and sums
+//! (quantities are whole numbers of millicores, bytes or units, so adding and subtracting
+//! is exact), the same partition of tasks into shapes, a job's tasks in key order, but
+//! tasks and jobs that came or went renumbered: a new pod or PodGroup takes the next id, a
+//! deleted one's id goes to the last task or job. Nothing in a session depends on the
+//! numbering (every ordering ends on names or uids), which `tests/tests/invariants.rs`
+//! checks by running the same cycle on both.
+//!
+//! Pods and PodGroups may appear, disappear, change job, shape, status or node; PodGroups
+//! may change queue. Nodes and queues may change in place; a node or queue that appears or
+//! disappears (or a node that stops or starts being Ready), a priority class change, or a
+//! shape count grown past twice the build's answers "rebuild", and the caller builds from
+//! scratch.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -19,7 +25,8 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use volcano_api::crd::{PodGroup, Queue};
 
 use super::build::{
-    job_info, job_priority, node_info, node_ready, queue_info, same_shape, GroupCache, PodContext, SnapshotError,
+    job_info, job_priority, node_info, node_ready, queue_info, same_shape, GroupCache, PodContext, PodTask,
+    SnapshotError,
 };
 use super::Snapshot;
 use crate::model::*;
@@ -48,24 +55,14 @@ impl Changes {
 }
 
 impl Snapshot {
-    /// The task of the pod with this key (tasks are in key order).
+    /// The task of the pod with this key.
     pub fn task_id(&self, key: &str) -> Option<TaskId> {
-        let (mut lo, mut hi) = (0usize, self.tasks.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            match (*self.tasks[mid].key).cmp(key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(TaskId(mid as u32)),
-            }
-        }
-        None
+        self.task_by_key.get(key).copied()
     }
 
-    /// Applies `changes` in place when the result is exactly what [`Snapshot::build`] gives
-    /// for the changed objects (see the module documentation); returns `Ok(false)`, with
-    /// `self` in an unspecified state, when it is not, and the caller must build from
-    /// scratch. `priority_classes` and `scheduler_names` must be those of the build.
+    /// Applies `changes` in place (see the module documentation); returns `Ok(false)`, with
+    /// `self` in an unspecified state, when the changes need a rebuild, and the caller must
+    /// build from scratch. `priority_classes` and `scheduler_names` must be those of the build.
     pub fn update(
         &mut self,
         changes: &Changes,
@@ -84,26 +81,6 @@ impl Snapshot {
                 return Ok(false);
             }
             self.queues[id.idx()] = info;
-        }
-
-        for (key, pg) in &changes.pod_groups {
-            let Some(j) = self.job_id(key) else { return Ok(false) };
-            let Some(pg) = pg else { return Ok(false) };
-            let queue_name =
-                pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
-            let old = &self.jobs[j.idx()];
-            if self.queue_id(queue_name) != Some(old.queue) {
-                return Ok(false);
-            }
-            let mut job = job_info(pg, key.clone(), old.queue, job_priority(pg, &priority_of, global_default))?;
-            let old = &mut self.jobs[j.idx()];
-            job.tasks = std::mem::take(&mut old.tasks);
-            job.status_counts = old.status_counts;
-            job.pending_best_effort = old.pending_best_effort;
-            job.gated_tasks = old.gated_tasks;
-            job.allocated = old.allocated.clone();
-            job.total_request = old.total_request.clone();
-            *old = job;
         }
 
         let mut touched: BTreeSet<NodeId> = BTreeSet::new();
@@ -129,63 +106,247 @@ impl Snapshot {
             touched.insert(n);
         }
 
+        // PodGroups: changed in place, added at the end, or removed (after their tasks have
+        // left them). The pods whose job may change as a result are looked at again below,
+        // as they are; the pods that changed come after them and win.
+        let mut pods: BTreeMap<Arc<str>, Option<Arc<Pod>>> = BTreeMap::new();
+        let mut removed_jobs: Vec<JobId> = Vec::new();
+        let mut added_jobs: Vec<String> = Vec::new();
+        for (key, pg) in &changes.pod_groups {
+            let queue = pg.as_ref().and_then(|pg| {
+                let name =
+                    pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
+                self.queue_id(name).map(|q| (pg, q))
+            });
+            let old = self.job_id(key);
+            match (old, queue) {
+                (None, None) => {}
+                (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
+                    let mut job = job_info(pg, key.clone(), q, job_priority(pg, &priority_of, global_default))?;
+                    let old = &mut self.jobs[j.idx()];
+                    job.tasks = std::mem::take(&mut old.tasks);
+                    job.status_counts = old.status_counts;
+                    job.pending_best_effort = old.pending_best_effort;
+                    job.gated_tasks = old.gated_tasks;
+                    job.allocated = old.allocated.clone();
+                    job.total_request = old.total_request.clone();
+                    *old = job;
+                }
+                (old, new) => {
+                    if let Some(j) = old {
+                        Arc::make_mut(&mut self.job_by_key).remove(key);
+                        removed_jobs.push(j);
+                        for &t in &self.jobs[j.idx()].tasks {
+                            let task = &self.tasks[t.idx()];
+                            pods.insert(task.key.clone(), Some(task.pod.clone()));
+                        }
+                    }
+                    if let Some((pg, q)) = new {
+                        let id = JobId(self.jobs.len() as u32);
+                        self.jobs.push(job_info(pg, key.clone(), q, job_priority(pg, &priority_of, global_default))?);
+                        Arc::make_mut(&mut self.job_by_key).insert(key.clone(), id);
+                        added_jobs.push(key.clone());
+                    }
+                }
+            }
+        }
+        if !added_jobs.is_empty() && !self.awaiting_group.is_empty() {
+            let added: BTreeSet<&str> = added_jobs.iter().map(String::as_str).collect();
+            for (key, pod) in self.awaiting_group.iter() {
+                let group =
+                    pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));
+                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                if group.is_some_and(|g| added.contains(format!("{namespace}/{g}").as_str())) {
+                    pods.insert(key.clone(), Some(pod.clone()));
+                }
+            }
+        }
+        for (key, pod) in &changes.pods {
+            pods.insert(Arc::from(key.as_str()), pod.clone());
+        }
+
         let cx = PodContext {
             scheduler_names,
             job_by_key: &self.job_by_key.clone(),
             node_by_name: &self.node_by_name.clone(),
             priority_of,
         };
-        for (key, pod) in &changes.pods {
-            let old = self.task_id(key);
-            let new = match pod {
-                Some(p) => cx.task(Arc::from(key.as_str()), p, &mut GroupCache::default())?,
-                None => None,
+        let mut removed_tasks: Vec<TaskId> = Vec::new();
+        for (key, pod) in pods {
+            let old = self.task_id(&key);
+            let new = match &pod {
+                Some(p) => cx.task(key.clone(), p, &mut GroupCache::default())?,
+                None => PodTask { task: None, awaiting: None },
             };
-            let (t, (mut task, node)) = match (old, new) {
-                (None, None) => continue,
-                (Some(t), Some(new)) => (t, new),
-                _ => return Ok(false),
-            };
-            let old = &self.tasks[t.idx()];
-            if old.job != task.job || !same_shape(old, &task) {
-                return Ok(false);
+            match new.awaiting {
+                Some((key, pod)) => {
+                    Arc::make_mut(&mut self.awaiting_group).insert(key, pod);
+                }
+                None if self.awaiting_group.contains_key(&key) => {
+                    Arc::make_mut(&mut self.awaiting_group).remove(&key);
+                }
+                None => {}
             }
-            task.shape = old.shape;
-            // Out with the old task…
-            if let Some(n) = old.node {
-                self.node_remove_task(n, t);
-                touched.insert(n);
-            }
-            let old = &self.tasks[t.idx()];
-            self.status_counts[old.status as usize] -= 1;
-            if let Some(j) = old.job {
-                let job = &mut self.jobs[j.idx()];
-                Self::count_in(job, old, -1);
-                job.gated_tasks -= u32::from(old.sch_gated);
-            }
-            // …in with the new, as the build attaches it.
-            let status = task.status;
-            self.status_counts[status as usize] += 1;
-            self.tasks[t.idx()] = task;
-            let task = &self.tasks[t.idx()];
-            if let Some(j) = task.job {
-                let job = &mut self.jobs[j.idx()];
-                Self::count_in(job, task, 1);
-                job.gated_tasks += u32::from(task.sch_gated);
-            }
-            if let Some(n) = node {
-                if !status.is_completed() {
-                    self.tasks[t.idx()].node = Some(n);
-                    self.node_add_task(n, t);
-                    touched.insert(n);
+            match (old, new.task) {
+                (None, None) => {}
+                (Some(t), None) => {
+                    self.detach_task(t, &mut touched);
+                    removed_tasks.push(t);
+                }
+                (None, Some((task, node))) => {
+                    let t = TaskId(self.tasks.len() as u32);
+                    Arc::make_mut(&mut self.task_by_key).insert(key, t);
+                    self.tasks.push(task);
+                    self.attach_task(t, node, &mut touched);
+                }
+                (Some(t), Some((mut task, node))) => {
+                    let old = &self.tasks[t.idx()];
+                    if old.job == task.job && same_shape(old, &task) {
+                        // The common case (a bind, a status change): same job, same shape.
+                        task.shape = old.shape;
+                        if let Some(n) = old.node {
+                            self.node_remove_task(n, t);
+                            touched.insert(n);
+                        }
+                        let old = &self.tasks[t.idx()];
+                        self.status_counts[old.status as usize] -= 1;
+                        if let Some(j) = old.job {
+                            let job = &mut self.jobs[j.idx()];
+                            Self::count_in(job, old, -1);
+                            job.gated_tasks -= u32::from(old.sch_gated);
+                        }
+                        let status = task.status;
+                        self.status_counts[status as usize] += 1;
+                        self.tasks[t.idx()] = task;
+                        let task = &self.tasks[t.idx()];
+                        if let Some(j) = task.job {
+                            let job = &mut self.jobs[j.idx()];
+                            Self::count_in(job, task, 1);
+                            job.gated_tasks += u32::from(task.sch_gated);
+                        }
+                        if let Some(n) = node.filter(|_| !status.is_completed()) {
+                            self.tasks[t.idx()].node = Some(n);
+                            self.node_add_task(n, t);
+                            touched.insert(n);
+                        }
+                    } else {
+                        self.detach_task(t, &mut touched);
+                        self.tasks[t.idx()] = task;
+                        self.attach_task(t, node, &mut touched);
+                    }
                 }
             }
+            if self.shapes > 2 * self.shape_index.built + 1024 {
+                return Ok(false); // shapes of tasks long gone pile up: start afresh
+            }
         }
-        // A build lists a node's tasks in id order.
+
+        // Removed tasks and jobs give their ids to the last ones, highest id first (so that
+        // the last one is never one still to remove).
+        removed_tasks.sort_unstable();
+        for &t in removed_tasks.iter().rev() {
+            self.remove_task(t, &mut touched);
+        }
+        removed_jobs.sort_unstable();
+        for &j in removed_jobs.iter().rev() {
+            self.remove_job(j);
+        }
+        // A build lists a node's tasks in key order (its task ids are in key order).
         for n in touched {
-            Arc::make_mut(&mut self.nodes[n.idx()].tasks).sort_unstable();
+            let tasks = &self.tasks;
+            Arc::make_mut(&mut self.nodes[n.idx()].tasks)
+                .sort_unstable_by(|a, b| tasks[a.idx()].key.cmp(&tasks[b.idx()].key));
         }
         self.share();
         Ok(true)
+    }
+
+    /// Takes a task out of its job, its node and the counts (it stays in `tasks`).
+    fn detach_task(&mut self, t: TaskId, touched: &mut BTreeSet<NodeId>) {
+        let task = &self.tasks[t.idx()];
+        if let Some(n) = task.node {
+            self.node_remove_task(n, t);
+            touched.insert(n);
+        }
+        let task = &self.tasks[t.idx()];
+        self.status_counts[task.status as usize] -= 1;
+        if let Some(j) = task.job {
+            let job = &mut self.jobs[j.idx()];
+            Self::count_in(job, task, -1);
+            job.gated_tasks -= u32::from(task.sch_gated);
+            job.total_request.sub_unchecked(&task.resreq);
+            if let Some(pos) = job.tasks.iter().position(|&x| x == t) {
+                job.tasks.remove(pos);
+            }
+        }
+        let task = &mut self.tasks[t.idx()];
+        task.node = None;
+        task.job = None;
+    }
+
+    /// Gives the task at `t` (not attached yet) its shape and attaches it to its job (in key
+    /// order) and node, as a build does.
+    fn attach_task(&mut self, t: TaskId, node: Option<NodeId>, touched: &mut BTreeSet<NodeId>) {
+        let shape = Arc::make_mut(&mut self.shape_index).shape_of(&self.tasks[t.idx()], &mut self.shapes);
+        let task = &mut self.tasks[t.idx()];
+        task.shape = shape;
+        task.node = None;
+        let (job, status) = (task.job, task.status);
+        self.status_counts[status as usize] += 1;
+        if let Some(j) = job {
+            let task = &self.tasks[t.idx()];
+            let key = &task.key;
+            let tasks = &self.tasks;
+            let pos = self.jobs[j.idx()].tasks.partition_point(|&x| tasks[x.idx()].key < *key);
+            let job = &mut self.jobs[j.idx()];
+            job.tasks.insert(pos, t);
+            job.gated_tasks += u32::from(task.sch_gated);
+            job.total_request.add(&task.resreq);
+            Self::count_in(job, task, 1);
+        }
+        if let Some(n) = node.filter(|_| !status.is_completed()) {
+            self.tasks[t.idx()].node = Some(n);
+            self.node_add_task(n, t);
+            touched.insert(n);
+        }
+    }
+
+    /// Removes a detached task; the last task takes its id.
+    fn remove_task(&mut self, t: TaskId, touched: &mut BTreeSet<NodeId>) {
+        let gone = self.tasks.swap_remove(t.idx());
+        let by_key = Arc::make_mut(&mut self.task_by_key);
+        by_key.remove(&gone.key);
+        let last = TaskId(self.tasks.len() as u32);
+        if t == last {
+            return;
+        }
+        let moved = &self.tasks[t.idx()];
+        by_key.insert(moved.key.clone(), t);
+        if let Some(j) = moved.job {
+            for x in self.jobs[j.idx()].tasks.iter_mut().filter(|x| **x == last) {
+                *x = t;
+            }
+        }
+        if let Some(n) = moved.node {
+            for x in Arc::make_mut(&mut self.nodes[n.idx()].tasks).iter_mut().filter(|x| **x == last) {
+                *x = t;
+            }
+            touched.insert(n);
+        }
+    }
+
+    /// Removes a job that has no task left; the last job takes its id.
+    fn remove_job(&mut self, j: JobId) {
+        debug_assert!(self.jobs[j.idx()].tasks.is_empty(), "a removed job's tasks left it first");
+        self.jobs.swap_remove(j.idx());
+        let last = JobId(self.jobs.len() as u32);
+        if j == last {
+            return;
+        }
+        let moved = &self.jobs[j.idx()];
+        Arc::make_mut(&mut self.job_by_key).insert(moved.key.clone(), j);
+        for &t in &moved.tasks.clone() {
+            self.tasks[t.idx()].job = Some(j);
+        }
     }
 }
