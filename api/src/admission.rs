@@ -1,0 +1,1 @@
+//! Volcano's job admission webhooks as pure functions (work in progress).
