@@ -26,6 +26,13 @@ pub const DEFAULT_TASK_NAME_PREFIX: &str = "default";
 /// The `maxRetry` of jobs and tasks that set none (or 0).
 pub const DEFAULT_MAX_RETRY: i32 = 3;
 
+/// The job plugins volcano-rs knows (`spec.plugins` keys): Volcano's (`env`, `svc`, `ssh`,
+/// `tensorflow`, `pytorch`, `mpi`, `ray`, `hcclrank`) and `mxnet`, which volcano-rs adds.
+pub const JOB_PLUGINS: [&str; 9] = ["env", "svc", "ssh", "tensorflow", "pytorch", "mpi", "mxnet", "ray", "hcclrank"];
+
+/// The job plugins that need the `svc` plugin (the webhook adds it when missing).
+pub const PLUGINS_NEEDING_SVC: [&str; 5] = ["tensorflow", "mpi", "pytorch", "mxnet", "ray"];
+
 /// The pattern of a DNS-1123 subdomain, as Volcano's schema checks `queue` and
 /// `priorityClassName`.
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
@@ -376,7 +383,7 @@ fn is_default<T: Default + PartialEq>(v: &T) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A TensorFlow ps/worker job as Volcano's examples write it, with plugins, job- and
