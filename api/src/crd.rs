@@ -499,6 +499,7 @@ pub mod crds {
                 node(s, &[nt, &["highestTierName"]].concat())["maxLength"] = serde_json::json!(253);
             }
         });
+        crd.spec.names.list_kind = Some("JobList".into());
         let v = &mut crd.spec.versions[0];
         v.additional_printer_columns = Some(vec![
             column("STATUS", "string", ".status.state.phase", None),
@@ -530,6 +531,7 @@ pub mod crds {
         if let Value::Object(m) = &mut target {
             m.remove("title");
             m.insert("description".into(), "The job or queue the command acts on.".into());
+            m.insert("x-kubernetes-map-type".into(), "atomic".into());
         }
         let string = |d: &str| serde_json::json!({ "type": "string", "description": d });
         let schema = serde_json::json!({
@@ -555,6 +557,7 @@ pub mod crds {
                 group: crate::bus::GROUP.into(),
                 names: CustomResourceDefinitionNames {
                     kind: "Command".into(),
+                    list_kind: Some("CommandList".into()),
                     plural: "commands".into(),
                     singular: Some("command".into()),
                     ..Default::default()
@@ -573,5 +576,73 @@ pub mod crds {
             },
             status: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    fn schema(
+        crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    ) -> Value {
+        serde_json::to_value(&crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema).unwrap()
+    }
+
+    /// Structural (as the API server requires of a CRD): every node has a type unless it
+    /// preserves unknown fields or is int-or-string, and nothing is a `$ref` or an `anyOf`
+    /// of types.
+    fn assert_structural(node: &Value, path: &str) {
+        let Value::Object(m) = node else { return };
+        for bad in ["$ref", "anyOf", "oneOf", "allOf"] {
+            assert!(!m.contains_key(bad), "{path}: {bad}");
+        }
+        let free =
+            m.contains_key("x-kubernetes-preserve-unknown-fields") || m.contains_key("x-kubernetes-int-or-string");
+        assert!(free || m.contains_key("type"), "{path} has no type");
+        for (k, v) in m.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            assert_structural(v, &format!("{path}.{k}"));
+        }
+        for sub in ["items", "additionalProperties"] {
+            if let Some(v) = m.get(sub).filter(|v| v.is_object()) {
+                assert_structural(v, &format!("{path}.{sub}"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_job_crd_is_structural_small_and_constrains_what_volcano_does() {
+        let crd = super::crds::job();
+        let s = schema(&crd);
+        assert_structural(&s, "");
+        let size = serde_json::to_string(&crd).unwrap().len();
+        assert!(size < 100_000, "{size} bytes: far from the 256 KiB client-side apply limit");
+        let task = &s["properties"]["spec"]["properties"]["tasks"]["items"]["properties"];
+        assert_eq!(task["template"]["properties"]["spec"]["x-kubernetes-preserve-unknown-fields"], true);
+        assert_eq!(task["template"]["properties"]["metadata"]["properties"]["labels"]["type"], "object");
+        let policy = &s["properties"]["spec"]["properties"]["policies"]["items"]["properties"];
+        assert_eq!(policy["event"]["enum"].as_array().unwrap().len(), 11);
+        assert_eq!(policy["events"]["items"]["enum"][0], "*");
+        assert!(policy["action"].get("enum").is_none(), "Volcano accepts any action");
+        assert!(task["dependsOn"]["properties"]["iteration"].get("enum").is_none());
+        assert_eq!(s["properties"]["status"]["properties"]["state"]["properties"]["phase"]["enum"][9], "Failed");
+        assert!(s.get("required").is_none(), "Volcano's Job may leave out its spec");
+        let v = &crd.spec.versions[0];
+        assert!(v.subresources.as_ref().unwrap().status.is_some());
+        let columns: Vec<&str> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
+        assert_eq!(columns, ["STATUS", "minAvailable", "RUNNINGS", "AGE", "QUEUE"]);
+        assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["vcjob".to_string(), "vj".to_string()][..]));
+    }
+
+    #[test]
+    fn the_command_crd_has_its_fields_at_the_top_level() {
+        let crd = super::crds::command();
+        let s = schema(&crd);
+        assert_structural(&s, "");
+        let props: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(props, ["action", "apiVersion", "kind", "message", "metadata", "reason", "target"]);
+        assert_eq!(s["properties"]["target"]["required"], serde_json::json!(["apiVersion", "kind", "name", "uid"]));
+        assert!(crd.spec.versions[0].subresources.is_none());
+        assert_eq!(crd.spec.scope, "Namespaced");
     }
 }
