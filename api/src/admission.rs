@@ -35,6 +35,9 @@ pub enum JobRule {
     /// A value outside what Volcano's CRD schema admits (a negative count, `minSuccess` < 1,
     /// an unknown `topologyPolicy`, a task name that is not a DNS-1123 label, ...).
     Schema,
+    /// `runningEstimate` and policy `timeout`s are Go durations (Volcano's webhook fails to
+    /// decode the job otherwise).
+    Duration,
     /// A job has at least one task.
     NoTask,
     /// With the `mpi` plugin, its master task (`--master`, default `master`) exists.
@@ -379,6 +382,17 @@ fn schema(job: &Job, errs: &mut Errors) {
                     format!("unknown topology policy {p:?}; expected one of {}", numa_policy::ALL.join(", ")),
                 );
             }
+        }
+    }
+    let timeouts = spec.policies.iter().enumerate().map(|(j, p)| (format!("spec.policies[{j}].timeout"), &p.timeout));
+    let task_timeouts = spec.tasks.iter().enumerate().flat_map(|(i, t)| {
+        t.policies.iter().enumerate().map(move |(j, p)| (format!("spec.tasks[{i}].policies[{j}].timeout"), &p.timeout))
+    });
+    let durations =
+        [("spec.runningEstimate".to_string(), &spec.running_estimate)].into_iter().chain(timeouts).chain(task_timeouts);
+    for (field, d) in durations {
+        if let Some(Err(e)) = d.as_deref().map(crate::job::parse_go_duration) {
+            errs.add(JobRule::Duration, field, e);
         }
     }
     for (field, v) in [("spec.queue", &spec.queue), ("spec.priorityClassName", &spec.priority_class_name)] {

@@ -104,6 +104,46 @@ pub struct JobSpec {
     pub network_topology: Option<NetworkTopologySpec>,
 }
 
+/// Parses a Go duration (`metav1.Duration`: `90s`, `1h30m`, `1.5h`, `-2m`, `0`) into
+/// seconds, as Go's `time.ParseDuration` reads it: an optional sign, then one or more
+/// numbers each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`).
+pub fn parse_go_duration(s: &str) -> Result<f64, String> {
+    let bad = || format!("{s:?} is not a duration: numbers with units such as 90s, 1h30m, 500ms");
+    let (sign, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (-1.0, r),
+        None => (1.0, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Ok(0.0);
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(n);
+        if num.is_empty() || num == "." || num.matches('.').count() > 1 {
+            return Err(bad());
+        }
+        let value: f64 = num.parse().or_else(|_| format!("0{num}").parse()).map_err(|_| bad())?;
+        let u = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(u);
+        let scale = match unit {
+            "ns" => 1e-9,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = tail;
+    }
+    Ok(sign * total)
+}
+
 pub(crate) fn is_zero(v: &i32) -> bool {
     *v == 0
 }
@@ -518,6 +558,19 @@ status:
         assert_eq!(job.status.as_ref().unwrap().state.phase, Some(JobPhase::Running));
         let back = serde_json::to_value(&job).unwrap();
         assert_eq!(back, orig, "the job lost or changed fields on the way through the types");
+    }
+
+    #[test]
+    fn go_durations() {
+        for (s, secs) in
+            [("90s", 90.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("-2m", -120.0), ("0", 0.0), ("500ms", 0.5)]
+        {
+            assert_eq!(parse_go_duration(s), Ok(secs), "{s}");
+        }
+        assert_eq!(parse_go_duration("2\u{b5}s"), Ok(2e-6));
+        for bad in ["", "5", "1d", "h", "1..5s", "-", "5 m", "1h30"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

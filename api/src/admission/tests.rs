@@ -403,6 +403,21 @@ fn schema_rules_are_checked_too() {
     assert_eq!(e.errors[0].rule, JobRule::Schema);
 }
 
+#[test]
+fn durations_are_go_durations() {
+    let mut j = base();
+    j.spec.running_estimate = Some("2h".into());
+    let mut p = policy(&["PodPending"], None, "RestartPod");
+    p.timeout = Some("5m30s".into());
+    j.spec.tasks[1].policies = vec![p];
+    accepts(&j);
+    j.spec.tasks[1].policies[0].timeout = Some("5 minutes".into());
+    assert_eq!(rejects(&j, JobRule::Duration).field, "spec.tasks[1].policies[0].timeout");
+    j.spec.tasks[1].policies[0].timeout = None;
+    j.spec.running_estimate = Some("2d".into());
+    assert_eq!(rejects(&j, JobRule::Duration).field, "spec.runningEstimate");
+}
+
 // ---- UPDATE ----
 
 #[test]
