@@ -85,6 +85,8 @@ fn crd_files_are_up_to_date() {
     for (file, crd) in [
         ("deploy/crds/scheduling.volcano.sh_podgroups.yaml", volcano_api::crd::crds::pod_group()),
         ("deploy/crds/scheduling.volcano.sh_queues.yaml", volcano_api::crd::crds::queue()),
+        ("deploy/crds/batch.volcano.sh_jobs.yaml", volcano_api::crd::crds::job()),
+        ("deploy/crds/bus.volcano.sh_commands.yaml", volcano_api::crd::crds::command()),
     ] {
         let generated = format!(
             "# Generated from volcano-api (tests/tests/tidy.rs); do not edit: BLESS=1 rewrites it.\n{}",
