@@ -2,7 +2,9 @@
 //! cycle is run and applied, and the pods it bound are the changes. `cargo run --release -p
 //! volcano-benches --example update -- steady-5k 5`. Prints, per repetition, the time to
 //! update a snapshot no other copy shares, one a live copy still shares (each written chunk
-//! is then copied), and a rebuild.
+//! is then copied), and a rebuild; then the same for churn: after that cycle, the first 1%
+//! of the PodGroups go with their pods (jobs that finished) and as many new ones come, with
+//! pods (copies of the last PodGroups under new names).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -10,7 +12,54 @@ use std::time::Instant;
 
 use volcano_benches::runner::{apply, bench_profile, prepare, timed_cycle};
 use volcano_benches::workloads::{Case, SCHEDULER_NAME};
-use volcano_framework::{Changes, Effect, Snapshot};
+use volcano_framework::{Changes, ClusterObjects, Effect, Snapshot};
+
+fn key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!("{}/{}", m.namespace.as_deref().unwrap_or(""), m.name.as_deref().unwrap_or(""))
+}
+
+/// `after` with the first 1% of its PodGroups and their pods gone and as many new ones
+/// (copies of the last ones, renamed), and the changes between the two.
+fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
+    use volcano_api::crd::GROUP_NAME_ANNOTATION;
+    let n = after.pod_groups.len().div_ceil(100);
+    let group_of = |p: &k8s_openapi::api::core::v1::Pod| {
+        let g = p.metadata.annotations.as_ref().and_then(|a| a.get(GROUP_NAME_ANNOTATION)).cloned();
+        g.map(|g| format!("{}/{g}", p.metadata.namespace.as_deref().unwrap_or("")))
+    };
+    let gone: std::collections::HashSet<String> = after.pod_groups[..n].iter().map(|g| key(&g.metadata)).collect();
+    let copied: std::collections::HashSet<String> =
+        after.pod_groups[after.pod_groups.len() - n..].iter().map(|g| key(&g.metadata)).collect();
+    let mut now = after.clone();
+    let mut changes = Changes::default();
+    now.pod_groups.retain(|g| !gone.contains(&key(&g.metadata)));
+    now.pods.retain(|p| !group_of(p).is_some_and(|g| gone.contains(&g)));
+    changes.pod_groups.extend(gone.iter().map(|k| (k.clone(), None)));
+    changes.pods.extend(after.pods.iter().filter(|p| group_of(p).is_some_and(|g| gone.contains(&g))).map(|p| (key(&p.metadata), None)));
+    for g in &after.pod_groups[after.pod_groups.len() - n..] {
+        let mut g = (**g).clone();
+        let name = format!("{}-new", g.metadata.name.as_deref().unwrap_or(""));
+        g.metadata.name = Some(name.clone());
+        g.status = None;
+        let g = Arc::new(g);
+        changes.pod_groups.push((key(&g.metadata), Some(g.clone())));
+        now.pod_groups.push(g);
+    }
+    for p in after.pods.iter().filter(|p| group_of(p).is_some_and(|g| copied.contains(&g))) {
+        let mut p = (**p).clone();
+        p.metadata.name = Some(format!("{}-new", p.metadata.name.as_deref().unwrap_or("")));
+        let g = p.metadata.annotations.as_ref().and_then(|a| a.get(GROUP_NAME_ANNOTATION)).cloned().unwrap_or_default();
+        p.metadata.annotations.get_or_insert_with(Default::default).insert(GROUP_NAME_ANNOTATION.to_string(), format!("{g}-new"));
+        if let Some(spec) = p.spec.as_mut() {
+            spec.node_name = None;
+        }
+        p.status = None;
+        let p = Arc::new(p);
+        changes.pods.push((key(&p.metadata), Some(p.clone())));
+        now.pods.push(p);
+    }
+    (now, changes)
+}
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -65,6 +114,29 @@ fn main() {
         println!(
             "#{r}: update {:.2} ms (unshared) {:.2} ms (shared with a live copy), rebuild {:.2} ms",
             unshared.as_secs_f64() * 1e3,
+            with_copy.as_secs_f64() * 1e3,
+            build.as_secs_f64() * 1e3
+        );
+    }
+    let (now, changes) = churn(&after);
+    let kept = Snapshot::build(&after, &names).expect("valid");
+    println!(
+        "churn: {} PodGroups and {} pods changed (gone or new)",
+        changes.pod_groups.len(),
+        changes.pods.len()
+    );
+    for r in 0..reps {
+        let mut shared = kept.clone();
+        let t = Instant::now();
+        assert!(shared.update(&changes, &after.priority_classes, &names).expect("valid"));
+        let with_copy = t.elapsed();
+        let t = Instant::now();
+        let rebuilt = Snapshot::build(&now, &names).expect("valid");
+        let build = t.elapsed();
+        assert_eq!((shared.tasks.len(), shared.jobs.len()), (rebuilt.tasks.len(), rebuilt.jobs.len()));
+        drop((shared, rebuilt));
+        println!(
+            "#{r}: update {:.2} ms (shared with a live copy), rebuild {:.2} ms",
             with_copy.as_secs_f64() * 1e3,
             build.as_secs_f64() * 1e3
         );
