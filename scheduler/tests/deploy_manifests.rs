@@ -5,11 +5,10 @@
 //! holds a configuration the scheduler accepts; the RBAC is exactly what the scheduler calls.
 //!
 //! With `KUBEBUILDER_ASSETS` (a directory with etcd and kube-apiserver; see
-//! tests/support/mod.rs), the manifests are also applied to a real API server in the order
+//! `volcano_testkit::apiserver`), the manifests are also applied to a real API server in the order
 //! `kubectl apply -f deploy/crds/ -f deploy/` uses, and the scheduler runs with the
 //! ServiceAccount's own token: the RBAC is enough to schedule, and denies the rest.
 
-mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -519,7 +518,7 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
     use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-    use support::{eventually, ApiServer};
+    use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
     use volcano_api::crd::{PodGroup, PodGroupPhase, Queue};
 
     let Some(assets) = support::assets() else { return };

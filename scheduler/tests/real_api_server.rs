@@ -4,7 +4,6 @@
 //! namespace, scheduler name and nodes (selected with `--node-selector`), so scenarios do
 //! not see each other's pods.
 
-mod support;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -18,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use support::{eventually, ApiServer};
+use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 use tokio::sync::oneshot;
 use volcano_api::crd::{PodGroup, PodGroupPhase, PodGroupSpec, Queue, GROUP_NAME_ANNOTATION};
 use volcano_scheduler::options::SchedulerOptions;

@@ -5,6 +5,8 @@
 //! The scenario runner (`tests/scenarios.rs`) and the property tests (`tests/invariants.rs`)
 //! live beside this library.
 
+#[cfg(feature = "apiserver")]
+pub mod apiserver;
 pub mod fixtures;
 pub mod scenario;
 

@@ -1,9 +1,8 @@
 //! A real API server for tests: etcd and kube-apiserver started from the directory named by
 //! `KUBEBUILDER_ASSETS` (the envtest convention; see docs/testing.md), on free loopback
 //! ports, with a token and a kubeconfig, stopped when the [`ApiServer`] is dropped (also
-//! when a test panics).
-
-#![allow(dead_code, unreachable_pub)]
+//! when a test panics). Behind the `apiserver` feature; used by the real-API-server suites
+//! of the scheduler, the webhook and the controller.
 
 use std::io::Write;
 use std::net::TcpListener;

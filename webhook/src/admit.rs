@@ -1,0 +1,309 @@
+//! The admission decisions, without IO: an `AdmissionRequest` and what the webhook knows of
+//! the cluster (the queues, the namespace's default queue) in, an `AdmissionResponse` out.
+//!
+//! | path | operations | what |
+//! |---|---|---|
+//! | `/jobs/mutate` | CREATE | [`volcano_api::admission::mutate_job`]'s defaults, as a JSON patch |
+//! | `/jobs/validate` | CREATE, UPDATE | [`volcano_api::admission::validate_job_create`] / [`validate_job_update`] |
+//! | `/queues/mutate` | CREATE | `weight` 1 and `reclaimable: true` when unset |
+//! | `/queues/validate` | CREATE, UPDATE, DELETE | the queue on its own and the hierarchy with the others; `root` and the default queue are never deleted, other queues only when Closed and childless |
+//! | `/podgroups/mutate` | CREATE | the namespace's `scheduling.volcano.sh/queue-name` annotation as the queue of a PodGroup that names none (or `default`) |
+//! | `/podgroups/validate` | CREATE | the PodGroup on its own; its queue exists and is Open |
+//!
+//! The paths are Volcano's webhook-manager's, so its webhook configurations work unchanged.
+//! A rejection names the object, the field and the rule broken; an object that does not
+//! decode is rejected with serde's message (the API server has already checked the schema,
+//! so this only happens with a CRD older than the webhook).
+
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::DynamicObject;
+use json_patch::jsonptr;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use volcano_api::admission;
+use volcano_api::crd::{PodGroup, Queue, QueueState, QUEUE_NAME_ANNOTATION};
+use volcano_api::job::Job;
+use volcano_api::names::{DEFAULT_QUEUE, ROOT_QUEUE};
+use volcano_api::validation;
+
+/// One of the webhook's endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `/jobs/mutate`.
+    JobsMutate,
+    /// `/jobs/validate`.
+    JobsValidate,
+    /// `/queues/mutate`.
+    QueuesMutate,
+    /// `/queues/validate`.
+    QueuesValidate,
+    /// `/podgroups/mutate`.
+    PodGroupsMutate,
+    /// `/podgroups/validate`.
+    PodGroupsValidate,
+}
+
+impl Endpoint {
+    /// Every endpoint.
+    pub const ALL: [Endpoint; 6] = [
+        Endpoint::JobsMutate,
+        Endpoint::JobsValidate,
+        Endpoint::QueuesMutate,
+        Endpoint::QueuesValidate,
+        Endpoint::PodGroupsMutate,
+        Endpoint::PodGroupsValidate,
+    ];
+
+    /// The HTTP path, as Volcano's webhook-manager serves it.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::JobsMutate => "/jobs/mutate",
+            Endpoint::JobsValidate => "/jobs/validate",
+            Endpoint::QueuesMutate => "/queues/mutate",
+            Endpoint::QueuesValidate => "/queues/validate",
+            Endpoint::PodGroupsMutate => "/podgroups/mutate",
+            Endpoint::PodGroupsValidate => "/podgroups/validate",
+        }
+    }
+
+    /// The endpoint of a path.
+    pub fn from_path(path: &str) -> Option<Endpoint> {
+        Endpoint::ALL.into_iter().find(|e| e.path() == path)
+    }
+
+    /// Whether the endpoint mutates (else it validates).
+    pub fn mutates(self) -> bool {
+        matches!(self, Endpoint::JobsMutate | Endpoint::QueuesMutate | Endpoint::PodGroupsMutate)
+    }
+}
+
+/// The webhook's settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// The queue of jobs that name none.
+    pub default_queue: String,
+    /// The scheduler of jobs that name none (Volcano: the first `--scheduler-name`).
+    pub scheduler_name: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings { default_queue: DEFAULT_QUEUE.to_string(), scheduler_name: "volcano-rs".to_string() }
+    }
+}
+
+/// What the webhook knows of the cluster for one request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Facts<'a> {
+    /// Every queue (from the webhook's watch).
+    pub queues: &'a [Queue],
+    /// The `scheduling.volcano.sh/queue-name` annotation of the request's namespace, if any
+    /// (read for `/podgroups/mutate` only).
+    pub namespace_queue: Option<&'a str>,
+}
+
+/// Decides a request to `endpoint`.
+pub fn admit(
+    endpoint: Endpoint,
+    req: &AdmissionRequest<DynamicObject>,
+    settings: &Settings,
+    facts: Facts<'_>,
+) -> AdmissionResponse {
+    let res = AdmissionResponse::from(req);
+    let outcome = match endpoint {
+        Endpoint::JobsMutate => jobs_mutate(req, settings),
+        Endpoint::JobsValidate => jobs_validate(req, facts),
+        Endpoint::QueuesMutate => queues_mutate(req),
+        Endpoint::QueuesValidate => queues_validate(req, settings, facts),
+        Endpoint::PodGroupsMutate => pod_groups_mutate(req, facts),
+        Endpoint::PodGroupsValidate => pod_groups_validate(req, facts),
+    };
+    match outcome {
+        Ok(Verdict::Allow) => res,
+        Ok(Verdict::Patch(patch)) if patch.0.is_empty() => res,
+        Ok(Verdict::Patch(patch)) => match res.with_patch(patch) {
+            Ok(res) => res,
+            Err(e) => AdmissionResponse::from(req).deny(format!("cannot encode the patch: {e}")),
+        },
+        Err(why) => res.deny(why),
+    }
+}
+
+/// What a handler decided.
+enum Verdict {
+    Allow,
+    Patch(json_patch::Patch),
+}
+
+fn object_name(req: &AdmissionRequest<DynamicObject>) -> String {
+    match &req.namespace {
+        Some(ns) if !ns.is_empty() => format!("{ns}/{}", req.name),
+        _ => req.name.clone(),
+    }
+}
+
+/// The request's object (or old object), as `T`.
+fn decode<T: DeserializeOwned>(
+    req: &AdmissionRequest<DynamicObject>,
+    obj: Option<&DynamicObject>,
+    kind: &str,
+) -> Result<(T, Value), String> {
+    let obj = obj.ok_or_else(|| format!("{kind} {}: the request has no object", object_name(req)))?;
+    let value = serde_json::to_value(obj).map_err(|e| format!("{kind} {}: {e}", object_name(req)))?;
+    let typed = serde_json::from_value(value.clone())
+        .map_err(|e| format!("{kind} {}: cannot decode the object: {e}", object_name(req)))?;
+    Ok((typed, value))
+}
+
+/// The JSON patch from `before` to `after` (serialized the same way).
+fn patch_to<T: serde::Serialize>(before: &Value, after: &T) -> Result<Verdict, String> {
+    let after = serde_json::to_value(after).map_err(|e| e.to_string())?;
+    Ok(Verdict::Patch(json_patch::diff(before, &after)))
+}
+
+fn jobs_mutate(req: &AdmissionRequest<DynamicObject>, settings: &Settings) -> Result<Verdict, String> {
+    if req.operation != Operation::Create {
+        return Ok(Verdict::Allow);
+    }
+    let (job, value): (Job, Value) = decode(req, req.object.as_ref(), "Job")?;
+    let mutated = admission::mutate_job(&job, &settings.default_queue, &settings.scheduler_name);
+    // The patch goes from the typed object (re-encoded) to the mutated one, so it touches
+    // only what the mutation changed; it must apply to the object as sent.
+    let before = serde_json::to_value(&job).map_err(|e| e.to_string())?;
+    let Verdict::Patch(patch) = patch_to(&before, &mutated)? else { return Ok(Verdict::Allow) };
+    let mut sent = value;
+    json_patch::patch(&mut sent, &patch)
+        .map_err(|e| format!("Job {}: the defaults do not apply to the object: {e}", object_name(req)))?;
+    Ok(Verdict::Patch(patch))
+}
+
+fn jobs_validate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) -> Result<Verdict, String> {
+    match req.operation {
+        Operation::Create => {
+            let (job, _): (Job, Value) = decode(req, req.object.as_ref(), "Job")?;
+            admission::validate_job_create(&job, facts.queues).map_err(|e| e.to_string())?;
+        }
+        Operation::Update => {
+            let (new, _): (Job, Value) = decode(req, req.object.as_ref(), "Job")?;
+            let (old, _): (Job, Value) = decode(req, req.old_object.as_ref(), "Job")?;
+            admission::validate_job_update(&old, &new).map_err(|e| e.to_string())?;
+        }
+        _ => {}
+    }
+    Ok(Verdict::Allow)
+}
+
+fn queues_mutate(req: &AdmissionRequest<DynamicObject>) -> Result<Verdict, String> {
+    if req.operation != Operation::Create {
+        return Ok(Verdict::Allow);
+    }
+    let (queue, value): (Queue, Value) = decode(req, req.object.as_ref(), "Queue")?;
+    let mut ops = Vec::new();
+    if queue.spec.weight.unwrap_or(0) == 0 {
+        ops.push(add_op("/spec/weight", Value::from(1)));
+    }
+    if queue.spec.reclaimable.is_none() {
+        ops.push(add_op("/spec/reclaimable", Value::Bool(true)));
+    }
+    if !ops.is_empty() && value.get("spec").is_none() {
+        ops.insert(0, add_op("/spec", Value::Object(Default::default())));
+    }
+    Ok(Verdict::Patch(json_patch::Patch(ops)))
+}
+
+fn add_op(path: &str, value: Value) -> json_patch::PatchOperation {
+    json_patch::PatchOperation::Add(json_patch::AddOperation {
+        path: jsonptr::PointerBuf::parse(path).expect("a valid pointer"),
+        value,
+    })
+}
+
+fn queues_validate(
+    req: &AdmissionRequest<DynamicObject>,
+    settings: &Settings,
+    facts: Facts<'_>,
+) -> Result<Verdict, String> {
+    match req.operation {
+        Operation::Create | Operation::Update => {
+            let (queue, _): (Queue, Value) = decode(req, req.object.as_ref(), "Queue")?;
+            let name = queue.metadata.name.clone().unwrap_or_default();
+            validation::queue(&queue).map_err(|e| format!("queue {name}: {e}"))?;
+            // The hierarchy with this queue in place of (or beside) the stored one.
+            let mut all: Vec<&Queue> =
+                facts.queues.iter().filter(|q| q.metadata.name.as_deref() != Some(name.as_str())).collect();
+            all.push(&queue);
+            validation::queue_hierarchy(all).map_err(|(q, e)| format!("queue {q}: {e}"))?;
+        }
+        Operation::Delete => {
+            let name = req.name.as_str();
+            if name == ROOT_QUEUE || name == settings.default_queue {
+                return Err(format!("queue {name}: the {name} queue can not be deleted"));
+            }
+            let old = req.old_object.as_ref().map(|_| decode::<Queue>(req, req.old_object.as_ref(), "Queue"));
+            let stored = facts.queues.iter().find(|q| q.metadata.name.as_deref() == Some(name));
+            let state = match old {
+                Some(Ok((q, _))) => q.status.and_then(|s| s.state),
+                _ => stored.and_then(|q| q.status.as_ref()).and_then(|s| s.state),
+            };
+            if state != Some(QueueState::Closed) {
+                return Err(format!(
+                    "queue {name}: only queue with state `Closed` can be deleted, the queue is {}",
+                    state.map(|s| format!("{s:?}")).unwrap_or_else(|| "in no state yet".to_string())
+                ));
+            }
+            let children: Vec<&str> = facts
+                .queues
+                .iter()
+                .filter(|q| q.spec.parent.as_deref() == Some(name))
+                .filter_map(|q| q.metadata.name.as_deref())
+                .collect();
+            if !children.is_empty() {
+                return Err(format!("queue {name}: it has child queues ({})", children.join(", ")));
+            }
+        }
+        Operation::Connect => {}
+    }
+    Ok(Verdict::Allow)
+}
+
+fn pod_groups_mutate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) -> Result<Verdict, String> {
+    if req.operation != Operation::Create {
+        return Ok(Verdict::Allow);
+    }
+    let Some(queue) = facts.namespace_queue.filter(|q| !q.is_empty()) else { return Ok(Verdict::Allow) };
+    let (pg, value): (PodGroup, Value) = decode(req, req.object.as_ref(), "PodGroup")?;
+    let current = pg.spec.queue.as_deref().unwrap_or_default();
+    if !(current.is_empty() || current == DEFAULT_QUEUE) || current == queue {
+        return Ok(Verdict::Allow);
+    }
+    let mut ops = Vec::new();
+    if value.get("spec").is_none() {
+        ops.push(add_op("/spec", Value::Object(Default::default())));
+    }
+    ops.push(add_op("/spec/queue", Value::String(queue.to_string())));
+    Ok(Verdict::Patch(json_patch::Patch(ops)))
+}
+
+fn pod_groups_validate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) -> Result<Verdict, String> {
+    if req.operation != Operation::Create {
+        return Ok(Verdict::Allow);
+    }
+    let (pg, _): (PodGroup, Value) = decode(req, req.object.as_ref(), "PodGroup")?;
+    let name = object_name(req);
+    validation::pod_group(&pg).map_err(|e| format!("PodGroup {name}: {e}"))?;
+    let queue = pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(DEFAULT_QUEUE);
+    let Some(q) = facts.queues.iter().find(|q| q.metadata.name.as_deref() == Some(queue)) else {
+        return Err(format!("PodGroup {name}: spec.queue: queue {queue} does not exist"));
+    };
+    let state = q.status.as_ref().and_then(|s| s.state);
+    if !matches!(state, None | Some(QueueState::Open)) {
+        return Err(format!("PodGroup {name}: spec.queue: queue {queue} is {state:?}, not Open", state = state.unwrap()));
+    }
+    if let Some(ns_queue) = facts.namespace_queue.filter(|q| !q.is_empty()) {
+        if pg.metadata.annotations.as_ref().and_then(|a| a.get(QUEUE_NAME_ANNOTATION)).is_some_and(|a| a != ns_queue)
+        {
+            tracing::debug!(pod_group = %name, "the PodGroup's queue annotation differs from its namespace's");
+        }
+    }
+    Ok(Verdict::Allow)
+}
