@@ -225,7 +225,7 @@ impl DelayedActions {
             out.extend(ready.iter().filter_map(|k| pods.remove(k)));
         }
         self.jobs.retain(|_, pods| !pods.is_empty());
-        out.sort_by(|a, b| a.due.cmp(&b.due));
+        out.sort_by_key(|d| d.due);
         out
     }
 

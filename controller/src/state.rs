@@ -393,17 +393,18 @@ pub fn decide(job: &Job, counts: &Counts, action: &Action, target: Option<&Targe
             }
         }
         JobPhase::Aborting | JobPhase::Aborted if *action == Action::ResumeJob => to(JobPhase::Restarting, true),
-        JobPhase::Aborting | JobPhase::Completing | JobPhase::Terminating => {
-            if counts.terminating == 0 && counts.pending == 0 && counts.running == 0 {
-                let next = match phase {
-                    JobPhase::Aborting => JobPhase::Aborted,
-                    JobPhase::Completing => JobPhase::Completed,
-                    _ => JobPhase::Terminated,
-                };
-                to(next, false);
-            }
+        JobPhase::Aborting | JobPhase::Completing | JobPhase::Terminating
+            if counts.terminating == 0 && counts.pending == 0 && counts.running == 0 =>
+        {
+            let next = match phase {
+                JobPhase::Aborting => JobPhase::Aborted,
+                JobPhase::Completing => JobPhase::Completed,
+                _ => JobPhase::Terminated,
+            };
+            to(next, false);
         }
-        // Aborted (but ResumeJob), Completed, Terminated, Failed: no phase change.
+        // Aborting, Completing, Terminating with pods left; Aborted (but ResumeJob), Completed,
+        // Terminated, Failed: no phase change.
         _ => {}
     }
     d

@@ -29,13 +29,13 @@ pub fn initial(job: &Job, now: Timestamp) -> Option<JobStatus> {
 
 /// The job's status after `decision`, where `counts` are the counts its work left.
 ///
-/// - [`Work::Sync`]: the counts, the spec's `minAvailable`, the phase the decision sets;
+/// - On a [`Work::Sync`]: the counts, the spec's `minAvailable`, the phase the decision sets;
 ///   when anything in the status changed, `lastTransitionTime` becomes `now` and a condition
 ///   for the (possibly unchanged) phase is appended, as Volcano does.
-/// - [`Work::Kill`] and [`Work::KillTargets`]: the counts, `version` bumped for a full
+/// - On a [`Work::Kill`] or [`Work::KillTargets`]: the counts, `version` bumped for a full
 ///   kill; when the decision sets a phase, `lastTransitionTime` becomes `now` and a condition
 ///   is appended; `runningDuration` becomes `lastTransitionTime − creationTimestamp`.
-/// - [`Work::None`]: unchanged.
+/// - On [`Work::None`] nothing changes.
 ///
 /// Conditions keep one entry per phase: a phase entered again moves to the end with the new
 /// time (Volcano's `appendJobCondition`). `state.reason` and `state.message` are left as
