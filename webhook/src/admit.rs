@@ -150,7 +150,12 @@ fn decode<T: DeserializeOwned>(
 ) -> Result<(T, Value), String> {
     let obj = obj.ok_or_else(|| format!("{kind} {}: the request has no object", object_name(req)))?;
     let value = serde_json::to_value(obj).map_err(|e| format!("{kind} {}: {e}", object_name(req)))?;
-    let typed = serde_json::from_value(value.clone())
+    // An object without a spec (which the CRDs allow) decodes as one with an empty spec.
+    let mut filled = value.clone();
+    if filled.get("spec").is_none_or(Value::is_null) {
+        filled["spec"] = Value::Object(Default::default());
+    }
+    let typed = serde_json::from_value(filled)
         .map_err(|e| format!("{kind} {}: cannot decode the object: {e}", object_name(req)))?;
     Ok((typed, value))
 }
@@ -306,4 +311,233 @@ fn pod_groups_validate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) 
         }
     }
     Ok(Verdict::Allow)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::admission::AdmissionReview;
+    use serde_json::json;
+
+    /// A request as the API server sends it.
+    fn request(
+        resource: (&str, &str, &str),
+        kind: &str,
+        op: &str,
+        object: Option<Value>,
+        old: Option<Value>,
+    ) -> AdmissionRequest<DynamicObject> {
+        let (group, version, plural) = resource;
+        let name = object.as_ref().or(old.as_ref()).and_then(|o| o["metadata"]["name"].as_str()).unwrap_or("x");
+        let namespace = object.as_ref().or(old.as_ref()).and_then(|o| o["metadata"]["namespace"].as_str());
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": group, "version": version, "kind": kind},
+                "resource": {"group": group, "version": version, "resource": plural},
+                "requestKind": {"group": group, "version": version, "kind": kind},
+                "requestResource": {"group": group, "version": version, "resource": plural},
+                "name": name,
+                "namespace": namespace,
+                "operation": op,
+                "userInfo": {"username": "admin"},
+                "object": object,
+                "oldObject": old,
+                "dryRun": false,
+            }
+        });
+        let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+        review.try_into().unwrap()
+    }
+
+    const JOBS: (&str, &str, &str) = ("batch.volcano.sh", "v1alpha1", "jobs");
+    const QUEUES: (&str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "queues");
+    const PODGROUPS: (&str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "podgroups");
+
+    fn job(queue: Option<&str>, replicas: i32, min_available: Option<i32>) -> Value {
+        let mut j = json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "tf", "namespace": "ml", "uid": "u1", "labels": {"team": "a"}},
+            "spec": {
+                "plugins": {"tensorflow": ["--port=2222"]},
+                "tasks": [{"name": "worker", "replicas": replicas, "template": {"spec": {
+                    "containers": [{"name": "c", "image": "tf", "futureField": {"kept": true}}],
+                    "restartPolicy": "Never"
+                }}}]
+            }
+        });
+        if let Some(q) = queue {
+            j["spec"]["queue"] = q.into();
+        }
+        if let Some(m) = min_available {
+            j["spec"]["minAvailable"] = m.into();
+        }
+        j
+    }
+
+    fn queue(name: &str, state: &str, parent: Option<&str>) -> Queue {
+        let mut q: Queue = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+            "metadata": {"name": name}, "spec": {"weight": 1},
+            "status": {"state": state}
+        }))
+        .unwrap();
+        q.spec.parent = parent.map(str::to_string);
+        q
+    }
+
+    fn patched(res: &AdmissionResponse, object: &Value) -> Value {
+        let patch: json_patch::Patch = serde_json::from_slice(res.patch.as_deref().expect("a patch")).unwrap();
+        let mut o = object.clone();
+        json_patch::patch(&mut o, &patch).unwrap();
+        o
+    }
+
+    #[test]
+    fn a_job_gets_volcanos_defaults_as_a_patch_that_keeps_unknown_fields() {
+        let object = job(None, 2, None);
+        let req = request(JOBS, "Job", "CREATE", Some(object.clone()), None);
+        let res = admit(Endpoint::JobsMutate, &req, &Settings::default(), Facts::default());
+        assert!(res.allowed);
+        let o = patched(&res, &object);
+        assert_eq!(o["spec"]["queue"], "default");
+        assert_eq!(o["spec"]["schedulerName"], "volcano-rs");
+        assert_eq!(o["spec"]["maxRetry"], 3);
+        assert_eq!(o["spec"]["minAvailable"], 2);
+        assert_eq!(o["spec"]["tasks"][0]["minAvailable"], 2);
+        assert!(o["spec"]["plugins"]["svc"].is_array(), "tensorflow adds svc: {o}");
+        assert_eq!(o["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["futureField"]["kept"], true);
+        assert_eq!(o["metadata"]["labels"]["team"], "a");
+        // A job that has every default needs no patch.
+        let req = request(JOBS, "Job", "CREATE", Some(o.clone()), None);
+        let res = admit(Endpoint::JobsMutate, &req, &Settings::default(), Facts::default());
+        assert!(res.allowed && res.patch.is_none(), "{:?}", res.patch.map(String::from_utf8));
+        // Updates are not mutated.
+        let req = request(JOBS, "Job", "UPDATE", Some(object.clone()), Some(object));
+        assert!(admit(Endpoint::JobsMutate, &req, &Settings::default(), Facts::default()).patch.is_none());
+    }
+
+    #[test]
+    fn job_validation_names_the_job_the_field_and_the_rule() {
+        let queues = [queue("default", "Open", None), queue("closed", "Closed", None)];
+        let facts = Facts { queues: &queues, namespace_queue: None };
+        let ok = patched(
+            &admit(
+                Endpoint::JobsMutate,
+                &request(JOBS, "Job", "CREATE", Some(job(None, 2, None)), None),
+                &Settings::default(),
+                Facts::default(),
+            ),
+            &job(None, 2, None),
+        );
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(ok.clone()), None), &Settings::default(), facts);
+        assert!(res.allowed, "{}", res.result.message);
+
+        let mut bad = ok.clone();
+        bad["spec"]["minAvailable"] = 5.into();
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(bad), None), &Settings::default(), facts);
+        assert!(!res.allowed);
+        assert!(res.result.message.starts_with("job ml/tf: spec.minAvailable"), "{}", res.result.message);
+
+        let mut closed = ok.clone();
+        closed["spec"]["queue"] = "closed".into();
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(closed), None), &Settings::default(), facts);
+        assert!(!res.allowed && res.result.message.contains("spec.queue"), "{}", res.result.message);
+
+        let mut more = ok.clone();
+        more["spec"]["tasks"][0]["replicas"] = 4.into();
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "UPDATE", Some(more.clone()), Some(ok.clone())), &Settings::default(), facts);
+        assert!(res.allowed, "{}", res.result.message);
+        more["spec"]["tasks"][0]["name"] = "renamed".into();
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "UPDATE", Some(more), Some(ok)), &Settings::default(), facts);
+        assert!(!res.allowed, "a task rename is not an allowed update");
+    }
+
+    #[test]
+    fn an_object_that_does_not_decode_is_denied_with_the_reason() {
+        let mut o = job(None, 2, None);
+        o["spec"]["tasks"] = "not a list".into();
+        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(o), None), &Settings::default(), Facts::default());
+        assert!(!res.allowed);
+        assert!(res.result.message.starts_with("Job ml/tf: cannot decode the object"), "{}", res.result.message);
+    }
+
+    #[test]
+    fn queues_get_weight_and_reclaimable_and_keep_their_hierarchy_sound() {
+        let object = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"}});
+        let res = admit(Endpoint::QueuesMutate, &request(QUEUES, "Queue", "CREATE", Some(object.clone()), None), &Settings::default(), Facts::default());
+        let o = patched(&res, &object);
+        assert_eq!((o["spec"]["weight"].clone(), o["spec"]["reclaimable"].clone()), (json!(1), json!(true)));
+
+        let queues = [queue("root", "Open", None), queue("default", "Open", Some("root")), queue("eng", "Open", Some("root"))];
+        let facts = Facts { queues: &queues, namespace_queue: None };
+        let mut child = serde_json::to_value(queue("dev", "Open", Some("nowhere"))).unwrap();
+        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "CREATE", Some(child.clone()), None), &Settings::default(), facts);
+        assert!(!res.allowed && res.result.message.contains("spec.parent"), "{}", res.result.message);
+        child["spec"]["parent"] = "eng".into();
+        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "CREATE", Some(child), None), &Settings::default(), facts);
+        assert!(res.allowed, "{}", res.result.message);
+        let mut weight = serde_json::to_value(queue("eng", "Open", Some("root"))).unwrap();
+        weight["spec"]["weight"] = 0.into();
+        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "UPDATE", Some(weight), None), &Settings::default(), facts);
+        assert!(!res.allowed && res.result.message.starts_with("queue eng: spec.weight"), "{}", res.result.message);
+    }
+
+    #[test]
+    fn only_closed_childless_queues_other_than_root_and_default_are_deleted() {
+        let queues = [
+            queue("root", "Open", None),
+            queue("default", "Closed", Some("root")),
+            queue("open", "Open", Some("root")),
+            queue("parent", "Closed", Some("root")),
+            queue("child", "Closed", Some("parent")),
+        ];
+        let facts = Facts { queues: &queues, namespace_queue: None };
+        let delete = |name: &str| {
+            let old = serde_json::to_value(queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)).unwrap()).unwrap();
+            admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "DELETE", None, Some(old)), &Settings::default(), facts)
+        };
+        for (name, allowed, says) in [
+            ("root", false, "can not be deleted"),
+            ("default", false, "can not be deleted"),
+            ("open", false, "only queue with state `Closed` can be deleted"),
+            ("parent", false, "child queues (child)"),
+            ("child", true, ""),
+        ] {
+            let res = delete(name);
+            assert_eq!(res.allowed, allowed, "{name}: {}", res.result.message);
+            assert!(res.result.message.contains(says), "{name}: {}", res.result.message);
+        }
+    }
+
+    #[test]
+    fn pod_groups_take_their_namespaces_queue_and_need_an_open_one() {
+        let object = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2}});
+        let facts = Facts { queues: &[], namespace_queue: Some("team-a") };
+        let res = admit(Endpoint::PodGroupsMutate, &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None), &Settings::default(), facts);
+        assert_eq!(patched(&res, &object)["spec"]["queue"], "team-a");
+        let mut named = object.clone();
+        named["spec"]["queue"] = "other".into();
+        let res = admit(Endpoint::PodGroupsMutate, &request(PODGROUPS, "PodGroup", "CREATE", Some(named), None), &Settings::default(), facts);
+        assert!(res.patch.is_none(), "a PodGroup that names its queue keeps it");
+
+        let queues = [queue("default", "Open", None), queue("shut", "Closed", None)];
+        let facts = Facts { queues: &queues, namespace_queue: None };
+        let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None), &Settings::default(), facts);
+        assert!(res.allowed, "{}", res.result.message);
+        for (q, says) in [("shut", "is Closed, not Open"), ("missing", "does not exist")] {
+            let mut o = object.clone();
+            o["spec"]["queue"] = q.into();
+            let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(o), None), &Settings::default(), facts);
+            assert!(!res.allowed && res.result.message.contains(says), "{}", res.result.message);
+        }
+        let mut neg = object;
+        neg["spec"]["minMember"] = (-1).into();
+        let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(neg), None), &Settings::default(), facts);
+        assert!(!res.allowed && res.result.message.starts_with("PodGroup ml/pg: spec.minMember"), "{}", res.result.message);
+    }
 }
