@@ -423,9 +423,10 @@ pub(crate) mod testing {
         plan::pod(job, &plugins, t, i).expect("pod plans")
     }
 
-    /// `name=value` of a container's literal env vars.
+    /// `name=value` of a container's literal env vars (not those read from the `svc`
+    /// ConfigMap).
     pub(crate) fn env_of(c: &k8s_openapi::api::core::v1::Container) -> Vec<String> {
-        c.env.iter().flatten().map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("<from>"))).collect()
+        c.env.iter().flatten().filter_map(|e| Some(format!("{}={}", e.name, e.value.as_deref()?))).collect()
     }
 }
 
