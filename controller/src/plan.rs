@@ -277,7 +277,7 @@ pub fn min_resources(job: &Job, priority_class_values: &BTreeMap<String, i32>) -
             (priority_class_values.get(pc).copied().unwrap_or(0), i, t)
         })
         .collect();
-    tasks.sort_by(|a, b| b.0.cmp(&a.0));
+    tasks.sort_by_key(|t| std::cmp::Reverse(t.0));
     let want = job.spec.min_available.max(0);
     let total_min: i32 = job.spec.tasks.iter().map(task_min_available).sum();
     // Pods counted per task, in the sorted order.
