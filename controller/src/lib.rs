@@ -1,7 +1,10 @@
 //! volcano-controller: the Volcano Job controller (`batch.volcano.sh/v1alpha1` Job), with the
 //! distributed-training job plugins (svc, env, ssh, TensorFlow, PyTorch, MXNet, MPI).
 //!
-//! The decision logic is pure (no IO, no clock: time is an argument):
+//! Everything here is pure (no IO, no clock: time is an argument); the reconciler shell
+//! applies it to the API, and the simulator reuses it:
+//! - [`plan`]: Job → PodGroup, pods, plugin objects, `dependsOn` gating; the job plugins are
+//!   in [`plugins`] (docs/jobs.md says what each one injects);
 //! - [`events`] turns observed changes (pods, PodGroups, Jobs, Commands) into
 //!   [`events::Request`]s;
 //! - [`policies`] picks the action a request asks for (`applyPolicies`) and keeps the
@@ -9,11 +12,10 @@
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires.
-//!
-//! The planning code (Job + observed objects → desired pods, services, config maps and
-//! PodGroup) is a pure function too, which the simulator reuses.
 
 pub mod events;
+pub mod plan;
+pub mod plugins;
 pub mod policies;
 pub mod state;
 pub mod status;
