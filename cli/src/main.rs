@@ -7,9 +7,10 @@
 //! - `bench`: run the standard benchmark workloads (see `docs/performance.md` and the
 //!   `volcano-benches` crate).
 //!
-//! - `scheduler`: the kube backend (`volcano-scheduler`, see `docs/scheduler.md`).
+//! - `scheduler`: the kube backend (`volcano-scheduler`, see `docs/scheduler.md`);
+//! - `webhook`: the admission webhook (`volcano-webhook`, see `docs/webhook.md`).
 //!
-//! `controller`, `webhook` and `replay` are wired here as they land.
+//! `controller` and `replay` are wired here as they land.
 //!
 //! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
 //! 2 invalid command line, 3 the simulation caught the scheduler breaking an invariant,
@@ -49,6 +50,9 @@ enum Command {
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
+    /// Admission webhook for Volcano Jobs, Queues and PodGroups over HTTPS, a drop-in for
+    /// Volcano's webhook-manager (docs/webhook.md).
+    Webhook(Box<WebhookArgs>),
     /// Benchmark a scheduler process against a real API server: create a cluster, then time
     /// start → first bind, binds per second and idle cycles (docs/performance.md).
     #[command(subcommand)]
@@ -155,6 +159,38 @@ struct SchedulerArgs {
 
 /// Exit code for an invalid command line.
 const EXIT_USAGE: u8 = 2;
+
+#[derive(Args, Debug)]
+struct WebhookArgs {
+    #[command(flatten)]
+    options: volcano_webhook::run::WebhookOptions,
+}
+
+fn webhook(args: &WebhookArgs) -> ExitCode {
+    use volcano_webhook::run::{run, WebhookError};
+    if let Err(e) = args.options.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match runtime.block_on(run(args.options.clone(), volcano_scheduler::run::termination())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ WebhookError::Flag { .. }) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
 
 fn scheduler(args: &SchedulerArgs) -> ExitCode {
     use volcano_scheduler::run::{run, termination, RunError};
@@ -364,7 +400,7 @@ fn error_chain(err: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A long-running service logs what it does; the one-shot commands only warnings.
-    let default_level = if matches!(cli.command, Command::Scheduler(_)) { "info" } else { "warn" };
+    let default_level = if matches!(cli.command, Command::Scheduler(_) | Command::Webhook(_)) { "info" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -411,6 +447,7 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Bench(args) => bench(args),
         Command::Scheduler(args) => return scheduler(args),
+        Command::Webhook(args) => return webhook(args),
         Command::BenchCluster(cmd) => bench_cluster(cmd),
     };
     match result {

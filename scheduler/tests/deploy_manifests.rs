@@ -364,8 +364,8 @@ fn deployment_runs_the_scheduler_as_documented() {
     let _ = std::fs::remove_file(&file);
     loaded.unwrap_or_else(|e| panic!("the ConfigMap's {key}: {e}"));
 
-    // The metrics Service selects the pods and targets the metrics port.
-    for d in m.docs.iter().filter(|d| d.kind() == "Service") {
+    // The scheduler's metrics Service selects its pods and targets the metrics port.
+    for d in m.docs.iter().filter(|d| d.kind() == "Service" && d.name().starts_with("volcano-rs-scheduler")) {
         let svc: Service = typed(d);
         let s = svc.spec.expect("a Service spec");
         let sel = s.selector.expect("a selector");
@@ -449,39 +449,6 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogBuffer {
     }
 }
 
-/// Applies (server-side, strict field validation) every document of `files` in order, as
-/// `kubectl apply` would.
-async fn apply_files(client: &kube::Client, files: &[PathBuf]) {
-    use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
-    use kube::discovery::{Discovery, Scope};
-    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
-    for path in files {
-        let text = std::fs::read_to_string(path).unwrap();
-        for de in serde_yaml_ng::Deserializer::from_str(&text) {
-            let value: Value = serde::Deserialize::deserialize(de).unwrap();
-            if value.is_null() {
-                continue;
-            }
-            let obj: DynamicObject = serde_json::from_value(value.clone()).unwrap();
-            let types = obj.types.clone().expect("apiVersion and kind");
-            let gvk = GroupVersionKind::try_from(&types).unwrap();
-            let (ar, caps) =
-                discovery.resolve_gvk(&gvk).unwrap_or_else(|| panic!("{}: unknown kind {gvk:?}", path.display()));
-            let name = obj.metadata.name.clone().unwrap();
-            let api: Api<DynamicObject> = match caps.scope {
-                Scope::Namespaced => {
-                    Api::namespaced_with(client.clone(), obj.metadata.namespace.as_deref().unwrap(), &ar)
-                }
-                Scope::Cluster => Api::all_with(client.clone(), &ar),
-            };
-            let pp = PatchParams::apply("deploy-manifests-test").validation_strict();
-            api.patch(&name, &pp, &Patch::Apply(&value))
-                .await
-                .unwrap_or_else(|e| panic!("{}: {} {name}: {e}", path.display(), gvk.kind));
-        }
-    }
-}
-
 /// Whether the ServiceAccount may do `verb` on `resource` (a SubjectAccessReview).
 async fn allowed(client: &kube::Client, group: &str, resource: &str, verb: &str, ns: &str, name: &str) -> bool {
     use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
@@ -513,7 +480,6 @@ async fn allowed(client: &kube::Client, group: &str, resource: &str, verb: &str,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn manifests_apply_and_the_service_account_can_schedule() {
-    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -534,9 +500,9 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
 
     // `kubectl apply -f deploy/crds/ -f deploy/`: CRDs first, then deploy/*.yaml in order.
     server.install_crds().await;
-    apply_files(&admin, &yaml_files(&deploy_dir())).await;
+    server.apply_files(&yaml_files(&deploy_dir())).await;
     // Applied twice: nothing conflicts (kubectl apply is run again on upgrades).
-    apply_files(&admin, &yaml_files(&deploy_dir())).await;
+    server.apply_files(&yaml_files(&deploy_dir())).await;
 
     // The RBAC, as the API server's authorizer reads it.
     for (group, resource, verb) in expected_cluster_grants() {
@@ -566,31 +532,8 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
     // The scheduler with the ServiceAccount's token, the Deployment's arguments and the
     // ConfigMap's configuration: it leads, creates the default queues, adopts a plain pod
     // and binds it, with no call refused.
-    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), NAMESPACE);
-    let tr = TokenRequest {
-        spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), ..Default::default() },
-        ..Default::default()
-    };
-    let token = sas
-        .create_token_request("volcano-rs-scheduler", &PostParams::default(), &tr)
-        .await
-        .expect("a token for the ServiceAccount")
-        .status
-        .expect("a token")
-        .token;
-    let dir = std::env::temp_dir().join(format!("volcano-rs-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {}\n    \
-             insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: \
-             envtest\n  context:\n    cluster: envtest\n    user: sa\ncurrent-context: envtest\n",
-            server.url
-        ),
-    )
-    .unwrap();
+    let kubeconfig = server.service_account_kubeconfig(NAMESPACE, "volcano-rs-scheduler").await;
+    let dir = kubeconfig.parent().unwrap().to_path_buf();
     let m = manifests();
     let mut o = scheduler_options(&m.deployment);
     let conf = dir.join("volcano-scheduler.conf");
@@ -693,7 +636,6 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
 
     let _ = stop_tx.send(());
     join.await.expect("the scheduler task ends").expect("the scheduler stops cleanly");
-    let _ = std::fs::remove_dir_all(&dir);
     let text = String::from_utf8_lossy(&log.0.lock().unwrap()).to_lowercase();
     assert!(!text.contains("forbidden"), "a call was refused (the RBAC misses a permission):\n{text}");
 }

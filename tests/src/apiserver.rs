@@ -223,6 +223,71 @@ impl ApiServer {
         }
     }
 
+    /// Applies (server-side, strict field validation) every document of `files` in order,
+    /// as `kubectl apply` would.
+    pub async fn apply_files(&self, files: &[PathBuf]) {
+        use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+        use kube::discovery::{Discovery, Scope};
+        let client = self.client().await;
+        let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
+        for path in files {
+            let text = std::fs::read_to_string(path).unwrap();
+            for de in serde_yaml_ng::Deserializer::from_str(&text) {
+                let value: serde_json::Value = serde::Deserialize::deserialize(de).unwrap();
+                if value.is_null() {
+                    continue;
+                }
+                let obj: DynamicObject = serde_json::from_value(value.clone()).unwrap();
+                let types = obj.types.clone().expect("apiVersion and kind");
+                let gvk = GroupVersionKind::try_from(&types).unwrap();
+                let (ar, caps) =
+                    discovery.resolve_gvk(&gvk).unwrap_or_else(|| panic!("{}: unknown kind {gvk:?}", path.display()));
+                let name = obj.metadata.name.clone().unwrap();
+                let api: Api<DynamicObject> = match caps.scope {
+                    Scope::Namespaced => {
+                        Api::namespaced_with(client.clone(), obj.metadata.namespace.as_deref().unwrap(), &ar)
+                    }
+                    Scope::Cluster => Api::all_with(client.clone(), &ar),
+                };
+                let pp = PatchParams::apply("volcano-rs-tests").validation_strict();
+                api.patch(&name, &pp, &Patch::Apply(&value))
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {} {name}: {e}", path.display(), gvk.kind));
+            }
+        }
+    }
+
+    /// A kubeconfig file for a token of the ServiceAccount `namespace/name` (which must
+    /// exist), valid for an hour: a client that has only the ServiceAccount's rights.
+    pub async fn service_account_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let sas: Api<ServiceAccount> = Api::namespaced(self.client().await, namespace);
+        let tr = TokenRequest {
+            spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), ..Default::default() },
+            ..Default::default()
+        };
+        let token = sas
+            .create_token_request(name, &PostParams::default(), &tr)
+            .await
+            .unwrap_or_else(|e| panic!("a token for the ServiceAccount {namespace}/{name}: {e}"))
+            .status
+            .expect("a token")
+            .token;
+        let path = self.dir.join(format!("{namespace}-{name}.kubeconfig"));
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: envtest\n  cluster:\n    server: {}\n    \
+                 insecure-skip-tls-verify: true\nusers:\n- name: sa\n  user:\n    token: {token}\ncontexts:\n- name: \
+                 envtest\n  context:\n    cluster: envtest\n    user: sa\ncurrent-context: envtest\n",
+                self.url
+            ),
+        )
+        .expect("kubeconfig written");
+        path
+    }
+
     /// Creates a namespace.
     pub async fn namespace(&self, name: &str) {
         let api: Api<Namespace> = Api::all(self.client().await);

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::Client;
-use serde_json::{json, Value};
+use serde_json::json;
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
 use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
@@ -20,7 +20,7 @@ fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-fn options(server: &ApiServer, port: u16) -> WebhookOptions {
+fn options(kubeconfig: &std::path::Path, port: u16) -> WebhookOptions {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
@@ -29,7 +29,7 @@ fn options(server: &ApiServer, port: u16) -> WebhookOptions {
     }
     let port_s = port.to_string();
     let url = format!("https://127.0.0.1:{port}");
-    let kubeconfig = server.kubeconfig.to_str().unwrap().to_string();
+    let kubeconfig = kubeconfig.to_str().unwrap().to_string();
     let args = [
         "webhook",
         "--kubeconfig",
@@ -87,7 +87,10 @@ async fn the_api_server_calls_the_webhook() {
     let Some(assets) = support::assets() else { return };
     let server = ApiServer::start(&assets).await;
     server.install_crds().await;
-    server.namespace("volcano-system").await;
+    // deploy/webhook.yaml's ServiceAccount and RBAC: the webhook runs with that token only.
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("webhook.yaml")]).await;
+    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-webhook").await;
     server.namespace("ml").await;
     let client = server.client().await;
     // Queues that exist before the webhook: the default queue, and one the test closes.
@@ -95,7 +98,7 @@ async fn the_api_server_calls_the_webhook() {
 
     let port = free_port();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let webhook = tokio::spawn(run(options(&server, port), async move {
+    let webhook = tokio::spawn(run(options(&kubeconfig, port), async move {
         let _ = stopped.await;
     }));
 
@@ -185,7 +188,7 @@ async fn the_api_server_calls_the_webhook() {
     // A second webhook process serves the certificate the first one stored.
     let port2 = free_port();
     let (stop2, stopped2) = tokio::sync::oneshot::channel::<()>();
-    let mut opts2 = options(&server, port2);
+    let mut opts2 = options(&kubeconfig, port2);
     opts2.register_webhooks = false;
     let second = tokio::spawn(run(opts2, async move {
         let _ = stopped2.await;
@@ -197,7 +200,4 @@ async fn the_api_server_calls_the_webhook() {
     let _ = stop2.send(());
     webhook.await.unwrap().unwrap();
     second.await.unwrap().unwrap();
-    let _: Option<DynamicObject> = None;
-    let _: Value = Value::Null;
-    let _ = ObjectMeta::default();
 }
