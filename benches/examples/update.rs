@@ -35,7 +35,9 @@ fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
     now.pod_groups.retain(|g| !gone.contains(&key(&g.metadata)));
     now.pods.retain(|p| !group_of(p).is_some_and(|g| gone.contains(&g)));
     changes.pod_groups.extend(gone.iter().map(|k| (k.clone(), None)));
-    changes.pods.extend(after.pods.iter().filter(|p| group_of(p).is_some_and(|g| gone.contains(&g))).map(|p| (key(&p.metadata), None)));
+    changes.pods.extend(
+        after.pods.iter().filter(|p| group_of(p).is_some_and(|g| gone.contains(&g))).map(|p| (key(&p.metadata), None)),
+    );
     for g in &after.pod_groups[after.pod_groups.len() - n..] {
         let mut g = (**g).clone();
         let name = format!("{}-new", g.metadata.name.as_deref().unwrap_or(""));
@@ -49,7 +51,10 @@ fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
         let mut p = (**p).clone();
         p.metadata.name = Some(format!("{}-new", p.metadata.name.as_deref().unwrap_or("")));
         let g = p.metadata.annotations.as_ref().and_then(|a| a.get(GROUP_NAME_ANNOTATION)).cloned().unwrap_or_default();
-        p.metadata.annotations.get_or_insert_with(Default::default).insert(GROUP_NAME_ANNOTATION.to_string(), format!("{g}-new"));
+        p.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(GROUP_NAME_ANNOTATION.to_string(), format!("{g}-new"));
         if let Some(spec) = p.spec.as_mut() {
             spec.node_name = None;
         }
@@ -120,11 +125,7 @@ fn main() {
     }
     let (now, changes) = churn(&after);
     let kept = Snapshot::build(&after, &names).expect("valid");
-    println!(
-        "churn: {} PodGroups and {} pods changed (gone or new)",
-        changes.pod_groups.len(),
-        changes.pods.len()
-    );
+    println!("churn: {} PodGroups and {} pods changed (gone or new)", changes.pod_groups.len(), changes.pods.len());
     for r in 0..reps {
         let mut shared = kept.clone();
         let t = Instant::now();

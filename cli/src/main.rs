@@ -400,7 +400,8 @@ fn error_chain(err: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A long-running service logs what it does; the one-shot commands only warnings.
-    let default_level = if matches!(cli.command, Command::Scheduler(_) | Command::Webhook(_)) { "info" } else { "warn" };
+    let default_level =
+        if matches!(cli.command, Command::Scheduler(_) | Command::Webhook(_)) { "info" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     tracing_subscriber::fmt()
         .with_env_filter(filter)

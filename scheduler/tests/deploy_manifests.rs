@@ -9,7 +9,6 @@
 //! `kubectl apply -f deploy/crds/ -f deploy/` uses, and the scheduler runs with the
 //! ServiceAccount's own token: the RBAC is enough to schedule, and denies the rest.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -484,8 +483,8 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
     use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-    use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
     use volcano_api::crd::{PodGroup, PodGroupPhase, Queue};
+    use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 
     let Some(assets) = support::assets() else { return };
     let log = LogBuffer::default();

@@ -4,7 +4,6 @@
 //! namespace, scheduler name and nodes (selected with `--node-selector`), so scenarios do
 //! not see each other's pods.
 
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,11 +16,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 use tokio::sync::oneshot;
 use volcano_api::crd::{PodGroup, PodGroupPhase, PodGroupSpec, Queue, GROUP_NAME_ANNOTATION};
 use volcano_scheduler::options::SchedulerOptions;
 use volcano_scheduler::run::{run, Handle};
+use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 
 const WAIT: Duration = Duration::from_secs(30);
 

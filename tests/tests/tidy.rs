@@ -112,6 +112,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("volcano-testkit", 2),
     ("volcano-controller", 2),
     ("volcano-scheduler", 3),
+    ("volcano-webhook", 3),
     ("volcano-sim", 3),
     ("volcano-benches", 4),
     ("volcano-rs", 5),
@@ -125,6 +126,8 @@ const ONLY: &[(&str, &[&str])] = &[
     ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions"]),
     // The controller plans from the API types.
     ("volcano-controller", &["volcano-api", "volcano-framework"]),
+    // The webhook admits with the API crate's pure checks.
+    ("volcano-webhook", &["volcano-api"]),
 ];
 
 /// Packages the pure core must not reach through normal dependencies, directly or not.

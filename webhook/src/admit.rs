@@ -15,9 +15,9 @@
 //! decode is rejected with serde's message (the API server has already checked the schema,
 //! so this only happens with a CRD older than the webhook).
 
+use json_patch::jsonptr;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::DynamicObject;
-use json_patch::jsonptr;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use volcano_api::admission;
@@ -302,11 +302,13 @@ fn pod_groups_validate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) 
     };
     let state = q.status.as_ref().and_then(|s| s.state);
     if !matches!(state, None | Some(QueueState::Open)) {
-        return Err(format!("PodGroup {name}: spec.queue: queue {queue} is {state:?}, not Open", state = state.unwrap()));
+        return Err(format!(
+            "PodGroup {name}: spec.queue: queue {queue} is {state:?}, not Open",
+            state = state.unwrap()
+        ));
     }
     if let Some(ns_queue) = facts.namespace_queue.filter(|q| !q.is_empty()) {
-        if pg.metadata.annotations.as_ref().and_then(|a| a.get(QUEUE_NAME_ANNOTATION)).is_some_and(|a| a != ns_queue)
-        {
+        if pg.metadata.annotations.as_ref().and_then(|a| a.get(QUEUE_NAME_ANNOTATION)).is_some_and(|a| a != ns_queue) {
             tracing::debug!(pod_group = %name, "the PodGroup's queue annotation differs from its namespace's");
         }
     }
@@ -433,26 +435,51 @@ mod tests {
             ),
             &job(None, 2, None),
         );
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(ok.clone()), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "CREATE", Some(ok.clone()), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(res.allowed, "{}", res.result.message);
 
         let mut bad = ok.clone();
         bad["spec"]["minAvailable"] = 5.into();
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(bad), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "CREATE", Some(bad), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(!res.allowed);
         assert!(res.result.message.starts_with("job ml/tf: spec.minAvailable"), "{}", res.result.message);
 
         let mut closed = ok.clone();
         closed["spec"]["queue"] = "closed".into();
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(closed), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "CREATE", Some(closed), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(!res.allowed && res.result.message.contains("spec.queue"), "{}", res.result.message);
 
         let mut more = ok.clone();
         more["spec"]["tasks"][0]["replicas"] = 4.into();
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "UPDATE", Some(more.clone()), Some(ok.clone())), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "UPDATE", Some(more.clone()), Some(ok.clone())),
+            &Settings::default(),
+            facts,
+        );
         assert!(res.allowed, "{}", res.result.message);
         more["spec"]["tasks"][0]["name"] = "renamed".into();
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "UPDATE", Some(more), Some(ok)), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "UPDATE", Some(more), Some(ok)),
+            &Settings::default(),
+            facts,
+        );
         assert!(!res.allowed, "a task rename is not an allowed update");
     }
 
@@ -460,29 +487,56 @@ mod tests {
     fn an_object_that_does_not_decode_is_denied_with_the_reason() {
         let mut o = job(None, 2, None);
         o["spec"]["tasks"] = "not a list".into();
-        let res = admit(Endpoint::JobsValidate, &request(JOBS, "Job", "CREATE", Some(o), None), &Settings::default(), Facts::default());
+        let res = admit(
+            Endpoint::JobsValidate,
+            &request(JOBS, "Job", "CREATE", Some(o), None),
+            &Settings::default(),
+            Facts::default(),
+        );
         assert!(!res.allowed);
         assert!(res.result.message.starts_with("Job ml/tf: cannot decode the object"), "{}", res.result.message);
     }
 
     #[test]
     fn queues_get_weight_and_reclaimable_and_keep_their_hierarchy_sound() {
-        let object = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"}});
-        let res = admit(Endpoint::QueuesMutate, &request(QUEUES, "Queue", "CREATE", Some(object.clone()), None), &Settings::default(), Facts::default());
+        let object =
+            json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "q1"}});
+        let res = admit(
+            Endpoint::QueuesMutate,
+            &request(QUEUES, "Queue", "CREATE", Some(object.clone()), None),
+            &Settings::default(),
+            Facts::default(),
+        );
         let o = patched(&res, &object);
         assert_eq!((o["spec"]["weight"].clone(), o["spec"]["reclaimable"].clone()), (json!(1), json!(true)));
 
-        let queues = [queue("root", "Open", None), queue("default", "Open", Some("root")), queue("eng", "Open", Some("root"))];
+        let queues =
+            [queue("root", "Open", None), queue("default", "Open", Some("root")), queue("eng", "Open", Some("root"))];
         let facts = Facts { queues: &queues, namespace_queue: None };
         let mut child = serde_json::to_value(queue("dev", "Open", Some("nowhere"))).unwrap();
-        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "CREATE", Some(child.clone()), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::QueuesValidate,
+            &request(QUEUES, "Queue", "CREATE", Some(child.clone()), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(!res.allowed && res.result.message.contains("spec.parent"), "{}", res.result.message);
         child["spec"]["parent"] = "eng".into();
-        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "CREATE", Some(child), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::QueuesValidate,
+            &request(QUEUES, "Queue", "CREATE", Some(child), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(res.allowed, "{}", res.result.message);
         let mut weight = serde_json::to_value(queue("eng", "Open", Some("root"))).unwrap();
         weight["spec"]["weight"] = 0.into();
-        let res = admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "UPDATE", Some(weight), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::QueuesValidate,
+            &request(QUEUES, "Queue", "UPDATE", Some(weight), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(!res.allowed && res.result.message.starts_with("queue eng: spec.weight"), "{}", res.result.message);
     }
 
@@ -497,8 +551,14 @@ mod tests {
         ];
         let facts = Facts { queues: &queues, namespace_queue: None };
         let delete = |name: &str| {
-            let old = serde_json::to_value(queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)).unwrap()).unwrap();
-            admit(Endpoint::QueuesValidate, &request(QUEUES, "Queue", "DELETE", None, Some(old)), &Settings::default(), facts)
+            let old = serde_json::to_value(queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)).unwrap())
+                .unwrap();
+            admit(
+                Endpoint::QueuesValidate,
+                &request(QUEUES, "Queue", "DELETE", None, Some(old)),
+                &Settings::default(),
+                facts,
+            )
         };
         for (name, allowed, says) in [
             ("root", false, "can not be deleted"),
@@ -518,26 +578,55 @@ mod tests {
         let object = json!({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
             "metadata": {"name": "pg", "namespace": "ml"}, "spec": {"minMember": 2}});
         let facts = Facts { queues: &[], namespace_queue: Some("team-a") };
-        let res = admit(Endpoint::PodGroupsMutate, &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::PodGroupsMutate,
+            &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None),
+            &Settings::default(),
+            facts,
+        );
         assert_eq!(patched(&res, &object)["spec"]["queue"], "team-a");
         let mut named = object.clone();
         named["spec"]["queue"] = "other".into();
-        let res = admit(Endpoint::PodGroupsMutate, &request(PODGROUPS, "PodGroup", "CREATE", Some(named), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::PodGroupsMutate,
+            &request(PODGROUPS, "PodGroup", "CREATE", Some(named), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(res.patch.is_none(), "a PodGroup that names its queue keeps it");
 
         let queues = [queue("default", "Open", None), queue("shut", "Closed", None)];
         let facts = Facts { queues: &queues, namespace_queue: None };
-        let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None), &Settings::default(), facts);
+        let res = admit(
+            Endpoint::PodGroupsValidate,
+            &request(PODGROUPS, "PodGroup", "CREATE", Some(object.clone()), None),
+            &Settings::default(),
+            facts,
+        );
         assert!(res.allowed, "{}", res.result.message);
         for (q, says) in [("shut", "is Closed, not Open"), ("missing", "does not exist")] {
             let mut o = object.clone();
             o["spec"]["queue"] = q.into();
-            let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(o), None), &Settings::default(), facts);
+            let res = admit(
+                Endpoint::PodGroupsValidate,
+                &request(PODGROUPS, "PodGroup", "CREATE", Some(o), None),
+                &Settings::default(),
+                facts,
+            );
             assert!(!res.allowed && res.result.message.contains(says), "{}", res.result.message);
         }
         let mut neg = object;
         neg["spec"]["minMember"] = (-1).into();
-        let res = admit(Endpoint::PodGroupsValidate, &request(PODGROUPS, "PodGroup", "CREATE", Some(neg), None), &Settings::default(), facts);
-        assert!(!res.allowed && res.result.message.starts_with("PodGroup ml/pg: spec.minMember"), "{}", res.result.message);
+        let res = admit(
+            Endpoint::PodGroupsValidate,
+            &request(PODGROUPS, "PodGroup", "CREATE", Some(neg), None),
+            &Settings::default(),
+            facts,
+        );
+        assert!(
+            !res.allowed && res.result.message.starts_with("PodGroup ml/pg: spec.minMember"),
+            "{}",
+            res.result.message
+        );
     }
 }

@@ -147,7 +147,10 @@ impl WebhookOptions {
         self.socket_addr()?;
         if let Some(url) = &self.webhook_url {
             if !url.starts_with("https://") {
-                return Err(WebhookError::Flag { flag: "webhook-url", message: format!("{url:?} is not an https:// URL") });
+                return Err(WebhookError::Flag {
+                    flag: "webhook-url",
+                    message: format!("{url:?} is not an https:// URL"),
+                });
             }
         }
         if !(1..=30).contains(&self.admission_timeout) {
@@ -194,8 +197,7 @@ impl WebhookOptions {
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, WebhookError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc =
-                Kubeconfig::read_from(path).map_err(|e| WebhookError::Kube(format!("{}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| WebhookError::Kube(format!("{}: {e}", path.display())))?;
             Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| WebhookError::Kube(format!("{}: {e}", path.display())))?
@@ -226,14 +228,10 @@ pub async fn certificates(opts: &WebhookOptions, client: &Client) -> Result<Cert
         return Err(WebhookError::Kube(format!("{where_}: exists but has no valid tls.crt, tls.key and ca.crt")));
     }
     let c = Certificates::generate(&opts.certificate_names())?;
-    let data: BTreeMap<String, ByteString> = [
-        ("tls.crt", &c.cert_pem),
-        ("tls.key", &c.key_pem),
-        ("ca.crt", &c.ca_pem),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-    .collect();
+    let data: BTreeMap<String, ByteString> = [("tls.crt", &c.cert_pem), ("tls.key", &c.key_pem), ("ca.crt", &c.ca_pem)]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+        .collect();
     let secret = Secret {
         metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
         type_: Some("kubernetes.io/tls".into()),
@@ -483,7 +481,10 @@ mod tests {
         assert_eq!((m.len(), v.len()), (3, 3));
         let hook = &v[0].webhooks.as_ref().unwrap()[0];
         let svc = hook.client_config.service.as_ref().unwrap();
-        assert_eq!((svc.name.as_str(), svc.path.as_deref(), svc.port), ("volcano-rs-webhook", Some("/jobs/validate"), Some(443)));
+        assert_eq!(
+            (svc.name.as_str(), svc.path.as_deref(), svc.port),
+            ("volcano-rs-webhook", Some("/jobs/validate"), Some(443))
+        );
         assert_eq!(hook.client_config.ca_bundle.as_ref().unwrap().0, b"CA");
         assert_eq!(v[0].metadata.name.as_deref(), Some("volcano-admission-service-jobs-validate"));
     }

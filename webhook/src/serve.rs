@@ -70,7 +70,9 @@ async fn handle(State(s): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response
     };
     let req: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(r) => r,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("an AdmissionReview without a request: {e}")).into_response(),
+        Err(e) => {
+            return (StatusCode::BAD_REQUEST, format!("an AdmissionReview without a request: {e}")).into_response()
+        }
     };
     let queues = s.cluster.queues();
     let namespace_queue = match (endpoint, req.namespace.as_deref()) {

@@ -103,7 +103,10 @@ impl Certificates {
             .collect::<Result<_, _>>()
             .map_err(|e| TlsError::Pem { what: "the serving certificate".into(), message: e.to_string() })?;
         if certs.is_empty() {
-            return Err(TlsError::Pem { what: "the serving certificate".into(), message: "no CERTIFICATE block".into() });
+            return Err(TlsError::Pem {
+                what: "the serving certificate".into(),
+                message: "no CERTIFICATE block".into(),
+            });
         }
         let key = PrivateKeyDer::from_pem_slice(self.key_pem.as_bytes())
             .map_err(|e| TlsError::Pem { what: "the private key".into(), message: e.to_string() })?;

@@ -40,9 +40,8 @@ fn the_deployment_service_and_rbac_agree_with_the_webhook() {
     let c = &pod.containers[0];
     let args = c.args.clone().unwrap();
     assert_eq!(args[0], "webhook");
-    let opts = Cli::try_parse_from(std::iter::once("volcano-rs".to_string()).chain(args.into_iter().skip(1)))
-        .unwrap()
-        .opts;
+    let opts =
+        Cli::try_parse_from(std::iter::once("volcano-rs".to_string()).chain(args.into_iter().skip(1))).unwrap().opts;
     opts.validate().unwrap();
     assert_eq!(pod.service_account_name.as_deref(), Some("volcano-rs-webhook"));
     let port = c.ports.iter().flatten().find(|p| p.name.as_deref() == Some("https")).unwrap().container_port;
@@ -55,7 +54,8 @@ fn the_deployment_service_and_rbac_agree_with_the_webhook() {
     assert_eq!(p.port, 443, "the configurations call port 443");
 
     let cr: ClusterRole = one(&docs, "ClusterRole");
-    let named: Vec<String> = cr.rules.iter().flatten().flat_map(|r| r.resource_names.clone().unwrap_or_default()).collect();
+    let named: Vec<String> =
+        cr.rules.iter().flatten().flat_map(|r| r.resource_names.clone().unwrap_or_default()).collect();
     for e in Endpoint::ALL {
         assert!(named.iter().any(|n| n == configuration_name(e)), "the ClusterRole names {}", configuration_name(e));
     }

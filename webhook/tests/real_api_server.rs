@@ -109,7 +109,8 @@ async fn the_api_server_calls_the_webhook() {
         async move { configs.get_opt("volcano-admission-service-jobs-validate").await.ok().flatten() }
     })
     .await;
-    let secret = Api::<Secret>::namespaced(client.clone(), "volcano-system").get("volcano-rs-webhook-certs").await.unwrap();
+    let secret =
+        Api::<Secret>::namespaced(client.clone(), "volcano-system").get("volcano-rs-webhook-certs").await.unwrap();
     let ca = &secret.data.as_ref().unwrap()["ca.crt"];
     let hook = &jobs_validate.webhooks.as_ref().unwrap()[0];
     assert_eq!(hook.client_config.ca_bundle.as_ref(), Some(ca));
@@ -169,7 +170,10 @@ async fn the_api_server_calls_the_webhook() {
     // PodGroups: the namespace's queue annotation fills in the queue; a missing queue is refused.
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut ns = namespaces.get("ml").await.unwrap();
-    ns.metadata.annotations.get_or_insert_with(Default::default).insert("scheduling.volcano.sh/queue-name".into(), "team-a".into());
+    ns.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("scheduling.volcano.sh/queue-name".into(), "team-a".into());
     namespaces.replace("ml", &PostParams::default(), &ns).await.unwrap();
     let pod_groups: Api<PodGroup> = Api::namespaced(client.clone(), "ml");
     let pg = |name: &str, queue: Option<&str>| -> PodGroup {
@@ -193,7 +197,8 @@ async fn the_api_server_calls_the_webhook() {
     let second = tokio::spawn(run(opts2, async move {
         let _ = stopped2.await;
     }));
-    let secret2 = Api::<Secret>::namespaced(client.clone(), "volcano-system").get("volcano-rs-webhook-certs").await.unwrap();
+    let secret2 =
+        Api::<Secret>::namespaced(client.clone(), "volcano-system").get("volcano-rs-webhook-certs").await.unwrap();
     assert_eq!(secret2.data, secret.data);
 
     let _ = stop.send(());
