@@ -179,7 +179,7 @@ fn webhook(args: &WebhookArgs) -> ExitCode {
             return ExitCode::from(EXIT_INTERNAL);
         }
     };
-    match runtime.block_on(run(args.options.clone(), volcano_scheduler::run::termination())) {
+    match runtime.block_on(run(args.options.clone(), volcano_kube::termination())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ WebhookError::Flag { .. }) => {
             eprintln!("error: {e}");

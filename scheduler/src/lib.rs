@@ -24,7 +24,6 @@
 pub mod applier;
 pub mod cache;
 pub mod config;
-pub mod leader;
 pub mod options;
 pub mod pods;
 pub mod run;

@@ -22,10 +22,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
-use kube::{Client, Config};
+use kube::Client;
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::crd::{PodGroup, Queue, GROUP_NAME_ANNOTATION};
@@ -34,9 +33,9 @@ use volcano_framework::{implicit, run_cycle, CycleContext, NoObserver, SessionOp
 use crate::applier::{Applier, ApplierConfig};
 use crate::cache::ClusterCache;
 use crate::config::{ConfigError, ProfileHolder, Reload};
-use crate::leader::{self, LeaseConfig};
 use crate::options::{parse_listen_address, OptionsError, SchedulerOptions};
 use crate::server::{self, Health, Metrics};
+use volcano_kube::leader::{self, LeaseConfig};
 
 /// Why the scheduler did not start or stopped.
 #[derive(Debug, Error)]
@@ -81,16 +80,7 @@ pub struct Handle {
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
 pub async fn client(opts: &SchedulerOptions) -> Result<Client, RunError> {
-    let config = match &opts.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| RunError::Kube(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::Kube(format!("{}: {e}", path.display())))?
-        }
-        None => Config::infer().await.map_err(|e| RunError::Kube(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| RunError::Kube(e.to_string()))
+    volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(RunError::Kube)
 }
 
 fn identity(opts: &SchedulerOptions) -> String {
@@ -408,17 +398,5 @@ pub async fn run(
 
 /// Resolves on SIGTERM or Ctrl-C.
 pub async fn termination() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
+    volcano_kube::termination().await
 }

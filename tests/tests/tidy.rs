@@ -106,6 +106,7 @@ fn crd_files_are_up_to_date() {
 /// strictly lower layers only (ARCHITECTURE.md, "Crate graph").
 const LAYERS: &[(&str, u32)] = &[
     ("volcano-api", 0),
+    ("volcano-kube", 0),
     ("volcano-framework", 1),
     ("volcano-plugins", 2),
     ("volcano-actions", 2),
@@ -123,11 +124,11 @@ const ONLY: &[(&str, &[&str])] = &[
     // The test kit builds fixtures for every crate's tests: api and framework only.
     ("volcano-testkit", &["volcano-api", "volcano-framework"]),
     // The kube backend never links the simulator or the bench harness.
-    ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions"]),
+    ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions", "volcano-kube"]),
     // The controller plans from the API types.
-    ("volcano-controller", &["volcano-api", "volcano-framework"]),
+    ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube"]),
     // The webhook admits with the API crate's pure checks.
-    ("volcano-webhook", &["volcano-api"]),
+    ("volcano-webhook", &["volcano-api", "volcano-kube"]),
 ];
 
 /// Packages the pure core must not reach through normal dependencies, directly or not.

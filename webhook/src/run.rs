@@ -18,10 +18,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::ByteString;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Client, Config};
+use kube::Client;
 use volcano_api::crd::{Queue, QUEUE_NAME_ANNOTATION};
 
 use crate::admit::{Endpoint, Settings};
@@ -195,16 +194,7 @@ impl WebhookOptions {
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, WebhookError> {
-    let config = match kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| WebhookError::Kube(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| WebhookError::Kube(format!("{}: {e}", path.display())))?
-        }
-        None => Config::infer().await.map_err(|e| WebhookError::Kube(e.to_string()))?,
-    };
-    Client::try_from(config).map_err(|e| WebhookError::Kube(e.to_string()))
+    volcano_kube::client(kubeconfig.map(PathBuf::as_path)).await.map_err(WebhookError::Kube)
 }
 
 /// The certificate: from the files, or the one kept in the Secret, or a new one stored
