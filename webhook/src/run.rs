@@ -314,34 +314,23 @@ pub fn configurations(
         let name = configuration_name(e);
         let metadata = ObjectMeta { name: Some(name.into()), ..Default::default() };
         let hook_name = format!("{}.volcano.sh", e.path().trim_start_matches('/').replace('/', "."));
+        // The fields both kinds of webhook share, read into the kind's own type.
+        let hook = serde_json::json!({
+            "name": hook_name,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config(opts, e, ca),
+            "failurePolicy": failure_policy(e),
+            "sideEffects": "None",
+            "timeoutSeconds": opts.admission_timeout,
+            "rules": [rule(e)],
+        });
+        let invalid = |err: serde_json::Error| WebhookError::Kube(format!("webhook {}: {err}", e.path()));
         if e.mutates() {
-            mutating.push(MutatingWebhookConfiguration {
-                metadata,
-                webhooks: Some(vec![MutatingWebhook {
-                    name: hook_name,
-                    admission_review_versions: vec!["v1".into()],
-                    client_config: client_config(opts, e, ca),
-                    failure_policy: Some(failure_policy(e).into()),
-                    side_effects: "None".into(),
-                    timeout_seconds: Some(opts.admission_timeout),
-                    rules: Some(vec![rule(e)]),
-                    ..Default::default()
-                }]),
-            });
+            let webhooks = Some(vec![serde_json::from_value::<MutatingWebhook>(hook).map_err(invalid)?]);
+            mutating.push(MutatingWebhookConfiguration { metadata, webhooks });
         } else {
-            validating.push(ValidatingWebhookConfiguration {
-                metadata,
-                webhooks: Some(vec![ValidatingWebhook {
-                    name: hook_name,
-                    admission_review_versions: vec!["v1".into()],
-                    client_config: client_config(opts, e, ca),
-                    failure_policy: Some(failure_policy(e).into()),
-                    side_effects: "None".into(),
-                    timeout_seconds: Some(opts.admission_timeout),
-                    rules: Some(vec![rule(e)]),
-                    ..Default::default()
-                }]),
-            });
+            let webhooks = Some(vec![serde_json::from_value::<ValidatingWebhook>(hook).map_err(invalid)?]);
+            validating.push(ValidatingWebhookConfiguration { metadata, webhooks });
         }
     }
     Ok((mutating, validating))

@@ -190,50 +190,26 @@ impl Snapshot {
             match (old, new.task) {
                 (None, None) => {}
                 (Some(t), None) => {
-                    self.detach_task(t, &mut touched);
+                    self.detach_task(t, &mut touched, true);
                     removed_tasks.push(t);
                 }
                 (None, Some((task, node))) => {
                     let t = TaskId(self.tasks.len() as u32);
                     Arc::make_mut(&mut self.task_by_key).insert(key, t);
                     self.tasks.push(task);
-                    self.attach_task(t, node, &mut touched);
+                    self.attach_task(t, node, &mut touched, true);
                 }
                 (Some(t), Some((mut task, node))) => {
+                    // The common case (a bind, a status change): same job, same shape; the
+                    // task keeps its place in its job and its shape.
                     let old = &self.tasks[t.idx()];
-                    if old.job == task.job && same_shape(old, &task) {
-                        // The common case (a bind, a status change): same job, same shape.
+                    let same = old.job == task.job && same_shape(old, &task);
+                    if same {
                         task.shape = old.shape;
-                        if let Some(n) = old.node {
-                            self.node_remove_task(n, t);
-                            touched.insert(n);
-                        }
-                        let old = &self.tasks[t.idx()];
-                        self.status_counts[old.status as usize] -= 1;
-                        if let Some(j) = old.job {
-                            let job = &mut self.jobs[j.idx()];
-                            Self::count_in(job, old, -1);
-                            job.gated_tasks -= u32::from(old.sch_gated);
-                        }
-                        let status = task.status;
-                        self.status_counts[status as usize] += 1;
-                        self.tasks[t.idx()] = task;
-                        let task = &self.tasks[t.idx()];
-                        if let Some(j) = task.job {
-                            let job = &mut self.jobs[j.idx()];
-                            Self::count_in(job, task, 1);
-                            job.gated_tasks += u32::from(task.sch_gated);
-                        }
-                        if let Some(n) = node.filter(|_| !status.is_completed()) {
-                            self.tasks[t.idx()].node = Some(n);
-                            self.node_add_task(n, t);
-                            touched.insert(n);
-                        }
-                    } else {
-                        self.detach_task(t, &mut touched);
-                        self.tasks[t.idx()] = task;
-                        self.attach_task(t, node, &mut touched);
                     }
+                    self.detach_task(t, &mut touched, !same);
+                    self.tasks[t.idx()] = task;
+                    self.attach_task(t, node, &mut touched, !same);
                 }
             }
             if self.shapes > 2 * self.shape_index.built + 1024 {
@@ -261,8 +237,9 @@ impl Snapshot {
         Ok(true)
     }
 
-    /// Takes a task out of its job, its node and the counts (it stays in `tasks`).
-    fn detach_task(&mut self, t: TaskId, touched: &mut BTreeSet<NodeId>) {
+    /// Takes a task out of its node and the counts (it stays in `tasks`), and, with
+    /// `membership`, out of its job's task list and total request.
+    fn detach_task(&mut self, t: TaskId, touched: &mut BTreeSet<NodeId>, membership: bool) {
         let task = &self.tasks[t.idx()];
         if let Some(n) = task.node {
             self.node_remove_task(n, t);
@@ -274,34 +251,43 @@ impl Snapshot {
             let job = &mut self.jobs[j.idx()];
             Self::count_in(job, task, -1);
             job.gated_tasks -= u32::from(task.sch_gated);
-            job.total_request.sub_unchecked(&task.resreq);
-            if let Some(pos) = job.tasks.iter().position(|&x| x == t) {
-                job.tasks.remove(pos);
+            if membership {
+                job.total_request.sub_unchecked(&task.resreq);
+                if let Some(pos) = job.tasks.iter().position(|&x| x == t) {
+                    job.tasks.remove(pos);
+                }
             }
         }
         let task = &mut self.tasks[t.idx()];
         task.node = None;
-        task.job = None;
+        if membership {
+            task.job = None;
+        }
     }
 
-    /// Gives the task at `t` (not attached yet) its shape and attaches it to its job (in key
-    /// order) and node, as a build does.
-    fn attach_task(&mut self, t: TaskId, node: Option<NodeId>, touched: &mut BTreeSet<NodeId>) {
-        let shape = Arc::make_mut(&mut self.shape_index).shape_of(&self.tasks[t.idx()], &mut self.shapes);
+    /// Attaches the task at `t` to its node and the counts as a build does, and, with
+    /// `membership`, gives it its shape and a place (in key order) in its job's task list
+    /// and total request.
+    fn attach_task(&mut self, t: TaskId, node: Option<NodeId>, touched: &mut BTreeSet<NodeId>, membership: bool) {
+        if membership {
+            let shape = Arc::make_mut(&mut self.shape_index).shape_of(&self.tasks[t.idx()], &mut self.shapes);
+            self.tasks[t.idx()].shape = shape;
+        }
         let task = &mut self.tasks[t.idx()];
-        task.shape = shape;
         task.node = None;
         let (job, status) = (task.job, task.status);
         self.status_counts[status as usize] += 1;
         if let Some(j) = job {
             let task = &self.tasks[t.idx()];
-            let key = &task.key;
-            let tasks = &self.tasks;
-            let pos = self.jobs[j.idx()].tasks.partition_point(|&x| tasks[x.idx()].key < *key);
+            if membership {
+                let tasks = &self.tasks;
+                let pos = self.jobs[j.idx()].tasks.partition_point(|&x| tasks[x.idx()].key < task.key);
+                let job = &mut self.jobs[j.idx()];
+                job.tasks.insert(pos, t);
+                job.total_request.add(&task.resreq);
+            }
             let job = &mut self.jobs[j.idx()];
-            job.tasks.insert(pos, t);
             job.gated_tasks += u32::from(task.sch_gated);
-            job.total_request.add(&task.resreq);
             Self::count_in(job, task, 1);
         }
         if let Some(n) = node.filter(|_| !status.is_completed()) {
