@@ -50,6 +50,10 @@ enum Command {
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
+    /// Volcano Jobs: run, list, view, suspend, resume, delete (vcctl's commands; docs/jobs.md).
+    Job(ClusterCommand<volcano_controller::cli::JobCommand>),
+    /// Queues: create, list, open, close (vcctl's commands).
+    Queue(ClusterCommand<volcano_controller::cli::QueueCommand>),
     /// Admission webhook for Volcano Jobs, Queues and PodGroups over HTTPS, a drop-in for
     /// Volcano's webhook-manager (docs/webhook.md).
     Webhook(Box<WebhookArgs>),
@@ -159,6 +163,28 @@ struct SchedulerArgs {
 
 /// Exit code for an invalid command line.
 const EXIT_USAGE: u8 = 2;
+
+/// A command against a cluster.
+#[derive(Args, Debug)]
+struct ClusterCommand<C: clap::Subcommand> {
+    /// kubeconfig file (in-cluster or the default configuration when absent).
+    #[arg(long, value_name = "FILE", global = true)]
+    kubeconfig: Option<PathBuf>,
+    #[command(subcommand)]
+    command: C,
+}
+
+/// Runs `volcano-rs job …` or `volcano-rs queue …` against the cluster.
+fn cluster_command<F>(kubeconfig: Option<&std::path::Path>, f: F) -> anyhow::Result<String>
+where
+    F: AsyncFnOnce(kube::Client) -> Result<String, volcano_controller::cli::CliError>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let client = volcano_kube::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+        f(client).await.map_err(anyhow::Error::from)
+    })
+}
 
 #[derive(Args, Debug)]
 struct WebhookArgs {
@@ -449,6 +475,12 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Scheduler(args) => return scheduler(args),
         Command::Webhook(args) => return webhook(args),
+        Command::Job(c) => cluster_command(c.kubeconfig.as_deref(), async |client| {
+            volcano_controller::cli::job(client, &c.command).await
+        }),
+        Command::Queue(c) => cluster_command(c.kubeconfig.as_deref(), async |client| {
+            volcano_controller::cli::queue(client, &c.command).await
+        }),
         Command::BenchCluster(cmd) => bench_cluster(cmd),
     };
     match result {

@@ -1,8 +1,8 @@
 //! volcano-controller: the Volcano Job controller (`batch.volcano.sh/v1alpha1` Job), with the
 //! distributed-training job plugins (svc, env, ssh, TensorFlow, PyTorch, MXNet, MPI).
 //!
-//! Everything here is pure (no IO, no clock: time is an argument); the reconciler shell
-//! applies it to the API, and the simulator reuses it:
+//! The planning and decision parts are pure (no IO, no clock: time is an argument); the
+//! reconciler shell applies them to the API, and the simulator reuses them:
 //! - [`plan`]: Job → PodGroup, pods, plugin objects, `dependsOn` gating; the job plugins are
 //!   in [`plugins`] (docs/jobs.md says what each one injects);
 //! - [`events`] turns observed changes (pods, PodGroups, Jobs, Commands) into
@@ -11,8 +11,10 @@
 //!   delayed actions;
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
-//! - [`status`] writes the job's next status and says when a finished job expires.
+//! - [`status`] writes the job's next status and says when a finished job expires;
+//! - [`cli`]: `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
 
+pub mod cli;
 pub mod events;
 pub mod plan;
 pub mod plugins;
