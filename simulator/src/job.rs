@@ -106,8 +106,7 @@ pub fn plan_job(
     let pod_group = plan::pod_group(&job, priority_class_values).map_err(|e| plan_error(origin, &key, e))?;
     let pods = plan::pods(&job, &plugins).map_err(|e| plan_error(origin, &key, e))?;
     let ssh_key = plugins.needs_ssh_key(&job).then(simulation_key_pair);
-    let resources =
-        plan::job_resources(&job, &plugins, ssh_key.as_ref()).map_err(|e| plan_error(origin, &key, e))?;
+    let resources = plan::job_resources(&job, &plugins, ssh_key.as_ref()).map_err(|e| plan_error(origin, &key, e))?;
     let task_index = |pod: &Pod| {
         let task = pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::TASK_SPEC_KEY));
         job.spec.tasks.iter().position(|t| Some(t.name()) == task.map(String::as_str)).unwrap_or_default()

@@ -540,7 +540,10 @@ impl Report {
         }
 
         if !self.jobs.is_empty() {
-            let _ = writeln!(out, "\nJobs (batch.volcano.sh/v1alpha1; --output json shows each pod's env and the plugin objects):");
+            let _ = writeln!(
+                out,
+                "\nJobs (batch.volcano.sh/v1alpha1; --output json shows each pod's env and the plugin objects):"
+            );
             let rows: Vec<Vec<String>> = self
                 .jobs
                 .iter()
