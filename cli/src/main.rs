@@ -274,7 +274,7 @@ enum Validate {
 enum Output {
     /// A readable report.
     Table,
-    /// JSON: cycles, pods, podGroups, queues.
+    /// JSON: cycles, pods, podGroups, queues, jobs.
     Json,
     /// YAML, the same structure as JSON.
     Yaml,
