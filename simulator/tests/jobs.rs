@@ -164,9 +164,8 @@ fn depends_on_tasks_are_created_at_once() {
 fn load_err(job: &str) -> String {
     let mut m = Manifest::new();
     m.load_str("cluster.yaml", CLUSTER).unwrap();
-    match m.load_str("job.yaml", job) {
-        Err(e) => return e.to_string(),
-        Ok(()) => {}
+    if let Err(e) = m.load_str("job.yaml", job) {
+        return e.to_string();
     }
     match Simulator::new(m, profile()) {
         Err(e) => e.to_string(),
