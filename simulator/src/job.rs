@@ -32,6 +32,10 @@ pub fn simulation_key_pair() -> SshKeyPair {
     }
 }
 
+/// The most pods the simulator plans for one Job: a typo in `replicas` must be an error,
+/// not a run out of memory.
+pub const MAX_JOB_PODS: i64 = 100_000;
+
 /// A Job of the input after admission and planning.
 #[derive(Clone, Debug)]
 pub struct SimJob {
@@ -102,6 +106,15 @@ pub fn plan_job(
     let key = object_key(ObjectKind::Job, &job.metadata);
     let job = mutate_job(job, "default", scheduler_name);
     validate_job_create(&job, queues).map_err(|e| admission_error(origin, &key, &e))?;
+    let total: i64 = job.spec.tasks.iter().map(|t| i64::from(t.replicas.max(0))).sum();
+    if total > MAX_JOB_PODS {
+        return Err(job_error(
+            origin,
+            &key,
+            "spec.tasks",
+            format!("{total} replicas in total: the simulator plans at most {MAX_JOB_PODS} pods per Job"),
+        ));
+    }
     let plugins = JobPlugins::from_job(&job).map_err(|e| job_error(origin, &key, "spec.plugins", e.to_string()))?;
     let pod_group = plan::pod_group(&job, priority_class_values).map_err(|e| plan_error(origin, &key, e))?;
     let pods = plan::pods(&job, &plugins).map_err(|e| plan_error(origin, &key, e))?;

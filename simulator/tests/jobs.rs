@@ -195,6 +195,13 @@ fn an_invalid_job_is_an_input_error_naming_the_job() {
     let err = load_err(&job);
     assert!(err.contains("Job default/typo") && err.contains("spec.minAvailble"), "{err}");
 
+    let huge = TASK.replace("replicas: 2", "replicas: 2000000000");
+    let job = format!(
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {{name: huge}}\nspec:\n  minAvailable: 1\n{huge}"
+    );
+    let err = load_err(&job);
+    assert!(err.contains("Job default/huge") && err.contains("at most 100000 pods"), "{err}");
+
     let job = format!("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {{name: plug}}\nspec:\n  plugins: {{tensorflow: [\"--nope=1\"]}}\n{TASK}");
     let err = load_err(&job);
     assert!(err.contains("Job default/plug") && err.contains("spec.plugins"), "{err}");
