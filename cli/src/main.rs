@@ -300,7 +300,7 @@ enum Validate {
 enum Output {
     /// A readable report.
     Table,
-    /// JSON: cycles, pods, podGroups, queues.
+    /// JSON: cycles, pods, podGroups, queues, jobs.
     Json,
     /// YAML, the same structure as JSON.
     Yaml,

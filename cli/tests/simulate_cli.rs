@@ -44,11 +44,13 @@ fn the_gpu_example_simulates_with_its_configuration() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
     let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(keys, ["cycles", "podGroups", "pods", "queues"], "(sorted by serde_json)");
+    assert_eq!(keys, ["cycles", "jobs", "podGroups", "pods", "queues"], "(sorted by serde_json)");
+    assert_eq!(v["jobs"], serde_json::json!([]), "no Volcano Job in the input");
     // The text keeps the order of docs/simulate.md.
     let text = String::from_utf8_lossy(&o.stdout);
     let at = |k: &str| text.find(&format!("\n  \"{k}\":")).unwrap_or_else(|| panic!("top-level key {k}"));
     assert!(at("cycles") < at("pods") && at("pods") < at("podGroups") && at("podGroups") < at("queues"));
+    assert!(at("queues") < at("jobs"));
     let pods = v["pods"].as_array().unwrap();
     assert_eq!(pods.len(), 14, "every pod of the input is listed");
     let inference = pods.iter().find(|p| p["pod"] == "prod/inference-0").unwrap();
@@ -61,6 +63,34 @@ fn the_gpu_example_simulates_with_its_configuration() {
         .collect();
     assert_eq!(weights, [("default", 1), ("prod", 1), ("research", 3), ("root", 1)]);
     assert!(v["cycles"].as_array().unwrap().len() <= 100);
+}
+
+#[test]
+fn a_volcano_job_runs_on_the_gpu_example_and_shows_its_tf_config() {
+    let o = run(&["simulate", "-o", "json", "examples/gpu-cluster.yaml", "examples/jobs/tf-ps.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let job = &v["jobs"][0];
+    assert_eq!(job["name"], "default/tf-dist-mnist");
+    for p in job["pods"].as_array().unwrap() {
+        assert_eq!(p["phase"], "Running", "{p}");
+        let env = p["containers"][0]["env"].as_array().unwrap();
+        assert!(env.iter().any(|e| e["name"] == "TF_CONFIG"), "{p}");
+    }
+    // The table has a Jobs section.
+    let o = run(&["simulate", "examples/gpu-cluster.yaml", "examples/jobs/tf-ps.yaml"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("default/tf-dist-mnist"));
+
+    // An invalid job: exit 1, the job and the field named.
+    let bad = temp_file(
+        "bad-job.yaml",
+        "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: big, namespace: ml}\nspec:\n  minAvailable: 3\n  tasks:\n  - name: w\n    replicas: 2\n    template:\n      spec:\n        containers:\n        - {name: c, image: busybox}\n",
+    );
+    let o = run(&["simulate", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("Job ml/big: field spec.minAvailable"), "{err}");
+    assert!(o.stdout.is_empty());
 }
 
 #[test]

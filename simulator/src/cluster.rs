@@ -27,6 +27,9 @@ pub struct Cluster {
     pub queues: BTreeMap<String, Arc<Queue>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Arc<PriorityClass>>,
+    /// Volcano Jobs of the input by `namespace/name`, as planned (their PodGroups and pods
+    /// are in `pod_groups` and `pods`; the scheduler does not see the jobs themselves).
+    pub jobs: BTreeMap<String, crate::job::SimJob>,
 }
 
 /// A pod placed on a node (bound or pipelined).

@@ -16,12 +16,13 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use volcano_api::crd::{PodGroup, Queue};
+use volcano_api::job::Job;
 
 use crate::error::InputError;
 
 /// The kinds the simulator reads, in words (for error messages).
 pub const SUPPORTED_KINDS: &str = "v1 Node, Pod and List, scheduling.k8s.io/v1 PriorityClass, \
-     scheduling.volcano.sh/v1beta1 PodGroup and Queue";
+     scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
 
 /// Where an object was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,12 +63,20 @@ pub enum ObjectKind {
     PodGroup,
     /// `scheduling.volcano.sh/v1beta1` Queue.
     Queue,
+    /// `batch.volcano.sh/v1alpha1` Job (Volcano's): expanded into its PodGroup and pods.
+    Job,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 5] =
-        [ObjectKind::Node, ObjectKind::Pod, ObjectKind::PriorityClass, ObjectKind::PodGroup, ObjectKind::Queue];
+    pub const ALL: [ObjectKind; 6] = [
+        ObjectKind::Node,
+        ObjectKind::Pod,
+        ObjectKind::PriorityClass,
+        ObjectKind::PodGroup,
+        ObjectKind::Queue,
+        ObjectKind::Job,
+    ];
 
     /// The kind as written in manifests.
     pub fn as_str(self) -> &'static str {
@@ -77,6 +86,7 @@ impl ObjectKind {
             ObjectKind::PriorityClass => "PriorityClass",
             ObjectKind::PodGroup => "PodGroup",
             ObjectKind::Queue => "Queue",
+            ObjectKind::Job => "Job",
         }
     }
 
@@ -86,12 +96,13 @@ impl ObjectKind {
             ObjectKind::Node | ObjectKind::Pod => "v1",
             ObjectKind::PriorityClass => "scheduling.k8s.io/v1",
             ObjectKind::PodGroup | ObjectKind::Queue => "scheduling.volcano.sh/v1beta1",
+            ObjectKind::Job => "batch.volcano.sh/v1alpha1",
         }
     }
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup)
+        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::Job)
     }
 
     /// The kind with this name (as in [`ObjectKind::as_str`]).
@@ -117,6 +128,8 @@ pub enum Object {
     PodGroup(Box<PodGroup>),
     /// A queue.
     Queue(Box<Queue>),
+    /// A Volcano Job.
+    Job(Box<Job>),
 }
 
 impl Object {
@@ -128,6 +141,7 @@ impl Object {
             Object::PriorityClass(_) => ObjectKind::PriorityClass,
             Object::PodGroup(_) => ObjectKind::PodGroup,
             Object::Queue(_) => ObjectKind::Queue,
+            Object::Job(_) => ObjectKind::Job,
         }
     }
 
@@ -139,6 +153,7 @@ impl Object {
             Object::PriorityClass(o) => &o.metadata,
             Object::PodGroup(o) => &o.metadata,
             Object::Queue(o) => &o.metadata,
+            Object::Job(o) => &o.metadata,
         }
     }
 
@@ -150,6 +165,7 @@ impl Object {
             Object::PriorityClass(o) => &mut o.metadata,
             Object::PodGroup(o) => &mut o.metadata,
             Object::Queue(o) => &mut o.metadata,
+            Object::Job(o) => &mut o.metadata,
         }
     }
 
@@ -398,16 +414,6 @@ impl Manifest {
                 *self.skipped.entry(key).or_default() += 1;
                 return Ok(());
             }
-            if api_version.starts_with("batch.volcano.sh/") && kind == "Job" {
-                return Err(InputError::UnsupportedKind {
-                    origin: Box::new(origin),
-                    object: name,
-                    api_version,
-                    kind,
-                    why: "the Job controller is not part of the simulator yet; \
-                          give the Job's pods and PodGroup instead",
-                });
-            }
             return Err(InputError::UnknownKind { origin: Box::new(origin), object: name, api_version, kind });
         };
         let display = display_name(k, &map);
@@ -423,6 +429,7 @@ impl Manifest {
             ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value, &mut unknown)?),
             ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
             ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::Job => Object::Job(decode(&origin, k, &display, value, &mut unknown)?),
         };
         if !unknown.is_empty() {
             let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();

@@ -16,6 +16,7 @@ use volcano_framework::SnapshotError;
 
 use crate::cluster::Cluster;
 use crate::error::InputError;
+use crate::job;
 use crate::manifest::{object_key, Manifest, Object, ObjectKind, Origin};
 use crate::SCHEDULER_NAME;
 
@@ -216,6 +217,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut cluster = Cluster::default();
     let mut latest_creation_ms = i64::MIN;
     let mut pod_order: Vec<String> = Vec::new();
+    let mut jobs: Vec<(Option<Origin>, Box<volcano_api::job::Job>)> = Vec::new();
     for (origin, object) in
         generated.into_iter().map(|o| (None, o)).chain(entries.into_iter().map(|e| (Some(e.origin), e.object)))
     {
@@ -243,6 +245,57 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             Object::Queue(q) => {
                 cluster.queues.insert(key, Arc::from(q));
             }
+            Object::Job(job) => jobs.push((origin, job)),
+        }
+    }
+
+    // Volcano's job admission webhook and job controller: every Job becomes its PodGroup
+    // and pods (the simulator creates them at once; see docs/simulate.md).
+    if !jobs.is_empty() {
+        let queues: Vec<crd::Queue> = cluster.queues.values().map(|q| (**q).clone()).collect();
+        let values: BTreeMap<String, i32> = classes.iter().map(|(n, (v, _))| (n.clone(), *v)).collect();
+        let scheduler_name = scheduler_names.first().map(String::as_str).unwrap_or(SCHEDULER_NAME);
+        for (origin, job) in jobs {
+            let job_key = object_key(ObjectKind::Job, &job.metadata);
+            let planned = job::plan_job(&job, origin.as_ref(), scheduler_name, &queues, &values)?;
+            let created = job.metadata.creation_timestamp.clone();
+            let job_origin = origin.clone().unwrap_or_else(|| Origin {
+                file: "(created by the simulator)".into(),
+                document: 0,
+                line: None,
+                item: None,
+            });
+            let mut pg = planned.pod_group;
+            let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
+            // A dump of a cluster holds the job's PodGroup and pods already: those are kept.
+            if origins.insert(ObjectKind::PodGroup, pg_key.clone(), job_origin.clone()).is_none() {
+                pg.metadata.uid = Some(deterministic_uid(ObjectKind::PodGroup, &pg_key));
+                pg.metadata.creation_timestamp = created.clone();
+                validation::pod_group(&pg).map_err(|FieldError { field, message }| InputError::Field {
+                    origin: origin.clone().map(Box::new),
+                    kind: "Job",
+                    object: job_key.clone(),
+                    field: String::new(),
+                    message: format!("its PodGroup {pg_key}: field {field}: {message}"),
+                })?;
+                cluster.pod_groups.insert(pg_key, Arc::new(pg));
+            }
+            for (task, mut pod) in planned.pods {
+                let key = object_key(ObjectKind::Pod, &pod.metadata);
+                if origins.insert(ObjectKind::Pod, key.clone(), job_origin.clone()).is_some() {
+                    continue;
+                }
+                pod.metadata.uid = Some(deterministic_uid(ObjectKind::Pod, &key));
+                pod.metadata.creation_timestamp = created.clone();
+                let in_template = |e| job::in_template(e, &job_key, origin.as_ref(), task);
+                validation::pod(&pod).map_err(|FieldError { field, message }| {
+                    in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
+                })?;
+                pod_defaults(&mut pod, origin.as_ref(), &classes, global_default.as_ref()).map_err(in_template)?;
+                pod_order.push(key.clone());
+                cluster.pods.insert(key, Arc::new(pod));
+            }
+            cluster.jobs.insert(job_key, planned.sim_job);
         }
     }
 
@@ -313,6 +366,8 @@ fn validate(object: &Object) -> Result<(), FieldError> {
         Object::PodGroup(pg) => validation::pod_group(pg),
         Object::Queue(q) => validation::queue(q),
         Object::PriorityClass(pc) => validation::priority_class(pc),
+        // Volcano's job webhook admits it when it is planned.
+        Object::Job(_) => Ok(()),
     }
 }
 

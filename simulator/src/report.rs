@@ -1,11 +1,12 @@
 //! The result of a simulation, for people (a table) and for programs (JSON, YAML).
 //!
 //! The JSON and YAML shapes are the contract of `volcano-rs simulate` (docs/simulate.md):
-//! `cycles`, `pods`, `podGroups` and `queues`, with these keys and no others.
+//! `cycles`, `pods`, `podGroups`, `queues` and `jobs`, with these keys and no others.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use k8s_openapi::api::core::v1::{Container, EnvVar, VolumeMount};
 use serde::Serialize;
 use volcano_api::crd::{PodGroupPhase, ResourceList};
 use volcano_framework::Resource;
@@ -78,6 +79,166 @@ pub struct QueueLine {
     pub share: Option<f64>,
 }
 
+/// A container of a pod that came from a Job: what the job plugins set up in it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobContainerLine {
+    /// Container name.
+    pub name: String,
+    /// `env`, as planned (`TF_CONFIG`, `MASTER_ADDR`, `VC_<TASK>_HOSTS` from a ConfigMap, …).
+    pub env: Vec<EnvVar>,
+    /// `volumeMounts`, as planned (the svc hosts, the MPI hostfile, the ssh keys).
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+impl JobContainerLine {
+    fn of(c: &Container) -> Self {
+        JobContainerLine {
+            name: c.name.clone(),
+            env: c.env.clone().unwrap_or_default(),
+            volume_mounts: c.volume_mounts.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// A pod of a Job after the last cycle, with its planned containers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobPodLine {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The task it belongs to.
+    pub task: String,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// `status.phase`.
+    pub phase: String,
+    /// `spec.hostname` (the `svc` plugin sets it).
+    pub hostname: Option<String>,
+    /// `spec.subdomain` (the `svc` plugin sets it).
+    pub subdomain: Option<String>,
+    /// Init containers, in order.
+    pub init_containers: Vec<JobContainerLine>,
+    /// Containers, in order.
+    pub containers: Vec<JobContainerLine>,
+}
+
+/// A named object a job plugin creates.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NamedLine {
+    /// `namespace/name`.
+    pub name: String,
+}
+
+/// A ConfigMap a job plugin creates, with its data.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConfigMapLine {
+    /// `namespace/name`.
+    pub name: String,
+    /// `data` (the svc hosts, the MPI hostfile).
+    pub data: BTreeMap<String, String>,
+}
+
+/// A Secret a job plugin creates: its keys only, never the values.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SecretLine {
+    /// `namespace/name`.
+    pub name: String,
+    /// The keys of `data` and `stringData`.
+    pub keys: Vec<String>,
+}
+
+/// A Volcano Job of the input, as planned, after the last cycle.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobLine {
+    /// `namespace/name`.
+    pub name: String,
+    /// `spec.queue` after admission.
+    pub queue: String,
+    /// `namespace/name` of its PodGroup.
+    pub pod_group: String,
+    /// The enabled job plugins, in the order they ran.
+    pub plugins: Vec<String>,
+    /// Its pods that still exist, in plan order.
+    pub pods: Vec<JobPodLine>,
+    /// Services the plugins create (not scheduled).
+    pub services: Vec<NamedLine>,
+    /// ConfigMaps the plugins create, with their data (not scheduled).
+    pub config_maps: Vec<ConfigMapLine>,
+    /// Secrets the plugins create, keys only (not scheduled).
+    pub secrets: Vec<SecretLine>,
+    /// NetworkPolicies the plugins create (not scheduled).
+    pub network_policies: Vec<NamedLine>,
+}
+
+fn meta_key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    format!("{}/{}", m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or_default())
+}
+
+fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
+    cluster
+        .jobs
+        .iter()
+        .map(|(key, j)| {
+            let pods = j
+                .pods
+                .iter()
+                .filter_map(|p| cluster.pods.get(p).map(|pod| (p, pod)))
+                .map(|(p, pod)| {
+                    let spec = pod.spec.clone().unwrap_or_default();
+                    JobPodLine {
+                        pod: p.clone(),
+                        task: pod
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .and_then(|a| a.get(volcano_api::crd::TASK_SPEC_KEY))
+                            .cloned()
+                            .unwrap_or_default(),
+                        node: spec.node_name.clone().filter(|n| !n.is_empty()),
+                        phase: pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
+                        hostname: spec.hostname.clone(),
+                        subdomain: spec.subdomain.clone(),
+                        init_containers: spec.init_containers.iter().flatten().map(JobContainerLine::of).collect(),
+                        containers: spec.containers.iter().map(JobContainerLine::of).collect(),
+                    }
+                })
+                .collect();
+            let r = &j.resources;
+            JobLine {
+                name: key.clone(),
+                queue: j.job.spec.queue.clone().unwrap_or_else(|| "default".into()),
+                pod_group: j.pod_group.clone(),
+                plugins: j.plugins.clone(),
+                pods,
+                services: r.services.iter().map(|s| NamedLine { name: meta_key(&s.metadata) }).collect(),
+                config_maps: r
+                    .config_maps
+                    .iter()
+                    .map(|c| ConfigMapLine { name: meta_key(&c.metadata), data: c.data.clone().unwrap_or_default() })
+                    .collect(),
+                secrets: r
+                    .secrets
+                    .iter()
+                    .map(|s| {
+                        let mut keys: Vec<String> = s.data.iter().flatten().map(|(k, _)| k.clone()).collect();
+                        keys.extend(s.string_data.iter().flatten().map(|(k, _)| k.clone()));
+                        keys.sort();
+                        keys.dedup();
+                        SecretLine { name: meta_key(&s.metadata), keys }
+                    })
+                    .collect(),
+                network_policies: r
+                    .network_policies
+                    .iter()
+                    .map(|n| NamedLine { name: meta_key(&n.metadata) })
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
 /// Everything a simulation prints.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -91,6 +252,8 @@ pub struct Report {
     pub pod_groups: Vec<PodGroupLine>,
     /// Every queue, sorted by name.
     pub queues: Vec<QueueLine>,
+    /// Every Volcano Job of the input, sorted by namespace and name.
+    pub jobs: Vec<JobLine>,
 }
 
 fn ns_name(key: &str) -> (&str, &str) {
@@ -196,7 +359,9 @@ impl Report {
             })
             .collect();
 
-        Report { cycles: cycles.to_vec(), stop, pods, pod_groups, queues }
+        let mut jobs = job_lines(cluster);
+        jobs.sort_by(|a, b| ns_name(&a.name).cmp(&ns_name(&b.name)));
+        Report { cycles: cycles.to_vec(), stop, pods, pod_groups, queues, jobs }
     }
 
     /// The pods that wait for a node.
@@ -254,6 +419,7 @@ impl Report {
                     share: q.share,
                 })
                 .collect(),
+            jobs: &self.jobs,
         }
     }
 
@@ -373,6 +539,27 @@ impl Report {
             table(&mut out, &["PODGROUP", "QUEUE", "PHASE", "MIN", "RUNNING"], &rows);
         }
 
+        if !self.jobs.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nJobs (batch.volcano.sh/v1alpha1; --output json shows each pod's env and the plugin objects):"
+            );
+            let rows: Vec<Vec<String>> = self
+                .jobs
+                .iter()
+                .map(|j| {
+                    let running = j.pods.iter().filter(|p| p.phase == "Running").count();
+                    vec![
+                        j.name.clone(),
+                        ns_name(&j.pod_group).1.to_string(),
+                        format!("{running}/{}", j.pods.len()),
+                        if j.plugins.is_empty() { "-".into() } else { j.plugins.join(",") },
+                    ]
+                })
+                .collect();
+            table(&mut out, &["JOB", "PODGROUP", "RUNNING", "PLUGINS"], &rows);
+        }
+
         let _ = writeln!(out, "\nQueues:");
         let rows: Vec<Vec<String>> = self
             .queues
@@ -479,6 +666,7 @@ struct Output<'a> {
     #[serde(rename = "podGroups")]
     pod_groups: Vec<OutPodGroup<'a>>,
     queues: Vec<OutQueue<'a>>,
+    jobs: &'a [JobLine],
 }
 
 #[derive(Serialize)]

@@ -36,9 +36,13 @@ fn known_kind_with_another_api_version_is_unknown() {
 }
 
 #[test]
-fn volcano_job_is_not_supported_yet() {
-    let err = load_err("job.yaml", "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\nspec: {}\n");
-    assert_eq!(err.category(), "unsupported_kind");
+fn volcano_job_is_read_and_another_version_is_unknown() {
+    let mut m = Manifest::new();
+    m.load_str("job.yaml", "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j}\nspec: {}\n")
+        .unwrap();
+    assert_eq!(m.entries[0].object.kind(), volcano_sim::ObjectKind::Job);
+    let err = load_err("job.yaml", "apiVersion: batch.volcano.sh/v1beta1\nkind: Job\nmetadata: {name: j}\nspec: {}\n");
+    assert_eq!(err.category(), "unknown_kind");
     assert!(err.to_string().contains("job.yaml: document 1"), "{err}");
 }
 

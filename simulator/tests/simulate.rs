@@ -200,7 +200,8 @@ fn json_output_has_exactly_the_specified_keys() {
     sim.run(None).unwrap();
     let report = sim.report();
     let v: Value = serde_json::from_str(&report.to_json()).unwrap();
-    assert_eq!(keys(&v), set(&["cycles", "pods", "podGroups", "queues"]));
+    assert_eq!(keys(&v), set(&["cycles", "pods", "podGroups", "queues", "jobs"]));
+    assert_eq!(v["jobs"], serde_json::json!([]), "no Job in the input");
     let c0 = &v["cycles"][0];
     assert_eq!(keys(c0), set(&["cycle", "binds", "evictions", "pipelined"]));
     assert_eq!(c0["cycle"], 1);
