@@ -389,12 +389,9 @@ impl Stepper<'_> {
             return Ok(());
         }
         let api: Api<Job> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
-        let written =
-            api.replace_status(&job.name_any(), &PostParams::default(), job).await.map_err(api_err(format!(
-                "write the status of job {}/{}",
-                job.namespace().unwrap_or_default(),
-                job.name_any()
-            )))?;
+        let written = api.replace_status(&job.name_any(), &PostParams::default(), job).await.map_err(api_err(
+            format!("write the status of job {}/{}", job.namespace().unwrap_or_default(), job.name_any()),
+        ))?;
         job.metadata.resource_version = written.metadata.resource_version;
         self.stored_status = job.status.clone();
         Ok(())
@@ -489,12 +486,11 @@ impl Stepper<'_> {
             }
             after.push(p);
         }
-        let deleted =
-            join_all(deletes.into_iter().map(|(name, uid)| {
-                let api = pods_api.clone();
-                async move { delete_pod(&api, &name, uid).await }
-            }))
-            .await;
+        let deleted = join_all(deletes.into_iter().map(|(name, uid)| {
+            let api = pods_api.clone();
+            async move { delete_pod(&api, &name, uid).await }
+        }))
+        .await;
         for d in deleted {
             if let Err(e) = d {
                 first_error.get_or_insert(e);

@@ -144,21 +144,18 @@ async fn controller(
 ) {
     let cfg = || watcher::Config::default().any_semantic();
     let (pods, pods_w) = reflector::store::<Pod>();
-    let pod_stream = reflector::reflector(
-        pods_w,
-        watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(JOB_NAME_KEY)),
-    )
-    .default_backoff()
-    .touched_objects();
+    let pod_stream =
+        reflector::reflector(pods_w, watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(JOB_NAME_KEY)))
+            .default_backoff()
+            .touched_objects();
     let (groups, groups_w) = reflector::store::<PodGroup>();
     let group_stream = reflector::reflector(groups_w, watcher::watcher(Api::<PodGroup>::all(client.clone()), cfg()))
         .default_backoff()
         .touched_objects();
     let (commands, commands_w) = reflector::store::<Command>();
-    let command_stream =
-        reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
-            .default_backoff()
-            .applied_objects();
+    let command_stream = reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
+        .default_backoff()
+        .applied_objects();
     let ctx = Arc::new(Context::new(client.clone(), pods, groups, commands, opts.scheduler_name.clone(), leading));
     Controller::new(Api::<Job>::all(client.clone()), cfg())
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
@@ -166,15 +163,13 @@ async fn controller(
         .owns_stream(group_stream)
         .watches_stream(command_stream, |cmd: Command| {
             let ns = cmd.metadata.namespace.clone();
-            cmd.target
-                .filter(|t| t.kind == "Job")
-                .map(|t| {
-                    let r = ObjectRef::<Job>::new(&t.name);
-                    match ns {
-                        Some(ns) => r.within(&ns),
-                        None => r,
-                    }
-                })
+            cmd.target.filter(|t| t.kind == "Job").map(|t| {
+                let r = ObjectRef::<Job>::new(&t.name);
+                match ns {
+                    Some(ns) => r.within(&ns),
+                    None => r,
+                }
+            })
         })
         .graceful_shutdown_on(until)
         .run(reconcile, error_policy, ctx)
