@@ -192,12 +192,8 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
         }
     }
     let due = mem.delayed.next_due();
-    let failures = mem.failures;
     ctx.put_memory(key, mem);
-    if let Err(e) = result {
-        let _ = failures;
-        return Err(e);
-    }
+    result?;
     if let Some(due) = due {
         let left = Duration::try_from(due.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
         requeue = Some(requeue.map_or(left, |r| r.min(left)));

@@ -141,6 +141,7 @@ async fn the_controller_runs_jobs() {
             "metadata": {"name": "ddp", "namespace": NS},
             "spec": {
                 "minAvailable": 3, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "ttlSecondsAfterFinished": 1,
                 "plugins": {"svc": [], "pytorch": ["--master=master", "--worker=worker"]},
                 "tasks": [task("master", 1), task("worker", 2)]
             }
@@ -186,6 +187,9 @@ async fn the_controller_runs_jobs() {
     assert_eq!(done.status.as_ref().unwrap().succeeded, 3);
     // No pod was created twice, none more than the replicas.
     assert_eq!(pods.list(&ListParams::default().labels("volcano.sh/job-name=ddp")).await.unwrap().items.len(), 3);
+    // ttlSecondsAfterFinished: deleted (in the foreground: with no garbage collector in this
+    // test, the job stays with its deletionTimestamp).
+    job_where(&client, "ddp", "ddp deleted after its TTL", |j| j.metadata.deletion_timestamp.is_some()).await;
 
     // A job restarted by its policy when a pod fails.
     let restart = create_job(
