@@ -160,6 +160,17 @@ async fn the_controller_runs_jobs() {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
 
+    // A changed gang reaches the PodGroup.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.patch("ddp", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}}))).await.unwrap();
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+    let pg_name = pg.metadata.name.clone().unwrap();
+    eventually(WAIT, "the PodGroup's minMember updated", || {
+        let (pgs, pg_name) = (pgs.clone(), pg_name.clone());
+        async move { pgs.get(&pg_name).await.ok().filter(|g| g.spec.min_member == 2) }
+    })
+    .await;
+
     admit(&client, &pg).await;
     let created = pods_of(&client, "ddp", 3).await;
     let by_name: BTreeMap<String, Pod> =
