@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
@@ -255,6 +255,36 @@ async fn the_controller_runs_jobs() {
     commands.create(&PostParams::default(), &cmd).await.unwrap();
     job_where(&client, "restart", "restart Aborted", |j| phase(j) == Some(JobPhase::Aborted)).await;
     assert!(commands.get_opt("abort-restart").await.unwrap().is_none());
+
+    // ssh: a generated key pair kept in the job's Secret, mounted into the pods.
+    let sshjob = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "sshjob", "namespace": NS},
+            "spec": {
+                "minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "plugins": {"ssh": [], "svc": []},
+                "tasks": [task("worker", 1)]
+            }
+        }),
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let secret = eventually(WAIT, "the ssh Secret", || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt("sshjob-ssh").await.ok().flatten() }
+    })
+    .await;
+    let data = secret.data.clone().unwrap();
+    assert!(String::from_utf8_lossy(&data["id_rsa"].0).contains("BEGIN RSA PRIVATE KEY"));
+    assert!(String::from_utf8_lossy(&data["authorized_keys"].0).starts_with("ssh-rsa "));
+    let pg = pod_group_of(&client, &sshjob).await;
+    admit(&client, &pg).await;
+    let pod = pods_of(&client, "sshjob", 1).await.remove(0);
+    let volumes = pod.spec.as_ref().unwrap().volumes.clone().unwrap_or_default();
+    assert!(volumes.iter().any(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some("sshjob-ssh")));
+    assert_eq!(secrets.get("sshjob-ssh").await.unwrap().data, secret.data, "the key is generated once");
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
