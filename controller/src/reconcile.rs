@@ -371,7 +371,8 @@ impl Stepper<'_> {
         let next = status::next_status(job, &counts, &decision, now);
         job.status = Some(next);
         self.write_status(job).await?;
-        if decision.delete_pod_group {
+        // (Only when there is one: a finished job's every reconcile decides the deletion.)
+        if decision.delete_pod_group && self.pod_group.is_some() {
             let name = plan::pod_group_name(job)?;
             let api: Api<PodGroup> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
             match api.delete(&name, &DeleteParams::default()).await {
