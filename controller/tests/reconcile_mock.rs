@@ -96,7 +96,7 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "j-job-uid", "namespace": "ml", "uid": "pg-uid"},
-        "spec": {"minMember": 3}, "status": {"phase": "Inqueue"}
+        "spec": {"minMember": 3, "minTaskMember": {"w": 3}}, "status": {"phase": "Inqueue"}
     }))
     .unwrap();
     groups_w.apply_watcher_event(&Event::Apply(pg));
