@@ -8,9 +8,11 @@
 //!   `volcano-benches` crate).
 //!
 //! - `scheduler`: the kube backend (`volcano-scheduler`, see `docs/scheduler.md`);
-//! - `webhook`: the admission webhook (`volcano-webhook`, see `docs/webhook.md`).
+//! - `webhook`: the admission webhook (`volcano-webhook`, see `docs/webhook.md`);
+//! - `controller`, `job`, `queue`: the Job controller and vcctl's commands
+//!   (`volcano-controller`, see `docs/jobs.md`).
 //!
-//! `controller` and `replay` are wired here as they land.
+//! `replay` is wired here when it lands.
 //!
 //! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
 //! 2 invalid command line, 3 the simulation caught the scheduler breaking an invariant,
@@ -50,6 +52,9 @@ enum Command {
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
+    /// The Job controller: Volcano Jobs' PodGroups, pods, plugins, lifecycle policies and
+    /// Commands, a drop-in for Volcano's controller manager (docs/jobs.md).
+    Controller(Box<ControllerArgs>),
     /// Volcano Jobs: run, list, view, suspend, resume, delete (vcctl's commands; docs/jobs.md).
     Job(ClusterCommand<volcano_controller::cli::JobCommand>),
     /// Queues: create, list, open, close (vcctl's commands).
@@ -163,6 +168,33 @@ struct SchedulerArgs {
 
 /// Exit code for an invalid command line.
 const EXIT_USAGE: u8 = 2;
+
+#[derive(Args, Debug)]
+struct ControllerArgs {
+    #[command(flatten)]
+    options: volcano_controller::ControllerOptions,
+}
+
+fn controller(args: &ControllerArgs) -> ExitCode {
+    if let Err(e) = args.options.validate() {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INTERNAL);
+        }
+    };
+    match runtime.block_on(volcano_controller::run(args.options.clone(), volcano_kube::termination())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_INPUT)
+        }
+    }
+}
 
 /// A command against a cluster.
 #[derive(Args, Debug)]
@@ -475,6 +507,7 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Bench(args) => bench(args),
         Command::Scheduler(args) => return scheduler(args),
         Command::Webhook(args) => return webhook(args),
+        Command::Controller(args) => return controller(args),
         Command::Job(c) => cluster_command(c.kubeconfig.as_deref(), async |client| {
             volcano_controller::cli::job(client, &c.command).await
         }),

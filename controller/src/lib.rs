@@ -1,8 +1,9 @@
 //! volcano-controller: the Volcano Job controller (`batch.volcano.sh/v1alpha1` Job), with the
 //! distributed-training job plugins (svc, env, ssh, TensorFlow, PyTorch, MXNet, MPI).
 //!
-//! The planning and decision parts are pure (no IO, no clock: time is an argument); the
-//! reconciler shell applies them to the API, and the simulator reuses them:
+//! The modules below are pure (no IO, no clock: time is an argument); the reconciler shell
+//! ([`run`], [`reconcile`], flags in [`options`]) applies them to the API, and the simulator
+//! reuses them:
 //! - [`plan`]: Job → PodGroup, pods, plugin objects, `dependsOn` gating; the job plugins are
 //!   in [`plugins`] (docs/jobs.md says what each one injects);
 //! - [`events`] turns observed changes (pods, PodGroups, Jobs, Commands) into
@@ -16,11 +17,17 @@
 
 pub mod cli;
 pub mod events;
+pub mod options;
 pub mod plan;
 pub mod plugins;
 pub mod policies;
+pub mod reconcile;
+pub mod run;
 pub mod state;
 pub mod status;
+
+pub use options::ControllerOptions;
+pub use run::{run, ControllerError};
 
 #[cfg(test)]
 mod tests;

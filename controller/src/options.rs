@@ -1,0 +1,127 @@
+//! The command line of `volcano-rs controller`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args};
+use thiserror::Error;
+
+/// A flag that cannot be used.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum OptionsError {
+    /// `--worker-threads` is 0.
+    #[error("--worker-threads must be at least 1")]
+    WorkerThreads,
+    /// `--healthz-address` is not `host:port` or `:port`.
+    #[error("--healthz-address {0:?} is not an address (host:port or :port)")]
+    HealthzAddress(String),
+    /// An empty Lease namespace or name with `--leader-elect`.
+    #[error("--leader-elect-resource-namespace and --leader-elect-resource-name must not be empty")]
+    Lease,
+    /// An empty `--scheduler-name`.
+    #[error("--scheduler-name must not be empty")]
+    SchedulerName,
+}
+
+/// The flags of `volcano-rs controller`.
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct ControllerOptions {
+    /// The kubeconfig file; the in-cluster or default configuration when unset.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The scheduler of the pods of jobs that name none (`spec.schedulerName` empty).
+    #[arg(long, default_value = "volcano-rs")]
+    pub scheduler_name: String,
+    /// Run only while holding the Lease (`--leader-elect=false`: always).
+    #[arg(long, default_value_t = true, action = ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "volcano-system")]
+    pub leader_elect_resource_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "volcano-rs-controller")]
+    pub leader_elect_resource_name: String,
+    /// Jobs reconciled at once.
+    #[arg(long, default_value_t = 3)]
+    pub worker_threads: u16,
+    /// Where `/healthz` and `/readyz` are served (`host:port` or `:port`); not served when unset.
+    #[arg(long)]
+    pub healthz_address: Option<String>,
+}
+
+impl Default for ControllerOptions {
+    fn default() -> Self {
+        ControllerOptions {
+            kubeconfig: None,
+            scheduler_name: "volcano-rs".into(),
+            leader_elect: true,
+            leader_elect_resource_namespace: "volcano-system".into(),
+            leader_elect_resource_name: "volcano-rs-controller".into(),
+            worker_threads: 3,
+            healthz_address: None,
+        }
+    }
+}
+
+impl ControllerOptions {
+    /// Checks what can be checked without the cluster.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.worker_threads == 0 {
+            return Err(OptionsError::WorkerThreads);
+        }
+        if self.scheduler_name.is_empty() {
+            return Err(OptionsError::SchedulerName);
+        }
+        if self.leader_elect
+            && (self.leader_elect_resource_namespace.is_empty() || self.leader_elect_resource_name.is_empty())
+        {
+            return Err(OptionsError::Lease);
+        }
+        self.healthz()?;
+        Ok(())
+    }
+
+    /// The `--healthz-address`, parsed.
+    pub fn healthz(&self) -> Result<Option<SocketAddr>, OptionsError> {
+        let Some(a) = &self.healthz_address else { return Ok(None) };
+        let full = if a.starts_with(':') { format!("0.0.0.0{a}") } else { a.clone() };
+        full.parse().map(Some).map_err(|_| OptionsError::HealthzAddress(a.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        opts: ControllerOptions,
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let d = Cli::try_parse_from(["controller"]).unwrap().opts;
+        assert_eq!(d, ControllerOptions::default());
+        let o = Cli::try_parse_from([
+            "controller",
+            "--leader-elect=false",
+            "--worker-threads",
+            "5",
+            "--healthz-address",
+            ":11252",
+        ])
+        .unwrap()
+        .opts;
+        assert!(!o.leader_elect);
+        assert_eq!(o.worker_threads, 5);
+        assert_eq!(o.healthz().unwrap().unwrap().port(), 11252);
+        o.validate().unwrap();
+        let bad = ControllerOptions { worker_threads: 0, ..Default::default() };
+        assert_eq!(bad.validate(), Err(OptionsError::WorkerThreads));
+        let bad = ControllerOptions { healthz_address: Some("nope".into()), ..Default::default() };
+        assert!(matches!(bad.validate(), Err(OptionsError::HealthzAddress(_))));
+    }
+}

@@ -1,0 +1,632 @@
+//! The reconciler: one Job at a time (kube-runtime never runs two reconciles of one object
+//! at once), applying the pure parts of this crate to the API.
+//!
+//! A reconcile:
+//! 1. deletes the job when its `ttlSecondsAfterFinished` expired;
+//! 2. turns what changed since the last reconcile into [`Request`]s: Commands targeting the
+//!    job (each deleted first; one whose delete fails is left alone), pods (added, updated,
+//!    deleted, compared with the pods seen last time), the PodGroup's phase, and delayed
+//!    actions that came due; the requests wait in the job's memory until handled, so a
+//!    failed reconcile handles them again;
+//! 3. for each request: [`policies::apply`] (a delayed action is kept for later), then one
+//!    step of the state machine ([`step`]); with no request, one `SyncJob` step.
+//!
+//! Every create treats 409 AlreadyExists as success (names are deterministic), every delete
+//! treats 404 as success; another API error ends the reconcile with an error, and the job is
+//! requeued with back-off.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource, ResourceExt};
+use thiserror::Error;
+use tokio::sync::watch;
+use volcano_api::bus::{Action, Command};
+use volcano_api::crd::{PodGroup, PodGroupPhase};
+use volcano_api::job::Job;
+
+use crate::events::{self, Request, OUT_OF_SYNC_KEY};
+use crate::plan::{self, PlanError};
+use crate::plugins::{self, ssh, JobPlugins, PluginError};
+use crate::policies::{self, DelayedActions};
+use crate::state::{self, Counts, Target, Work};
+use crate::status;
+
+/// Why a reconcile failed (the job is requeued with back-off).
+#[derive(Debug, Error)]
+pub enum ReconcileError {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The job cannot be planned.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The job's plugins are wrong.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+    /// The ssh key could not be generated.
+    #[error("cannot generate the ssh key: {0}")]
+    SshKey(String),
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
+    let what = what.into();
+    move |source| ReconcileError::Api { what, source }
+}
+
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// What the reconciler remembers of a job between reconciles.
+#[derive(Default)]
+struct Memory {
+    /// The job's UID (a job recreated under the same name starts afresh).
+    uid: String,
+    /// The job's pods as last seen, by name.
+    pods: BTreeMap<String, Pod>,
+    /// The PodGroup as last seen.
+    pod_group: Option<PodGroup>,
+    /// Requests not handled yet.
+    pending: Vec<Request>,
+    /// Delayed actions of the job.
+    delayed: DelayedActions,
+    /// Consecutive failed reconciles (for the back-off).
+    failures: u32,
+}
+
+/// What every reconcile shares.
+pub struct Context {
+    /// The client.
+    pub client: Client,
+    /// The pods of jobs (label `volcano.sh/job-name`).
+    pub pods: Store<Pod>,
+    /// The PodGroups.
+    pub pod_groups: Store<PodGroup>,
+    /// The Commands.
+    pub commands: Store<Command>,
+    /// The scheduler of jobs that name none.
+    pub scheduler_name: String,
+    /// Whether this replica leads.
+    pub leading: watch::Receiver<bool>,
+    memory: Mutex<HashMap<String, Memory>>,
+}
+
+impl Context {
+    /// A context over the stores.
+    pub fn new(
+        client: Client,
+        pods: Store<Pod>,
+        pod_groups: Store<PodGroup>,
+        commands: Store<Command>,
+        scheduler_name: String,
+        leading: watch::Receiver<bool>,
+    ) -> Self {
+        Context { client, pods, pod_groups, commands, scheduler_name, leading, memory: Mutex::new(HashMap::new()) }
+    }
+
+    fn take_memory(&self, key: &str, uid: &str) -> Memory {
+        let mut m = self.memory.lock().expect("memory lock").remove(key).unwrap_or_default();
+        if m.uid != uid {
+            m = Memory { uid: uid.to_string(), ..Default::default() };
+        }
+        m
+    }
+
+    fn put_memory(&self, key: String, m: Memory) {
+        self.memory.lock().expect("memory lock").insert(key, m);
+    }
+
+    fn forget(&self, key: &str) {
+        self.memory.lock().expect("memory lock").remove(key);
+    }
+}
+
+fn controlled_by(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, uid: &str) -> bool {
+    meta.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// Reconciles one job.
+pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, ReconcileError> {
+    if !*ctx.leading.borrow() {
+        return Ok(Requeue::await_change());
+    }
+    let _ = ctx.pods.wait_until_ready().await;
+    let _ = ctx.pod_groups.wait_until_ready().await;
+    let _ = ctx.commands.wait_until_ready().await;
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let key = events::job_key(&ns, &name);
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let now = Timestamp::now();
+    if job.metadata.deletion_timestamp.is_some() {
+        ctx.forget(&key);
+        return Ok(Requeue::await_change());
+    }
+    let mut requeue: Option<Duration> = None;
+    if let Some(left) = status::ttl_expired(&job, now) {
+        if left.is_zero() {
+            let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+            let dp = DeleteParams {
+                propagation_policy: Some(PropagationPolicy::Foreground),
+                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                ..Default::default()
+            };
+            match jobs.delete(&name, &dp).await {
+                Ok(_) => tracing::info!(job = %key, "deleted: ttlSecondsAfterFinished expired"),
+                Err(e) if matches!(code(&e), Some(404 | 409)) => {}
+                Err(e) => return Err(api_err(format!("delete job {key}"))(e)),
+            }
+            ctx.forget(&key);
+            return Ok(Requeue::await_change());
+        }
+        requeue = Some(left);
+    }
+
+    let mut mem = ctx.take_memory(&key, &uid);
+    let result = reconcile_with(&job, &ctx, &mut mem, now).await;
+    match &result {
+        Ok(_) => mem.failures = 0,
+        Err(e) => {
+            mem.failures += 1;
+            tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
+        }
+    }
+    let due = mem.delayed.next_due();
+    ctx.put_memory(key, mem);
+    result?;
+    if let Some(due) = due {
+        let left = Duration::try_from(due.duration_since(Timestamp::now())).unwrap_or(Duration::ZERO);
+        requeue = Some(requeue.map_or(left, |r| r.min(left)));
+    }
+    Ok(match requeue {
+        Some(d) => Requeue::requeue(d.max(Duration::from_millis(100))),
+        None => Requeue::await_change(),
+    })
+}
+
+/// The back-off after a failed reconcile: 200 ms doubling up to a minute.
+pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    let key = events::job_key(&job.namespace().unwrap_or_default(), &job.name_any());
+    let failures = ctx.memory.lock().expect("memory lock").get(&key).map_or(1, |m| m.failures.max(1));
+    let ms = 200u64.saturating_mul(1u64 << (failures - 1).min(9));
+    Requeue::requeue(Duration::from_millis(ms.min(60_000)))
+}
+
+async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timestamp) -> Result<(), ReconcileError> {
+    let ns = job.namespace().unwrap_or_default();
+    let name = job.name_any();
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+
+    // Commands: deleted first, exactly once.
+    let commands: Api<Command> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut cmds: Vec<Arc<Command>> = ctx
+        .commands
+        .state()
+        .into_iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .filter(|c| c.target.as_ref().is_some_and(|t| t.kind == "Job" && t.name == name))
+        .collect();
+    cmds.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+    for cmd in cmds {
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: cmd.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        match commands.delete(&cmd.name_any(), &dp).await {
+            Ok(_) => {
+                if let Some(req) = events::command_issued(&cmd) {
+                    tracing::info!(job = %format!("{ns}/{name}"), action = ?cmd.action, "command");
+                    mem.pending.push(req);
+                }
+            }
+            // Deleted by another reconcile (a stale store), or not deletable: not ours to run.
+            Err(e) => tracing::debug!(command = %cmd.name_any(), "command not run: {e}"),
+        }
+    }
+
+    // Pods: what changed since last time.
+    let pods: Vec<Pod> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(&p.metadata, &uid))
+        .map(|p| (*p).clone())
+        .collect();
+    let by_name: BTreeMap<String, Pod> = pods.iter().map(|p| (p.name_any(), p.clone())).collect();
+    for (pname, pod) in &by_name {
+        let req = match mem.pods.get(pname) {
+            None => events::pod_added(pod),
+            Some(old) if old.metadata.uid != pod.metadata.uid => events::pod_added(pod),
+            Some(old) => events::pod_updated(old, pod, job, pods.iter()),
+        };
+        mem.pending.extend(req);
+    }
+    for (pname, old) in &mem.pods {
+        if !by_name.contains_key(pname) {
+            mem.pending.extend(events::pod_deleted(old, true));
+        }
+    }
+    mem.pods = by_name;
+
+    // The PodGroup's phase.
+    let pg_name = plan::pod_group_name(job)?;
+    let pg = ctx
+        .pod_groups
+        .state()
+        .into_iter()
+        .find(|g| g.metadata.namespace.as_deref() == Some(ns.as_str()) && g.name_any() == pg_name)
+        .map(|g| (*g).clone());
+    if let (Some(old), Some(new)) = (&mem.pod_group, &pg) {
+        mem.pending.extend(events::pod_group_phase_changed(old, new));
+    }
+    mem.pod_group = pg.clone();
+
+    // Delayed actions that came due run with their action.
+    for d in mem.delayed.due(now) {
+        let mut req = d.request.clone();
+        req.action = Some(d.action.clone());
+        mem.pending.push(req);
+    }
+
+    let mut job = job.clone();
+    if job.spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+        job.spec.scheduler_name = Some(ctx.scheduler_name.clone());
+    }
+    let mut stepper = Stepper { ctx, pods, pod_group: pg, stored_status: job.status.clone() };
+    let mut ran = false;
+    while let Some(req) = mem.pending.first().cloned() {
+        mem.delayed.cancel_on(&req);
+        let (action, delay) = policies::apply(&job, &req);
+        if let Some(delay) = delay {
+            mem.delayed.schedule(&req, action, delay, now);
+            mem.pending.remove(0);
+            continue;
+        }
+        // SyncJob requests collapse into one sync at the end.
+        if action != Action::SyncJob {
+            let target = Target::of(&action, &req);
+            stepper.step(&mut job, &action, target.as_ref()).await?;
+            ran = true;
+            if !policies::is_internal_action(&action) {
+                mem.delayed.executed(&req, &action);
+            }
+        }
+        mem.pending.remove(0);
+    }
+    if !ran {
+        stepper.step(&mut job, &Action::SyncJob, None).await?;
+    }
+    Ok(())
+}
+
+struct Stepper<'a> {
+    ctx: &'a Context,
+    pods: Vec<Pod>,
+    pod_group: Option<PodGroup>,
+    /// The status as the API server has it.
+    stored_status: Option<volcano_api::job::JobStatus>,
+}
+
+impl Stepper<'_> {
+    fn client(&self) -> Client {
+        self.ctx.client.clone()
+    }
+
+    /// One step of the state machine for `action`: the work, the counts, the status.
+    async fn step(&mut self, job: &mut Job, action: &Action, target: Option<&Target>) -> Result<(), ReconcileError> {
+        let now = Timestamp::now();
+        if let Some(initial) = status::initial(job, now) {
+            job.status = Some(initial);
+        }
+        let work = state::work(job, action, target);
+        let counts = match &work {
+            Work::None => return Ok(()),
+            Work::Sync => self.sync(job, now).await?,
+            Work::Kill { retain } => {
+                let retain = *retain;
+                let pods = self.pods.clone();
+                let doomed: Vec<&Pod> = pods
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                    .filter(|p| {
+                        retain == state::Retain::None || !matches!(events::pod_phase(p), "Succeeded" | "Failed")
+                    })
+                    .collect();
+                self.kill(&doomed).await?;
+                Counts::after(job, &work, pods.iter(), false)
+            }
+            Work::KillTargets(t) => {
+                let pods = self.pods.clone();
+                // A partition with no pods is skipped without a status update, as in Volcano.
+                if matches!(t, Target::Partition { .. }) && !pods.iter().any(|p| t.covers(p)) {
+                    return Ok(());
+                }
+                let doomed: Vec<&Pod> =
+                    pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && t.covers(p)).collect();
+                self.kill(&doomed).await?;
+                Counts::after(job, &work, pods.iter(), false)
+            }
+        };
+        let decision = state::decide(job, &counts, action, target);
+        let next = status::next_status(job, &counts, &decision, now);
+        job.status = Some(next);
+        self.write_status(job).await?;
+        // (Only when there is one: a finished job's every reconcile decides the deletion.)
+        if decision.delete_pod_group && self.pod_group.is_some() {
+            let name = plan::pod_group_name(job)?;
+            let api: Api<PodGroup> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some(404) => {}
+                Err(e) => return Err(api_err(format!("delete PodGroup {name}"))(e)),
+            }
+            self.pod_group = None;
+        }
+        Ok(())
+    }
+
+    async fn write_status(&mut self, job: &mut Job) -> Result<(), ReconcileError> {
+        if job.status == self.stored_status {
+            return Ok(());
+        }
+        let api: Api<Job> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
+        let written = api.replace_status(&job.name_any(), &PostParams::default(), job).await.map_err(api_err(
+            format!("write the status of job {}/{}", job.namespace().unwrap_or_default(), job.name_any()),
+        ))?;
+        job.metadata.resource_version = written.metadata.resource_version;
+        self.stored_status = job.status.clone();
+        Ok(())
+    }
+
+    /// Marks the pods out of sync, then deletes them.
+    async fn kill(&mut self, pods: &[&Pod]) -> Result<(), ReconcileError> {
+        let calls = pods.iter().map(|p| {
+            let api: Api<Pod> = Api::namespaced(self.client(), &p.namespace().unwrap_or_default());
+            let name = p.name_any();
+            let uid = p.metadata.uid.clone();
+            async move {
+                let patch = serde_json::json!({"metadata": {"annotations": {OUT_OF_SYNC_KEY: "true"}}});
+                match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    Ok(_) => {}
+                    Err(e) if code(&e) == Some(404) => return Ok(()),
+                    Err(e) => return Err(api_err(format!("mark pod {name} out of sync"))(e)),
+                }
+                delete_pod(&api, &name, uid).await
+            }
+        });
+        join_all(calls).await.into_iter().collect::<Result<Vec<()>, _>>()?;
+        Ok(())
+    }
+
+    /// SyncJob: plugin objects and PodGroup, then (the PodGroup admitted) missing pods
+    /// created and surplus ones deleted; the counts.
+    async fn sync(&mut self, job: &mut Job, now: Timestamp) -> Result<Counts, ReconcileError> {
+        let ns = job.namespace().unwrap_or_default();
+        let plugins = JobPlugins::from_job(job)?;
+        self.ensure_resources(job, &plugins).await?;
+        self.ensure_pod_group(job).await?;
+        let admitted = self
+            .pod_group
+            .as_ref()
+            .and_then(|g| g.status.as_ref().and_then(|s| s.phase))
+            .is_some_and(|p| p != PodGroupPhase::Pending);
+        if !admitted {
+            return Ok(job.status.as_ref().map(Counts::from_status).unwrap_or_default());
+        }
+        let job_name = job.name_any();
+        let pods_api: Api<Pod> = Api::namespaced(self.client(), &ns);
+        let existing: BTreeMap<String, &Pod> = self.pods.iter().map(|p| (p.name_any(), p)).collect();
+        let readiness = plan::task_readiness(self.pods.iter());
+        let mut expected: Vec<String> = Vec::new();
+        let mut creates = Vec::new();
+        for (ti, task) in job.spec.tasks.iter().enumerate() {
+            let ready = plan::ready_to_create(job, task.name(), &readiness);
+            for i in 0..task.replicas.max(0) {
+                let name = plugins::pod_name(&job_name, task.name(), i);
+                expected.push(name.clone());
+                if existing.contains_key(&name) || !ready {
+                    continue;
+                }
+                creates.push(plan::pod(job, &plugins, ti, i)?);
+            }
+        }
+        let created = join_all(creates.into_iter().map(|pod| {
+            let api = pods_api.clone();
+            async move {
+                match api.create(&PostParams::default(), &pod).await {
+                    Ok(p) => Ok(p),
+                    Err(e) if code(&e) == Some(409) => {
+                        let mut p = pod;
+                        p.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
+                        Ok(p)
+                    }
+                    Err(e) => Err(api_err(format!("create pod {}", pod.name_any()))(e)),
+                }
+            }
+        }))
+        .await;
+        let mut after: Vec<Pod> = Vec::new();
+        let mut first_error = None;
+        for c in created {
+            match c {
+                Ok(p) => after.push(p),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        // Surplus pods (beyond replicas, of tasks no longer in the spec) and pods marked
+        // out of sync are deleted.
+        let mut deletes = Vec::new();
+        for pod in &self.pods {
+            let mut p = pod.clone();
+            let surplus = !expected.contains(&pod.name_any()) || events::is_out_of_sync(pod);
+            if surplus && pod.metadata.deletion_timestamp.is_none() {
+                deletes.push((pod.name_any(), pod.metadata.uid.clone()));
+                p.metadata.deletion_timestamp = Some(Time(now));
+            }
+            after.push(p);
+        }
+        let deleted = join_all(deletes.into_iter().map(|(name, uid)| {
+            let api = pods_api.clone();
+            async move { delete_pod(&api, &name, uid).await }
+        }))
+        .await;
+        for d in deleted {
+            if let Err(e) = d {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        self.pods = after.clone();
+        Ok(Counts::after(job, &Work::Sync, after.iter(), false))
+    }
+
+    /// The plugins' objects (Services, ConfigMaps, Secrets, NetworkPolicies), once: when the
+    /// status does not list every plugin yet.
+    async fn ensure_resources(&mut self, job: &mut Job, plugins: &JobPlugins) -> Result<(), ReconcileError> {
+        let names = plugins.names();
+        let status = job.status.get_or_insert_with(Default::default);
+        if names.iter().all(|n| status.controlled_resources.contains_key(&format!("plugin-{n}"))) {
+            return Ok(());
+        }
+        let ns = job.namespace().unwrap_or_default();
+        let key = if plugins.needs_ssh_key(job) { Some(self.ssh_key(job).await?) } else { None };
+        let res = plan::job_resources(job, plugins, key.as_ref())?;
+        let c = self.client();
+        for s in &res.services {
+            create(&Api::<Service>::namespaced(c.clone(), &ns), s).await?;
+        }
+        for m in &res.config_maps {
+            create(&Api::<ConfigMap>::namespaced(c.clone(), &ns), m).await?;
+        }
+        for s in &res.secrets {
+            create(&Api::<Secret>::namespaced(c.clone(), &ns), s).await?;
+        }
+        for n in &res.network_policies {
+            create(&Api::<NetworkPolicy>::namespaced(c.clone(), &ns), n).await?;
+        }
+        let status = job.status.get_or_insert_with(Default::default);
+        status.controlled_resources.extend(res.controlled_resources);
+        Ok(())
+    }
+
+    /// The key pair kept in the job's ssh Secret, or a new one when there is no Secret.
+    async fn ssh_key(&self, job: &Job) -> Result<ssh::SshKeyPair, ReconcileError> {
+        let ns = job.namespace().unwrap_or_default();
+        let name = ssh::secret_name(&job.name_any());
+        let api: Api<Secret> = Api::namespaced(self.client(), &ns);
+        let secret = api.get_opt(&name).await.map_err(api_err(format!("get secret {ns}/{name}")))?;
+        if let Some(data) = secret.and_then(|s| s.data) {
+            let text = |k: &str| data.get(k).map(|b| String::from_utf8_lossy(&b.0).into_owned());
+            if let (Some(private_key_pem), Some(public_key)) = (text(ssh::PRIVATE_KEY), text(ssh::PUBLIC_KEY)) {
+                return Ok(ssh::SshKeyPair { private_key_pem, public_key });
+            }
+        }
+        tokio::task::spawn_blocking(|| ssh::generate_key_pair(&mut rand_core::OsRng))
+            .await
+            .map_err(|e| ReconcileError::SshKey(e.to_string()))?
+            .map_err(|e| ReconcileError::SshKey(e.to_string()))
+    }
+
+    /// Creates the job's PodGroup when there is none; updates its `minMember`,
+    /// `minTaskMember`, `minResources` and `priorityClassName` when the job's changed.
+    async fn ensure_pod_group(&mut self, job: &Job) -> Result<(), ReconcileError> {
+        let ns = job.namespace().unwrap_or_default();
+        let api: Api<PodGroup> = Api::namespaced(self.client(), &ns);
+        if let Some(existing) = &self.pod_group {
+            // minResources depends on the PriorityClasses: listed only when something else
+            // changed.
+            let quick = plan::pod_group(job, &BTreeMap::new())?;
+            let (old, new) = (&existing.spec, &quick.spec);
+            if old.min_member == new.min_member
+                && old.min_task_member == new.min_task_member
+                && old.priority_class_name == new.priority_class_name
+            {
+                return Ok(());
+            }
+            let pg = plan::pod_group(job, &self.priority_class_values().await?)?;
+            let name = existing.name_any();
+            let patch = serde_json::json!({"spec": {
+                "minMember": pg.spec.min_member,
+                "minTaskMember": pg.spec.min_task_member,
+                "minResources": pg.spec.min_resources,
+                "priorityClassName": pg.spec.priority_class_name,
+            }});
+            let updated = api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(api_err(format!("update PodGroup {ns}/{name}")))?;
+            self.pod_group = Some(updated);
+            return Ok(());
+        }
+        let pg = plan::pod_group(job, &self.priority_class_values().await?)?;
+        let name = pg.name_any();
+        self.pod_group = Some(match api.create(&PostParams::default(), &pg).await {
+            Ok(g) => g,
+            Err(e) if code(&e) == Some(409) => {
+                api.get(&name).await.map_err(api_err(format!("get PodGroup {ns}/{name}")))?
+            }
+            Err(e) => return Err(api_err(format!("create PodGroup {ns}/{name}"))(e)),
+        });
+        Ok(())
+    }
+}
+
+impl Stepper<'_> {
+    /// PriorityClass name → value, for the order of the tasks in `minResources`.
+    async fn priority_class_values(&self) -> Result<BTreeMap<String, i32>, ReconcileError> {
+        let pcs: Api<PriorityClass> = Api::all(self.client());
+        Ok(pcs
+            .list(&ListParams::default())
+            .await
+            .map_err(api_err("list PriorityClasses"))?
+            .items
+            .into_iter()
+            .map(|pc| (pc.name_any(), pc.value))
+            .collect())
+    }
+}
+
+async fn delete_pod(api: &Api<Pod>, name: &str, uid: Option<String>) -> Result<(), ReconcileError> {
+    let dp = DeleteParams { preconditions: Some(Preconditions { uid, resource_version: None }), ..Default::default() };
+    match api.delete(name, &dp).await {
+        Ok(_) => Ok(()),
+        Err(e) if matches!(code(&e), Some(404 | 409)) => Ok(()),
+        Err(e) => Err(api_err(format!("delete pod {name}"))(e)),
+    }
+}
+
+async fn create<K>(api: &Api<K>, obj: &K) -> Result<(), ReconcileError>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if code(&e) == Some(409) => Ok(()),
+        Err(e) => Err(api_err(format!("create {} {}", K::kind(&Default::default()), obj.name_any()))(e)),
+    }
+}

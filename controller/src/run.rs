@@ -1,0 +1,182 @@
+//! `volcano-rs controller`: the Job controller process.
+//!
+//! Everything the command line can get wrong is checked and the health listener is bound
+//! before anything is watched. With `--leader-elect` (the default), the replica holding the
+//! Lease runs the controller (a kube-runtime `Controller` on Jobs, owning Pods and
+//! PodGroups, and watching Commands); the others wait, and a replica that loses the Lease
+//! stops its controller. On shutdown the controller stops and the Lease is released.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Client;
+use thiserror::Error;
+use tokio::sync::watch;
+use volcano_api::bus::Command;
+use volcano_api::crd::PodGroup;
+use volcano_api::job::Job;
+use volcano_kube::leader::{self, LeaseConfig};
+
+use crate::events::JOB_NAME_KEY;
+pub use crate::options::{ControllerOptions, OptionsError};
+use crate::reconcile::{error_policy, reconcile, Context};
+
+/// Why the controller did not start.
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    /// A flag is wrong.
+    #[error(transparent)]
+    Options(#[from] OptionsError),
+    /// The kubeconfig or in-cluster configuration cannot be used.
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Kube(String),
+    /// The health listener cannot be bound.
+    #[error("cannot listen on {addr} (--healthz-address): {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|s| s.trim().to_string()))
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "volcano-rs-controller".to_string());
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{host}_{:08x}", nanos ^ std::process::id())
+}
+
+/// Checks the command line, then runs the controller until `shutdown` resolves.
+pub async fn run(
+    opts: ControllerOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ControllerError> {
+    opts.validate()?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut server = None;
+    if let Some(addr) = opts.healthz()? {
+        let listener =
+            tokio::net::TcpListener::bind(addr).await.map_err(|source| ControllerError::Listen { addr, source })?;
+        let router = axum::Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+            .route("/readyz", axum::routing::get(|| async { "ok" }));
+        let mut rx = stop_rx.clone();
+        server = Some(tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+                tracing::error!("health server: {e}");
+            }
+        }));
+    }
+    let client = volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(ControllerError::Kube)?;
+
+    let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
+    let election = opts.leader_elect.then(|| {
+        let cfg = LeaseConfig {
+            namespace: opts.leader_elect_resource_namespace.clone(),
+            name: opts.leader_elect_resource_name.clone(),
+            identity: identity(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        };
+        tokio::spawn(leader::run(client.clone(), cfg, leading_tx, stop_rx.clone()))
+    });
+    tokio::spawn({
+        let stop_tx = stop_tx.clone();
+        async move {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        }
+    });
+
+    let mut stop = stop_rx.clone();
+    loop {
+        let mut leading = leading_rx.clone();
+        tokio::select! {
+            _ = leading.wait_for(|l| *l) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+        if *stop.borrow() {
+            break;
+        }
+        tracing::info!("leading: the job controller starts");
+        let (mut l, mut s) = (leading_rx.clone(), stop_rx.clone());
+        let until = async move {
+            tokio::select! {
+                _ = l.wait_for(|l| !*l) => {}
+                _ = s.wait_for(|s| *s) => {}
+            }
+        };
+        controller(&client, &opts, leading_rx.clone(), until).await;
+        tracing::info!("the job controller stopped");
+    }
+    let _ = stop_tx.send(true);
+    if let Some(e) = election {
+        let _ = e.await;
+    }
+    if let Some(s) = server {
+        let _ = s.await;
+    }
+    Ok(())
+}
+
+/// Runs the kube-runtime controller until `until` resolves.
+async fn controller(
+    client: &Client,
+    opts: &ControllerOptions,
+    leading: watch::Receiver<bool>,
+    until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let cfg = || watcher::Config::default().any_semantic();
+    let (pods, pods_w) = reflector::store::<Pod>();
+    let pod_stream =
+        reflector::reflector(pods_w, watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(JOB_NAME_KEY)))
+            .default_backoff()
+            .touched_objects();
+    let (groups, groups_w) = reflector::store::<PodGroup>();
+    let group_stream = reflector::reflector(groups_w, watcher::watcher(Api::<PodGroup>::all(client.clone()), cfg()))
+        .default_backoff()
+        .touched_objects();
+    let (commands, commands_w) = reflector::store::<Command>();
+    let command_stream = reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
+        .default_backoff()
+        .applied_objects();
+    let ctx = Arc::new(Context::new(client.clone(), pods, groups, commands, opts.scheduler_name.clone(), leading));
+    Controller::new(Api::<Job>::all(client.clone()), cfg())
+        .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
+        .owns_stream(pod_stream)
+        .owns_stream(group_stream)
+        .watches_stream(command_stream, |cmd: Command| {
+            let ns = cmd.metadata.namespace.clone();
+            cmd.target.filter(|t| t.kind == "Job").map(|t| {
+                let r = ObjectRef::<Job>::new(&t.name);
+                match ns {
+                    Some(ns) => r.within(&ns),
+                    None => r,
+                }
+            })
+        })
+        .graceful_shutdown_on(until)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!("controller: {e}");
+            }
+        })
+        .await;
+}

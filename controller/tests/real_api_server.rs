@@ -1,0 +1,291 @@
+//! The job controller against a real API server (etcd + kube-apiserver from
+//! `KUBEBUILDER_ASSETS`, skipped with a message when unset; docs/testing.md). There is no
+//! scheduler and no kubelet: the test admits PodGroups (`status.phase: Inqueue`) and moves
+//! pods through their phases itself. The controller runs in process with the token of
+//! deploy/volcano-rs-controller.yaml's ServiceAccount, with leader election on.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+use volcano_api::bus::{Action, Command};
+use volcano_api::crd::{PodGroup, Queue};
+use volcano_api::job::{Job, JobPhase};
+use volcano_controller::{run, ControllerOptions};
+use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
+
+const NS: &str = "ml";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn options(kubeconfig: &std::path::Path) -> ControllerOptions {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        opts: ControllerOptions,
+    }
+    let kubeconfig = kubeconfig.to_str().unwrap().to_string();
+    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig, "--worker-threads", "2"]).unwrap().opts
+}
+
+fn task(name: &str, replicas: i64) -> serde_json::Value {
+    json!({"name": name, "replicas": replicas, "template": {"spec": {
+        "containers": [{"name": "c", "image": "pytorch"}], "restartPolicy": "OnFailure"}}})
+}
+
+async fn create_job(client: &Client, v: serde_json::Value) -> Job {
+    let job: Job = serde_json::from_value(v).unwrap();
+    Api::<Job>::namespaced(client.clone(), NS).create(&PostParams::default(), &job).await.unwrap()
+}
+
+async fn job_where(client: &Client, name: &str, what: &str, f: impl Fn(&Job) -> bool) -> Job {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    eventually(WAIT, what, || {
+        let jobs = jobs.clone();
+        let f = &f;
+        async move { jobs.get(name).await.ok().filter(|j| f(j)) }
+    })
+    .await
+}
+
+fn phase(j: &Job) -> Option<JobPhase> {
+    j.status.as_ref().and_then(|s| s.state.phase.clone())
+}
+
+async fn pod_group_of(client: &Client, job: &Job) -> PodGroup {
+    let uid = job.metadata.uid.clone().unwrap();
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+    eventually(WAIT, "the job's PodGroup", || {
+        let (pgs, uid) = (pgs.clone(), uid.clone());
+        async move {
+            pgs.list(&ListParams::default()).await.ok()?.items.into_iter().find(|g| {
+                g.metadata.owner_references.iter().flatten().any(|o| o.uid == uid && o.controller == Some(true))
+            })
+        }
+    })
+    .await
+}
+
+/// What the scheduler does at enqueue: the PodGroup leaves Pending.
+async fn admit(client: &Client, pg: &PodGroup) {
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+    let name = pg.metadata.name.clone().unwrap();
+    pgs.patch(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": {"phase": "Inqueue"}}))).await.unwrap();
+}
+
+async fn pods_of(client: &Client, job: &str, n: usize) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let lp = ListParams::default().labels(&format!("volcano.sh/job-name={job}"));
+    eventually(WAIT, &format!("{n} pods of job {job}"), || {
+        let (pods, lp) = (pods.clone(), lp.clone());
+        async move {
+            let items = pods.list(&lp).await.ok()?.items;
+            let live: Vec<Pod> = items.into_iter().filter(|p| p.metadata.deletion_timestamp.is_none()).collect();
+            (live.len() == n).then_some(live)
+        }
+    })
+    .await
+}
+
+/// What the kubelet would do: the pod's phase.
+async fn set_phase(client: &Client, pod: &Pod, phase: &str) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let name = pod.metadata.name.clone().unwrap();
+    let mut status = json!({"phase": phase});
+    if phase == "Failed" {
+        status["containerStatuses"] = json!([{"name": "c", "image": "pytorch", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": 1}}}]);
+    }
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.unwrap();
+}
+
+fn env_of(pod: &Pod) -> BTreeMap<String, String> {
+    pod.spec.as_ref().unwrap().containers[0]
+        .env
+        .iter()
+        .flatten()
+        .filter_map(|e| Some((e.name.clone(), e.value.clone()?)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_runs_jobs() {
+    let Some(assets) = support::assets() else { return };
+    let server = ApiServer::start(&assets).await;
+    server.install_crds().await;
+    // deploy/volcano-rs-controller.yaml's ServiceAccount and RBAC: the controller runs with that token only.
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("volcano-rs-controller.yaml")]).await;
+    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
+    server.namespace(NS).await;
+    let client = server.client().await;
+    let q: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {}
+    }))
+    .unwrap();
+    Api::<Queue>::all(client.clone()).create(&PostParams::default(), &q).await.unwrap();
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(options(&kubeconfig), async move {
+        let _ = stopped.await;
+    }));
+
+    // A PyTorch job: 1 master + 2 workers.
+    let ddp = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "ddp", "namespace": NS},
+            "spec": {
+                "minAvailable": 3, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "ttlSecondsAfterFinished": 1,
+                "plugins": {"svc": [], "pytorch": ["--master=master", "--worker=worker"]},
+                "tasks": [task("master", 1), task("worker", 2)]
+            }
+        }),
+    )
+    .await;
+    let pg = pod_group_of(&client, &ddp).await;
+    assert_eq!(pg.spec.min_member, 3);
+    assert_eq!(pg.metadata.name.as_deref(), Some(format!("ddp-{}", ddp.metadata.uid.as_deref().unwrap()).as_str()));
+    let owner = &pg.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Job", "ddp"));
+    let pending = job_where(&client, "ddp", "ddp Pending", |j| phase(j) == Some(JobPhase::Pending)).await;
+    assert_eq!(pending.status.as_ref().unwrap().min_available, 3);
+    // No pods before the PodGroup is admitted.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+
+    // A changed gang reaches the PodGroup.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.patch("ddp", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}}))).await.unwrap();
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+    let pg_name = pg.metadata.name.clone().unwrap();
+    eventually(WAIT, "the PodGroup's minMember updated", || {
+        let (pgs, pg_name) = (pgs.clone(), pg_name.clone());
+        async move { pgs.get(&pg_name).await.ok().filter(|g| g.spec.min_member == 2) }
+    })
+    .await;
+
+    admit(&client, &pg).await;
+    let created = pods_of(&client, "ddp", 3).await;
+    let by_name: BTreeMap<String, Pod> =
+        created.iter().map(|p| (p.metadata.name.clone().unwrap(), p.clone())).collect();
+    let worker = env_of(&by_name["ddp-worker-1"]);
+    assert_eq!(worker.get("MASTER_ADDR").map(String::as_str), Some("ddp-master-0.ddp"));
+    assert_eq!(worker.get("RANK").map(String::as_str), Some("2"));
+    assert_eq!(worker.get("WORLD_SIZE").map(String::as_str), Some("3"));
+    assert_eq!(by_name["ddp-master-0"].spec.as_ref().unwrap().scheduler_name.as_deref(), Some("volcano-rs"));
+    Api::<Service>::namespaced(client.clone(), NS).get("ddp").await.unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), NS).get("ddp-svc").await.unwrap();
+    let counted =
+        job_where(&client, "ddp", "ddp counts 3 pending pods", |j| j.status.as_ref().is_some_and(|s| s.pending == 3))
+            .await;
+    assert!(counted.status.unwrap().controlled_resources.contains_key("plugin-pytorch"));
+
+    for p in &created {
+        set_phase(&client, p, "Running").await;
+    }
+    job_where(&client, "ddp", "ddp Running", |j| phase(j) == Some(JobPhase::Running)).await;
+    for p in &created {
+        set_phase(&client, p, "Succeeded").await;
+    }
+    let done = job_where(&client, "ddp", "ddp Completed", |j| phase(j) == Some(JobPhase::Completed)).await;
+    assert_eq!(done.status.as_ref().unwrap().succeeded, 3);
+    // No pod was created twice, none more than the replicas.
+    assert_eq!(pods.list(&ListParams::default().labels("volcano.sh/job-name=ddp")).await.unwrap().items.len(), 3);
+    // ttlSecondsAfterFinished: deleted (in the foreground: with no garbage collector in this
+    // test, the job stays with its deletionTimestamp).
+    job_where(&client, "ddp", "ddp deleted after its TTL", |j| j.metadata.deletion_timestamp.is_some()).await;
+
+    // A job restarted by its policy when a pod fails.
+    let restart = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "restart", "namespace": NS},
+            "spec": {
+                "minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "policies": [{"event": "PodFailed", "action": "RestartJob"}],
+                "tasks": [task("worker", 1)]
+            }
+        }),
+    )
+    .await;
+    let pg = pod_group_of(&client, &restart).await;
+    admit(&client, &pg).await;
+    let first = pods_of(&client, "restart", 1).await;
+    set_phase(&client, &first[0], "Running").await;
+    job_where(&client, "restart", "restart Running", |j| phase(j) == Some(JobPhase::Running)).await;
+    set_phase(&client, &first[0], "Failed").await;
+    let restarted = job_where(&client, "restart", "restart retried once", |j| {
+        j.status.as_ref().is_some_and(|s| s.retry_count == 1 && s.version == 1)
+    })
+    .await;
+    assert!(matches!(phase(&restarted), Some(JobPhase::Restarting | JobPhase::Pending)), "{:?}", phase(&restarted));
+    // The PodGroup was deleted with the kill and comes back; admitted, the pod is recreated
+    // for the new version.
+    let pg2 = eventually(WAIT, "a new PodGroup", || {
+        let c = client.clone();
+        let old = pg.metadata.uid.clone();
+        let restart = restart.clone();
+        async move {
+            let g = Api::<PodGroup>::namespaced(c, NS)
+                .get_opt(&format!("restart-{}", restart.metadata.uid.unwrap()))
+                .await
+                .ok()??;
+            (g.metadata.uid != old).then_some(g)
+        }
+    })
+    .await;
+    admit(&client, &pg2).await;
+    let second = pods_of(&client, "restart", 1).await;
+    assert_eq!(second[0].metadata.annotations.as_ref().unwrap()["volcano.sh/job-version"], "1");
+    job_where(&client, "restart", "restart Pending again", |j| phase(j) == Some(JobPhase::Pending)).await;
+
+    // A Command: deleted, and its action run.
+    let target = volcano_controller::plan::owner_reference(&restart);
+    let mut cmd = Command::new("abort-restart", Action::AbortJob, target);
+    cmd.metadata.namespace = Some(NS.into());
+    let commands: Api<Command> = Api::namespaced(client.clone(), NS);
+    commands.create(&PostParams::default(), &cmd).await.unwrap();
+    job_where(&client, "restart", "restart Aborted", |j| phase(j) == Some(JobPhase::Aborted)).await;
+    assert!(commands.get_opt("abort-restart").await.unwrap().is_none());
+
+    // ssh: a generated key pair kept in the job's Secret, mounted into the pods.
+    let sshjob = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "sshjob", "namespace": NS},
+            "spec": {
+                "minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "plugins": {"ssh": [], "svc": []},
+                "tasks": [task("worker", 1)]
+            }
+        }),
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
+    let secret = eventually(WAIT, "the ssh Secret", || {
+        let secrets = secrets.clone();
+        async move { secrets.get_opt("sshjob-ssh").await.ok().flatten() }
+    })
+    .await;
+    let data = secret.data.clone().unwrap();
+    assert!(String::from_utf8_lossy(&data["id_rsa"].0).contains("BEGIN RSA PRIVATE KEY"));
+    assert!(String::from_utf8_lossy(&data["authorized_keys"].0).starts_with("ssh-rsa "));
+    let pg = pod_group_of(&client, &sshjob).await;
+    admit(&client, &pg).await;
+    let pod = pods_of(&client, "sshjob", 1).await.remove(0);
+    let volumes = pod.spec.as_ref().unwrap().volumes.clone().unwrap_or_default();
+    assert!(volumes.iter().any(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some("sshjob-ssh")));
+    assert_eq!(secrets.get("sshjob-ssh").await.unwrap().data, secret.data, "the key is generated once");
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
+}
