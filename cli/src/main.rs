@@ -176,7 +176,19 @@ struct ControllerArgs {
 }
 
 fn controller(args: &ControllerArgs) -> ExitCode {
-    if let Err(e) = args.options.validate() {
+    let opts = args.options.clone();
+    run_service(args.options.validate(), move || volcano_controller::run(opts, volcano_kube::termination()))
+}
+
+/// Runs a long-running service (`webhook`, `controller`) once its flags are valid: a bad
+/// flag exits with the usage code, a failure to start or a fatal error with the input code.
+fn run_service<F, Fut, E>(flags: Result<(), impl std::fmt::Display>, service: F) -> ExitCode
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    if let Err(e) = flags {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }
@@ -187,7 +199,7 @@ fn controller(args: &ControllerArgs) -> ExitCode {
             return ExitCode::from(EXIT_INTERNAL);
         }
     };
-    match runtime.block_on(volcano_controller::run(args.options.clone(), volcano_kube::termination())) {
+    match runtime.block_on(service()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -225,29 +237,8 @@ struct WebhookArgs {
 }
 
 fn webhook(args: &WebhookArgs) -> ExitCode {
-    use volcano_webhook::run::{run, WebhookError};
-    if let Err(e) = args.options.validate() {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_INTERNAL);
-        }
-    };
-    match runtime.block_on(run(args.options.clone(), volcano_kube::termination())) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e @ WebhookError::Flag { .. }) => {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_USAGE)
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_INPUT)
-        }
-    }
+    let opts = args.options.clone();
+    run_service(args.options.validate(), move || volcano_webhook::run::run(opts, volcano_kube::termination()))
 }
 
 fn scheduler(args: &SchedulerArgs) -> ExitCode {
