@@ -13,6 +13,8 @@
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires;
+//! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
+//!   PodGroup counts and the hierarchy rules; [`queue_reconcile`] applies them;
 //! - [`cli`]: `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
 
 pub mod cli;
@@ -21,6 +23,8 @@ pub mod options;
 pub mod plan;
 pub mod plugins;
 pub mod policies;
+pub mod queue;
+pub mod queue_reconcile;
 pub mod reconcile;
 pub mod run;
 pub mod state;

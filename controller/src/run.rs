@@ -1,31 +1,35 @@
-//! `volcano-rs controller`: the Job controller process.
+//! `volcano-rs controller`: the Job and Queue controller process.
 //!
 //! Everything the command line can get wrong is checked and the health listener is bound
 //! before anything is watched. With `--leader-elect` (the default), the replica holding the
-//! Lease runs the controller (a kube-runtime `Controller` on Jobs, owning Pods and
-//! PodGroups, and watching Commands); the others wait, and a replica that loses the Lease
-//! stops its controller. On shutdown the controller stops and the Lease is released.
+//! Lease runs the controllers (a kube-runtime `Controller` on Jobs, owning Pods and
+//! PodGroups, and watching Commands; another on Queues, triggered by the PodGroups and
+//! Commands of each queue); the others wait, and a replica that loses the Lease stops its
+//! controllers. On shutdown the controller stops and the Lease is released.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::Client;
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::Command;
-use volcano_api::crd::PodGroup;
+use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
 use volcano_kube::leader::{self, LeaseConfig};
 
 use crate::events::JOB_NAME_KEY;
 pub use crate::options::{ControllerOptions, OptionsError};
+use crate::queue_reconcile::{self, queue_error_policy, reconcile_queue, QueueContext};
 use crate::reconcile::{error_policy, reconcile, Context};
 
 /// Why the controller did not start.
@@ -135,7 +139,10 @@ pub async fn run(
     Ok(())
 }
 
-/// Runs the kube-runtime controller until `until` resolves.
+/// The reporter of the controller's events.
+pub const REPORTER: &str = "volcano-rs-controller";
+
+/// Runs the kube-runtime controllers (Jobs, Queues) until `until` resolves.
 async fn controller(
     client: &Client,
     opts: &ControllerOptions,
@@ -143,21 +150,50 @@ async fn controller(
     until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cfg = || watcher::Config::default().any_semantic();
+    // PodGroup and Command events also reconcile the queues they concern.
+    let (queue_tx, queue_rx) = futures::channel::mpsc::unbounded::<ObjectRef<Queue>>();
     let (pods, pods_w) = reflector::store::<Pod>();
     let pod_stream =
         reflector::reflector(pods_w, watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(JOB_NAME_KEY)))
             .default_backoff()
             .touched_objects();
     let (groups, groups_w) = reflector::store::<PodGroup>();
+    let group_tx = queue_tx.clone();
+    let mut group_queues = HashMap::new();
     let group_stream = reflector::reflector(groups_w, watcher::watcher(Api::<PodGroup>::all(client.clone()), cfg()))
         .default_backoff()
+        .inspect_ok(move |ev| {
+            for r in queue_reconcile::pod_group_triggers(&mut group_queues, ev) {
+                let _ = group_tx.unbounded_send(r);
+            }
+        })
         .touched_objects();
     let (commands, commands_w) = reflector::store::<Command>();
+    let command_tx = queue_tx.clone();
     let command_stream = reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
         .default_backoff()
-        .applied_objects();
-    let ctx = Arc::new(Context::new(client.clone(), pods, groups, commands, opts.scheduler_name.clone(), leading));
-    Controller::new(Api::<Job>::all(client.clone()), cfg())
+        .applied_objects()
+        .inspect_ok(move |cmd| {
+            if let Some(r) = queue_reconcile::command_trigger(cmd) {
+                let _ = command_tx.unbounded_send(r);
+            }
+        });
+    let (queues, queues_w) = reflector::store::<Queue>();
+    let queue_stream = reflector::reflector(queues_w, watcher::watcher(Api::<Queue>::all(client.clone()), cfg()))
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+
+    let until = until.shared();
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        pods,
+        groups.clone(),
+        commands.clone(),
+        opts.scheduler_name.clone(),
+        leading.clone(),
+    ));
+    let jobs = Controller::new(Api::<Job>::all(client.clone()), cfg())
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .owns_stream(pod_stream)
         .owns_stream(group_stream)
@@ -171,12 +207,32 @@ async fn controller(
                 }
             })
         })
-        .graceful_shutdown_on(until)
+        .graceful_shutdown_on(until.clone())
         .run(reconcile, error_policy, ctx)
         .for_each(|r| async move {
             if let Err(e) = r {
-                tracing::debug!("controller: {e}");
+                tracing::debug!("job controller: {e}");
             }
-        })
-        .await;
+        });
+    let reporter = Reporter { controller: REPORTER.into(), instance: Some(identity()) };
+    let queue_ctx = Arc::new(QueueContext::new(
+        client.clone(),
+        queues.clone(),
+        groups,
+        commands,
+        leading,
+        queue_tx,
+        Recorder::new(client.clone(), reporter),
+    ));
+    let queue_controller = Controller::for_stream(queue_stream, queues)
+        .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
+        .reconcile_on(queue_rx)
+        .graceful_shutdown_on(until)
+        .run(reconcile_queue, queue_error_policy, queue_ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!("queue controller: {e}");
+            }
+        });
+    futures::join!(jobs, queue_controller);
 }

@@ -1,0 +1,400 @@
+//! The Queue controller's reconciler: one queue at a time, applying [`crate::queue`] to the
+//! API.
+//!
+//! A reconcile of a queue:
+//! 1. sets `spec.parent: root` on a queue that names no parent (as Volcano does);
+//! 2. deletes the Commands targeting the queue (kind `Queue`), each before its action runs,
+//!    so that each runs once; the actions wait in the queue's memory until handled;
+//! 3. runs each action (a sync when there is none) through [`queue::decide`]: the queue's
+//!    next state, the children to close or reopen (marked `volcano.sh/closed-by-parent`,
+//!    then reconciled with that action), the event;
+//! 4. writes the state and the PodGroup counts through the status subresource (a merge
+//!    patch of these fields only: `status.allocated` is the scheduler's): a new state at
+//!    once, counts that changed alone at most once per [`COUNTS_INTERVAL`] per queue.
+//!
+//! The queue is reconciled when it is created or its spec changes, when one of its
+//! PodGroups is created, deleted or changes, when a Command targets it, and when its parent
+//! or child asks for it. An API error requeues it with back-off.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::channel::mpsc::UnboundedSender;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, Resource, ResourceExt};
+use thiserror::Error;
+use tokio::sync::watch;
+use volcano_api::bus::{Action, Command};
+use volcano_api::crd::{PodGroup, Queue, QueueState};
+
+use crate::queue::{self, Counts, QueueError, CLOSED_BY_PARENT_ANNOTATION, ROOT_QUEUE};
+
+/// Counts that changed while the state did not are written at most this often per queue
+/// (a PodGroup phase change would otherwise be a queue status write).
+pub const COUNTS_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Why a queue reconcile failed (the queue is requeued with back-off).
+#[derive(Debug, Error)]
+pub enum QueueReconcileError {
+    /// An API call failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The action cannot run now.
+    #[error(transparent)]
+    Decision(#[from] QueueError),
+}
+
+fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> QueueReconcileError {
+    let what = what.into();
+    move |source| QueueReconcileError::Api { what, source }
+}
+
+#[derive(Default)]
+struct Memory {
+    /// Actions not handled yet.
+    pending: VecDeque<Action>,
+    /// Consecutive failed reconciles (for the back-off).
+    failures: u32,
+    /// When the counts were last written.
+    counts_written: Option<Instant>,
+}
+
+/// What every queue reconcile shares.
+pub struct QueueContext {
+    /// The client.
+    pub client: Client,
+    /// The queues.
+    pub queues: Store<Queue>,
+    /// The PodGroups.
+    pub pod_groups: Store<PodGroup>,
+    /// The Commands.
+    pub commands: Store<Command>,
+    /// Whether this replica leads.
+    pub leading: watch::Receiver<bool>,
+    /// Reconciles another queue.
+    pub trigger: UnboundedSender<ObjectRef<Queue>>,
+    /// Records the queues' events.
+    pub recorder: Recorder,
+    memory: Mutex<HashMap<String, Memory>>,
+}
+
+impl QueueContext {
+    /// A context over the stores.
+    pub fn new(
+        client: Client,
+        queues: Store<Queue>,
+        pod_groups: Store<PodGroup>,
+        commands: Store<Command>,
+        leading: watch::Receiver<bool>,
+        trigger: UnboundedSender<ObjectRef<Queue>>,
+        recorder: Recorder,
+    ) -> Self {
+        QueueContext {
+            client,
+            queues,
+            pod_groups,
+            commands,
+            leading,
+            trigger,
+            recorder,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn with_memory<T>(&self, name: &str, f: impl FnOnce(&mut Memory) -> T) -> T {
+        f(self.memory.lock().expect("queue memory lock").entry(name.to_string()).or_default())
+    }
+
+    /// Queues `action` for the queue `name` and reconciles it.
+    fn ask(&self, name: &str, action: Action) {
+        self.with_memory(name, |m| m.pending.push_back(action));
+        let _ = self.trigger.unbounded_send(ObjectRef::new(name));
+    }
+
+    async fn record(&self, reference: &ObjectReference, event: &queue::QueueEvent) {
+        let ev = Event {
+            type_: if event.warning { EventType::Warning } else { EventType::Normal },
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: event.reason.clone(),
+            secondary: None,
+        };
+        match tokio::time::timeout(Duration::from_secs(5), self.recorder.publish(&ev, reference)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::debug!(queue = ?reference.name, "event not recorded: {e}"),
+            Err(_) => tracing::debug!(queue = ?reference.name, "event not recorded: timed out"),
+        }
+    }
+}
+
+/// The trigger for the queues of a PodGroup event: the PodGroup's queue, and the queue it
+/// left when its queue changed. `last` remembers each PodGroup's queue.
+pub fn pod_group_triggers(
+    last: &mut HashMap<(String, String), String>,
+    event: &kube::runtime::watcher::Event<PodGroup>,
+) -> Vec<ObjectRef<Queue>> {
+    use kube::runtime::watcher::Event as W;
+    let key = |pg: &PodGroup| (pg.namespace().unwrap_or_default(), pg.name_any());
+    let mut out = Vec::new();
+    match event {
+        W::Apply(pg) | W::InitApply(pg) => {
+            let q = queue::pod_group_queue(pg).to_string();
+            if let Some(old) = last.insert(key(pg), q.clone()) {
+                if old != q {
+                    out.push(ObjectRef::new(&old));
+                }
+            }
+            out.push(ObjectRef::new(&q));
+        }
+        W::Delete(pg) => {
+            let q = last.remove(&key(pg)).unwrap_or_else(|| queue::pod_group_queue(pg).to_string());
+            out.push(ObjectRef::new(&q));
+        }
+        W::Init | W::InitDone => {}
+    }
+    out
+}
+
+/// The queue a Command targets, if it targets one.
+pub fn command_trigger(cmd: &Command) -> Option<ObjectRef<Queue>> {
+    cmd.target.as_ref().filter(|t| t.kind == "Queue").map(|t| ObjectRef::new(&t.name))
+}
+
+/// Reconciles one queue.
+pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Requeue, QueueReconcileError> {
+    if !*ctx.leading.borrow() {
+        return Ok(Requeue::await_change());
+    }
+    let _ = ctx.queues.wait_until_ready().await;
+    let _ = ctx.pod_groups.wait_until_ready().await;
+    let _ = ctx.commands.wait_until_ready().await;
+    let name = q.name_any();
+    if q.metadata.deletion_timestamp.is_some() {
+        ctx.memory.lock().expect("queue memory lock").remove(&name);
+        return Ok(Requeue::await_change());
+    }
+    let result = reconcile_with(&q, &ctx).await;
+    let failures = ctx.with_memory(&name, |m| {
+        if result.is_ok() {
+            m.failures = 0;
+        } else {
+            m.failures += 1;
+        }
+        m.failures
+    });
+    if let Err(e) = &result {
+        tracing::warn!(queue = %name, failures, "queue reconcile failed: {e}");
+        if failures == 1 {
+            if let QueueReconcileError::Decision(d) = e {
+                let ev = queue::QueueEvent {
+                    warning: true,
+                    reason: Action::OpenQueue.as_str().to_string(),
+                    message: d.to_string(),
+                };
+                ctx.record(&q.object_ref(&()), &ev).await;
+            }
+        }
+    }
+    result
+}
+
+/// The back-off after a failed queue reconcile: 200 ms doubling up to a minute.
+pub fn queue_error_policy(q: Arc<Queue>, _e: &QueueReconcileError, ctx: Arc<QueueContext>) -> Requeue {
+    let failures = ctx.with_memory(&q.name_any(), |m| m.failures.max(1));
+    let ms = 200u64.saturating_mul(1u64 << (failures - 1).min(9));
+    Requeue::requeue(Duration::from_millis(ms.min(60_000)))
+}
+
+async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueReconcileError> {
+    let name = q.name_any();
+    let queues_api: Api<Queue> = Api::all(ctx.client.clone());
+
+    // A queue without a parent is root's child.
+    if name != ROOT_QUEUE && q.spec.parent.as_deref().is_none_or(str::is_empty) {
+        let patch = serde_json::json!({"spec": {"parent": ROOT_QUEUE}});
+        queues_api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("set the parent of queue {name}")))?;
+    }
+
+    // Commands: deleted first, exactly once.
+    let mut cmds: Vec<Arc<Command>> = ctx
+        .commands
+        .state()
+        .into_iter()
+        .filter(|c| command_trigger(c).is_some_and(|r| r.name == name))
+        .collect();
+    cmds.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
+    for cmd in cmds {
+        let api: Api<Command> = Api::namespaced(ctx.client.clone(), cmd.metadata.namespace.as_deref().unwrap_or("default"));
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions { uid: cmd.metadata.uid.clone(), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(&cmd.name_any(), &dp).await {
+            Ok(_) => {
+                // A Command without an action syncs the queue, as in Volcano.
+                let action = cmd.action.clone().unwrap_or(Action::SyncQueue);
+                tracing::info!(queue = %name, action = %action.as_str(), "command");
+                ctx.with_memory(&name, |m| m.pending.push_back(action));
+            }
+            // Deleted by an earlier reconcile (a stale store), or not deletable: not ours to run.
+            Err(e) => tracing::debug!(command = %cmd.name_any(), "command not run: {e}"),
+        }
+    }
+
+    let groups = ctx.pod_groups.state();
+    let counts = queue::counts(&name, groups.iter().map(|g| g.as_ref()));
+    let queues = ctx.queues.state();
+    let reference = q.object_ref(&());
+    let mut state = queue::state_of(q);
+    let mut me = q.clone();
+    let mut failed = None;
+    ctx.with_memory(&name, |m| {
+        if m.pending.is_empty() {
+            m.pending.push_back(Action::SyncQueue);
+        }
+    });
+    while let Some(action) = ctx.with_memory(&name, |m| m.pending.front().cloned()) {
+        match queue::decide(&me, state, &action, queues.iter().map(|q| q.as_ref()), counts.total) {
+            Ok(d) => {
+                for child in &d.close_children {
+                    mark_closed_by_parent(&queues_api, child, true).await?;
+                    ctx.ask(child, Action::CloseQueue);
+                    tracing::info!(queue = %child, parent = %name, "closing: its parent is closing");
+                }
+                for child in &d.open_children {
+                    ctx.ask(child, Action::OpenQueue);
+                    tracing::info!(queue = %child, parent = %name, "opening: its parent opened");
+                }
+                if let Some(mark) = d.mark_closed_by_parent {
+                    mark_closed_by_parent(&queues_api, &name, mark).await?;
+                    me.annotations_mut().insert(CLOSED_BY_PARENT_ANNOTATION.into(), mark.to_string());
+                }
+                // A sync's follow-up (closing or opening with the parent) runs next.
+                ctx.with_memory(&name, |m| {
+                    m.pending.pop_front();
+                    if let Some(f) = d.follow_up.clone() {
+                        m.pending.push_front(f);
+                    }
+                });
+                state = d.state;
+                if let Some(ev) = &d.event {
+                    ctx.record(&reference, ev).await;
+                }
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+
+    let requeue = write_status(ctx, &queues_api, q, state, counts).await?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(requeue),
+    }
+}
+
+async fn mark_closed_by_parent(api: &Api<Queue>, name: &str, mark: bool) -> Result<(), QueueReconcileError> {
+    let patch = serde_json::json!({"metadata": {"annotations": {CLOSED_BY_PARENT_ANNOTATION: mark.to_string()}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(api_err(format!("annotate queue {name}")))
+}
+
+fn stored_counts(q: &Queue) -> Counts {
+    let s = q.status.clone().unwrap_or_default();
+    Counts {
+        pending: s.pending,
+        inqueue: s.inqueue,
+        running: s.running,
+        unknown: s.unknown,
+        completed: s.completed,
+        total: 0,
+    }
+}
+
+/// Writes the state and counts when they changed (counts alone at most once per
+/// [`COUNTS_INTERVAL`]); returns when to come back for counts held back.
+async fn write_status(
+    ctx: &QueueContext,
+    api: &Api<Queue>,
+    q: &Queue,
+    state: QueueState,
+    counts: Counts,
+) -> Result<Requeue, QueueReconcileError> {
+    let name = q.name_any();
+    let stored_state = q.status.as_ref().and_then(|s| s.state);
+    let counts_changed = Counts { total: 0, ..counts } != stored_counts(q);
+    let state_changed = stored_state != Some(state);
+    if !state_changed && !counts_changed {
+        return Ok(Requeue::await_change());
+    }
+    if !state_changed {
+        let wait = ctx.with_memory(&name, |m| {
+            m.counts_written.map(|t| COUNTS_INTERVAL.saturating_sub(t.elapsed())).unwrap_or(Duration::ZERO)
+        });
+        if !wait.is_zero() {
+            return Ok(Requeue::requeue(wait));
+        }
+    }
+    let patch = serde_json::json!({"status": {
+        "state": state,
+        "pending": counts.pending,
+        "inqueue": counts.inqueue,
+        "running": counts.running,
+        "unknown": counts.unknown,
+        "completed": counts.completed,
+    }});
+    match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+        Ok(_) => {}
+        // Deleted meanwhile.
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Requeue::await_change()),
+        Err(e) => return Err(api_err(format!("write the status of queue {name}"))(e)),
+    }
+    if state_changed {
+        tracing::info!(queue = %name, from = ?stored_state, to = ?state, "queue state");
+    }
+    ctx.with_memory(&name, |m| m.counts_written = Some(Instant::now()));
+    Ok(Requeue::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::watcher::Event as W;
+    use volcano_api::crd::PodGroupSpec;
+
+    fn pg(name: &str, queue: Option<&str>) -> PodGroup {
+        let mut g = PodGroup::new(name, PodGroupSpec { queue: queue.map(str::to_string), ..Default::default() });
+        g.metadata.namespace = Some("ns".into());
+        g
+    }
+
+    #[test]
+    fn pod_group_events_trigger_their_queues_old_and_new() {
+        let mut last = HashMap::new();
+        let names = |v: Vec<ObjectRef<Queue>>| v.into_iter().map(|r| r.name).collect::<Vec<_>>();
+        assert_eq!(names(pod_group_triggers(&mut last, &W::InitApply(pg("a", None)))), ["default"]);
+        assert_eq!(names(pod_group_triggers(&mut last, &W::Apply(pg("a", Some("default"))))), ["default"]);
+        assert_eq!(names(pod_group_triggers(&mut last, &W::Apply(pg("a", Some("q1"))))), ["default", "q1"]);
+        assert_eq!(names(pod_group_triggers(&mut last, &W::Delete(pg("a", Some("q1"))))), ["q1"]);
+        assert!(last.is_empty(), "a deleted PodGroup is forgotten");
+        assert!(pod_group_triggers(&mut last, &W::InitDone).is_empty());
+    }
+}
