@@ -180,11 +180,13 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
     let _ = ctx.pod_groups.wait_until_ready().await;
     let _ = ctx.commands.wait_until_ready().await;
     let name = q.name_any();
+    tracing::debug!(queue = %name, "reconcile");
     if q.metadata.deletion_timestamp.is_some() {
         ctx.memory.lock().expect("queue memory lock").remove(&name);
         return Ok(Requeue::await_change());
     }
     let result = reconcile_with(&q, &ctx).await;
+    tracing::debug!(queue = %name, ok = result.is_ok(), "reconciled");
     let failures = ctx.with_memory(&name, |m| {
         if result.is_ok() {
             m.failures = 0;

@@ -98,8 +98,11 @@ pub async fn run(
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
         };
-        tokio::spawn(leader::run(client.clone(), cfg, leading_tx, stop_rx.clone()))
+        tokio::spawn(leader::run(client.clone(), cfg, leading_tx.clone(), stop_rx.clone()))
     });
+    // Kept until the end: a closed channel would end every `wait_for` on it at once (with
+    // `--leader-elect=false`, the controllers would stop as soon as they started).
+    let _leading_tx = leading_tx;
     tokio::spawn({
         let stop_tx = stop_tx.clone();
         async move {
