@@ -13,6 +13,8 @@
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires;
+//! - [`recorder`]: the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
+//!   the reconcile's path;
 //! - [`cli`]: `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
 
 pub mod cli;
@@ -22,6 +24,7 @@ pub mod plan;
 pub mod plugins;
 pub mod policies;
 pub mod reconcile;
+pub mod recorder;
 pub mod run;
 pub mod state;
 pub mod status;

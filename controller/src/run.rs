@@ -3,8 +3,9 @@
 //! Everything the command line can get wrong is checked and the health listener is bound
 //! before anything is watched. With `--leader-elect` (the default), the replica holding the
 //! Lease runs the controller (a kube-runtime `Controller` on Jobs, owning Pods and
-//! PodGroups, and watching Commands); the others wait, and a replica that loses the Lease
-//! stops its controller. On shutdown the controller stops and the Lease is released.
+//! PodGroups, watching Commands, reading PriorityClasses) and records the jobs' events; the
+//! others wait, and a replica that loses the Lease stops its controller. On shutdown the
+//! controller stops and the Lease is released.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
@@ -27,6 +29,7 @@ use volcano_kube::leader::{self, LeaseConfig};
 use crate::events::JOB_NAME_KEY;
 pub use crate::options::{ControllerOptions, OptionsError};
 use crate::reconcile::{error_policy, reconcile, Context};
+use crate::recorder::{Recorder, RecorderConfig};
 
 /// Why the controller did not start.
 #[derive(Debug, Error)]
@@ -85,11 +88,12 @@ pub async fn run(
     let client = volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(ControllerError::Kube)?;
 
     let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
+    let identity = identity();
     let election = opts.leader_elect.then(|| {
         let cfg = LeaseConfig {
             namespace: opts.leader_elect_resource_namespace.clone(),
             name: opts.leader_elect_resource_name.clone(),
-            identity: identity(),
+            identity: identity.clone(),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
@@ -103,6 +107,10 @@ pub async fn run(
             let _ = stop_tx.send(true);
         }
     });
+
+    // Job events (volcano-rs-controller, this replica), sent only while leading.
+    let recorder =
+        Recorder::new(client.clone(), RecorderConfig { instance: identity, ..Default::default() }, leading_rx.clone());
 
     let mut stop = stop_rx.clone();
     loop {
@@ -122,7 +130,7 @@ pub async fn run(
                 _ = s.wait_for(|s| *s) => {}
             }
         };
-        controller(&client, &opts, leading_rx.clone(), until).await;
+        controller(&client, &opts, leading_rx.clone(), recorder.clone(), until).await;
         tracing::info!("the job controller stopped");
     }
     let _ = stop_tx.send(true);
@@ -140,6 +148,7 @@ async fn controller(
     client: &Client,
     opts: &ControllerOptions,
     leading: watch::Receiver<bool>,
+    recorder: Recorder,
     until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cfg = || watcher::Config::default().any_semantic();
@@ -156,7 +165,17 @@ async fn controller(
     let command_stream = reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
         .default_backoff()
         .applied_objects();
-    let ctx = Arc::new(Context::new(client.clone(), pods, groups, commands, opts.scheduler_name.clone(), leading));
+    // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
+    let (priority_classes, pcs_w) = reflector::store::<PriorityClass>();
+    let pcs = reflector::reflector(pcs_w, watcher::watcher(Api::<PriorityClass>::all(client.clone()), cfg()))
+        .default_backoff()
+        .for_each(|_| async {});
+    let pcs = tokio::spawn(pcs);
+    let ctx = Arc::new(
+        Context::new(client.clone(), pods, groups, commands, priority_classes, opts.scheduler_name.clone(), leading)
+            .with_recorder(recorder)
+            .with_max_requeue_num(opts.max_requeue_num),
+    );
     Controller::new(Api::<Job>::all(client.clone()), cfg())
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .owns_stream(pod_stream)
@@ -179,4 +198,5 @@ async fn controller(
             }
         })
         .await;
+    pcs.abort();
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::client::Body;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
@@ -88,10 +89,12 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     let (pods, mut pods_w) = reflector::store::<Pod>();
     let (groups, mut groups_w) = reflector::store::<PodGroup>();
     let (commands, mut commands_w) = reflector::store::<Command>();
+    let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
     // The first lists are done (empty); later objects come as watch events.
     pods_w.apply_watcher_event(&Event::InitDone);
     groups_w.apply_watcher_event(&Event::InitDone);
     commands_w.apply_watcher_event(&Event::InitDone);
+    pcs_w.apply_watcher_event(&Event::InitDone);
     // The PodGroup exists and is admitted.
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -101,7 +104,7 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     .unwrap();
     groups_w.apply_watcher_event(&Event::Apply(pg));
     let (_leading_tx, leading) = watch::channel(true);
-    let ctx = Arc::new(Context::new(client, pods, groups, commands, "volcano-rs".into(), leading));
+    let ctx = Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading));
     let job = Arc::new(job());
 
     // The second pod's create fails: the reconcile fails after the first and third.
