@@ -716,8 +716,10 @@ impl Stepper<'_> {
                 VolumeClaim::Create(pvc) => match api.create(&PostParams::default(), pvc).await {
                     Ok(_) => tracing::info!(job = %format!("{ns}/{}", job.name_any()), pvc = name, "created"),
                     Err(e) if code(&e) == Some(409) => {
-                        let existing =
-                            api.get_opt(name).await.map_err(api_err(format!("get PersistentVolumeClaim {ns}/{name}")))?;
+                        let existing = api
+                            .get_opt(name)
+                            .await
+                            .map_err(api_err(format!("get PersistentVolumeClaim {ns}/{name}")))?;
                         match existing {
                             Some(p) if controlled_by(&p.metadata, &uid) => {}
                             Some(_) => {

@@ -375,7 +375,10 @@ mod tests {
     fn volcano_messages() {
         let e = command_issued(Some(&Action::AbortJob));
         assert_eq!((e.warning, e.reason, e.action.as_str()), (false, "CommandIssued", "AbortJob"));
-        assert_eq!(e.message, "Start to execute command AbortJob, and clean it up to make sure executed not more than once.");
+        assert_eq!(
+            e.message,
+            "Start to execute command AbortJob, and clean it up to make sure executed not more than once."
+        );
         assert_eq!(command_issued(None).action, "Command");
         let e = execute_action(&Action::RestartJob);
         assert_eq!((e.reason, e.message.as_str()), ("ExecuteAction", "Start to execute action RestartJob "));

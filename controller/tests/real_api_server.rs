@@ -112,7 +112,9 @@ async fn event_where(client: &Client, job: &str, reason: &str, f: impl Fn(&str) 
         async move {
             events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
                 e.reason.as_deref() == Some(reason)
-                    && e.regarding.as_ref().is_some_and(|r| r.kind.as_deref() == Some("Job") && r.name.as_deref() == Some(job))
+                    && e.regarding
+                        .as_ref()
+                        .is_some_and(|r| r.kind.as_deref() == Some("Job") && r.name.as_deref() == Some(job))
                     && f(e.note.as_deref().unwrap_or_default())
             })
         }
@@ -367,8 +369,7 @@ async fn the_controller_runs_jobs() {
         .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.as_str()))
         .collect();
     assert_eq!(claims, ["vol-volume-0", "shared"]);
-    let mounts: Vec<&str> =
-        spec.containers[0].volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
+    let mounts: Vec<&str> = spec.containers[0].volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
     assert_eq!(mounts, ["/data", "/shared"]);
     let recorded = job_where(&client, "vol", "vol lists its PVCs", |j| {
         j.status.as_ref().is_some_and(|s| s.controlled_resources.contains_key("volume-pvc-shared"))

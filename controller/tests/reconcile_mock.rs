@@ -264,7 +264,8 @@ async fn a_volume_claim_is_created_before_the_pods_and_once() {
     assert_eq!(status.len(), 1);
     assert_eq!(status[0].body["status"]["controlledResources"]["volume-pvc-j-volume-0"], "j-volume-0");
     // Each PVC create was asked once per reconcile, never after it was recorded.
-    let pvc_posts = log.iter().filter(|r| r.method == Method::POST && r.path.ends_with("/persistentvolumeclaims")).count();
+    let pvc_posts =
+        log.iter().filter(|r| r.method == Method::POST && r.path.ends_with("/persistentvolumeclaims")).count();
     assert_eq!(pvc_posts, 2);
 }
 
