@@ -543,8 +543,8 @@ impl Stepper<'_> {
         Err(errs.into_iter().next().expect("not empty"))
     }
 
-    /// SyncJob: plugin objects and PodGroup, then (the PodGroup admitted) missing pods
-    /// created and surplus ones deleted; the counts.
+    /// SyncJob: plugin objects, PVCs and PodGroup, then (the PodGroup admitted) missing
+    /// pods created and surplus ones deleted; the counts.
     async fn sync(&mut self, job: &mut Job, now: Timestamp) -> Result<Counts, ReconcileError> {
         let ns = job.namespace().unwrap_or_default();
         // Volcano's initiateJob: the plugins' objects, the volumes' PVCs, the PodGroup, each
