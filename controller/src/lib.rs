@@ -15,6 +15,8 @@
 //! - [`status`] writes the job's next status and says when a finished job expires;
 //! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
 //!   PodGroup counts and the hierarchy rules; [`queue_reconcile`] applies them;
+//! - [`recorder`]: the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
+//!   the reconcile's path;
 //! - [`cli`]: `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
 
 pub mod cli;
@@ -26,6 +28,7 @@ pub mod policies;
 pub mod queue;
 pub mod queue_reconcile;
 pub mod reconcile;
+pub mod recorder;
 pub mod run;
 pub mod state;
 pub mod status;

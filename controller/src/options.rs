@@ -47,6 +47,10 @@ pub struct ControllerOptions {
     /// Where `/healthz` and `/readyz` are served (`host:port` or `:port`); not served when unset.
     #[arg(long)]
     pub healthz_address: Option<String>,
+    /// Failed reconciles in a row after which a job is terminated (Volcano's
+    /// `--max-requeue-num`); a negative number retries for ever.
+    #[arg(long, default_value_t = 15, allow_negative_numbers = true)]
+    pub max_requeue_num: i32,
 }
 
 impl Default for ControllerOptions {
@@ -59,6 +63,7 @@ impl Default for ControllerOptions {
             leader_elect_resource_name: "volcano-rs-controller".into(),
             worker_threads: 3,
             healthz_address: None,
+            max_requeue_num: 15,
         }
     }
 }
@@ -112,11 +117,14 @@ mod tests {
             "5",
             "--healthz-address",
             ":11252",
+            "--max-requeue-num",
+            "-1",
         ])
         .unwrap()
         .opts;
         assert!(!o.leader_elect);
         assert_eq!(o.worker_threads, 5);
+        assert_eq!((d.max_requeue_num, o.max_requeue_num), (15, -1));
         assert_eq!(o.healthz().unwrap().unwrap().port(), 11252);
         o.validate().unwrap();
         let bad = ControllerOptions { worker_threads: 0, ..Default::default() };

@@ -82,6 +82,8 @@ pub struct QueueContext {
     pub commands: Store<Command>,
     /// Whether this replica leads.
     pub leading: watch::Receiver<bool>,
+    /// Whether the PodGroups and Commands are listed (see `reconcile::Context::with_synced`).
+    pub synced: watch::Receiver<bool>,
     /// Reconciles another queue.
     pub trigger: UnboundedSender<ObjectRef<Queue>>,
     /// Records the queues' events.
@@ -97,6 +99,7 @@ impl QueueContext {
         pod_groups: Store<PodGroup>,
         commands: Store<Command>,
         leading: watch::Receiver<bool>,
+        synced: watch::Receiver<bool>,
         trigger: UnboundedSender<ObjectRef<Queue>>,
         recorder: Recorder,
     ) -> Self {
@@ -106,6 +109,7 @@ impl QueueContext {
             pod_groups,
             commands,
             leading,
+            synced,
             trigger,
             recorder,
             memory: Mutex::new(HashMap::new()),
@@ -176,17 +180,16 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
     if !*ctx.leading.borrow() {
         return Ok(Requeue::await_change());
     }
-    let _ = ctx.queues.wait_until_ready().await;
-    let _ = ctx.pod_groups.wait_until_ready().await;
-    let _ = ctx.commands.wait_until_ready().await;
+    // The queue store is ready (kube-runtime starts no reconcile before); the others are
+    // waited for on a watch channel, never on the stores themselves (several waiters on a
+    // store lose wake-ups).
+    let _ = ctx.synced.clone().wait_for(|s| *s).await;
     let name = q.name_any();
-    tracing::debug!(queue = %name, "reconcile");
     if q.metadata.deletion_timestamp.is_some() {
         ctx.memory.lock().expect("queue memory lock").remove(&name);
         return Ok(Requeue::await_change());
     }
     let result = reconcile_with(&q, &ctx).await;
-    tracing::debug!(queue = %name, ok = result.is_ok(), "reconciled");
     let failures = ctx.with_memory(&name, |m| {
         if result.is_ok() {
             m.failures = 0;

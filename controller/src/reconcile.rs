@@ -13,19 +13,23 @@
 //!
 //! Every create treats 409 AlreadyExists as success (names are deterministic), every delete
 //! treats 404 as success; another API error ends the reconcile with an error, and the job is
-//! requeued with back-off.
+//! requeued with back-off. After `--max-requeue-num` failed reconciles in a row, the job is
+//! terminated and the failing request dropped, as Volcano's `handleJobError` does.
+//!
+//! Kubernetes Events with Volcano's reasons and messages go through the
+//! [`Recorder`](crate::recorder::Recorder), which never blocks a reconcile.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, PodStatus, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
@@ -36,9 +40,10 @@ use volcano_api::crd::{PodGroup, PodGroupPhase};
 use volcano_api::job::Job;
 
 use crate::events::{self, Request, OUT_OF_SYNC_KEY};
-use crate::plan::{self, PlanError};
+use crate::plan::{self, PlanError, VolumeClaim};
 use crate::plugins::{self, ssh, JobPlugins, PluginError};
 use crate::policies::{self, DelayedActions};
+use crate::recorder::{self, JobEvent, Recorder};
 use crate::state::{self, Counts, Target, Work};
 use crate::status;
 
@@ -63,6 +68,9 @@ pub enum ReconcileError {
     /// The ssh key could not be generated.
     #[error("cannot generate the ssh key: {0}")]
     SshKey(String),
+    /// A volume's PVC is missing, or is not the job's.
+    #[error("{0}")]
+    Pvc(String),
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
@@ -104,24 +112,94 @@ pub struct Context {
     pub pod_groups: Store<PodGroup>,
     /// The Commands.
     pub commands: Store<Command>,
+    /// The PriorityClasses (the order of the tasks in a PodGroup's `minResources`).
+    pub priority_classes: Store<PriorityClass>,
     /// The scheduler of jobs that name none.
     pub scheduler_name: String,
     /// Whether this replica leads.
     pub leading: watch::Receiver<bool>,
+    recorder: Recorder,
+    max_requeue_num: i32,
+    synced: Option<watch::Receiver<bool>>,
     memory: Mutex<HashMap<String, Memory>>,
 }
 
 impl Context {
-    /// A context over the stores.
+    /// A context over the stores, recording no events, with Volcano's `--max-requeue-num`
+    /// default (15).
     pub fn new(
         client: Client,
         pods: Store<Pod>,
         pod_groups: Store<PodGroup>,
         commands: Store<Command>,
+        priority_classes: Store<PriorityClass>,
         scheduler_name: String,
         leading: watch::Receiver<bool>,
     ) -> Self {
-        Context { client, pods, pod_groups, commands, scheduler_name, leading, memory: Mutex::new(HashMap::new()) }
+        Context {
+            client,
+            pods,
+            pod_groups,
+            commands,
+            priority_classes,
+            scheduler_name,
+            leading,
+            recorder: Recorder::disabled(),
+            max_requeue_num: 15,
+            synced: None,
+            memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Records the jobs' Kubernetes Events with `recorder`.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = recorder;
+        self
+    }
+
+    /// Waits for the stores' first lists on `synced` (set by [`crate::run`]'s one waiter per
+    /// store) instead of on each store.
+    #[must_use]
+    pub fn with_synced(mut self, synced: watch::Receiver<bool>) -> Self {
+        self.synced = Some(synced);
+        self
+    }
+
+    /// Waits until the stores have their first lists. kube-runtime's
+    /// `Store::wait_until_ready` wakes only the last of several concurrent waiters (it polls
+    /// one oneshot receiver), so reconciles that start together before the lists arrive
+    /// would wait for ever: with `synced`, one task waits on the stores and the reconciles
+    /// wait on a watch channel.
+    async fn stores_ready(&self) {
+        match &self.synced {
+            Some(rx) => {
+                let _ = rx.clone().wait_for(|s| *s).await;
+            }
+            None => {
+                let _ = self.pods.wait_until_ready().await;
+                let _ = self.pod_groups.wait_until_ready().await;
+                let _ = self.commands.wait_until_ready().await;
+                let _ = self.priority_classes.wait_until_ready().await;
+            }
+        }
+    }
+
+    /// Failed reconciles in a row after which a job is terminated (negative: never).
+    #[must_use]
+    pub fn with_max_requeue_num(mut self, n: i32) -> Self {
+        self.max_requeue_num = n;
+        self
+    }
+
+    /// The event recorder.
+    pub fn recorder(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// PriorityClass name → value.
+    fn priority_class_values(&self) -> BTreeMap<String, i32> {
+        self.priority_classes.state().iter().map(|pc| (pc.name_any(), pc.value)).collect()
     }
 
     fn take_memory(&self, key: &str, uid: &str) -> Memory {
@@ -150,9 +228,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
     if !*ctx.leading.borrow() {
         return Ok(Requeue::await_change());
     }
-    let _ = ctx.pods.wait_until_ready().await;
-    let _ = ctx.pod_groups.wait_until_ready().await;
-    let _ = ctx.commands.wait_until_ready().await;
+    ctx.stores_ready().await;
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
     let key = events::job_key(&ns, &name);
@@ -184,12 +260,8 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
 
     let mut mem = ctx.take_memory(&key, &uid);
     let result = reconcile_with(&job, &ctx, &mut mem, now).await;
-    match &result {
-        Ok(_) => mem.failures = 0,
-        Err(e) => {
-            mem.failures += 1;
-            tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
-        }
+    if let Err(e) = &result {
+        tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
     }
     let due = mem.delayed.next_due();
     ctx.put_memory(key, mem);
@@ -212,6 +284,8 @@ pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Re
     Requeue::requeue(Duration::from_millis(ms.min(60_000)))
 }
 
+/// One reconcile of a job; counts its failures in `mem`, and after `--max-requeue-num` of
+/// them in a row terminates the job instead of failing again (Volcano's `handleJobError`).
 async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timestamp) -> Result<(), ReconcileError> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
@@ -234,6 +308,7 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         };
         match commands.delete(&cmd.name_any(), &dp).await {
             Ok(_) => {
+                ctx.recorder.record(job, recorder::command_issued(cmd.action.as_ref()));
                 if let Some(req) = events::command_issued(&cmd) {
                     tracing::info!(job = %format!("{ns}/{name}"), action = ?cmd.action, "command");
                     mem.pending.push(req);
@@ -293,19 +368,63 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         job.spec.scheduler_name = Some(ctx.scheduler_name.clone());
     }
     let mut stepper = Stepper { ctx, pods, pod_group: pg, stored_status: job.status.clone() };
+    let mut failing = Failing { action: Action::SyncJob, request: false };
+    let Err(e) = handle_requests(&mut job, &mut stepper, mem, now, &mut failing).await else {
+        mem.failures = 0;
+        return Ok(());
+    };
+    mem.failures += 1;
+    let limit = ctx.max_requeue_num;
+    if limit < 0 || mem.failures <= limit.unsigned_abs() {
+        return Err(e);
+    }
+    // The retry limit: an event, TerminateJob, and the failing request dropped.
+    let key = events::job_key(&ns, &name);
+    ctx.recorder.record(&job, recorder::retry_limit_reached(&failing.action));
+    tracing::warn!(job = %key, failures = mem.failures, "terminating the job: retry limit reached: {e}");
+    if let Err(e) = stepper.step(&mut job, &Action::TerminateJob, None).await {
+        tracing::error!(job = %key, "cannot terminate the job: {e}");
+    }
+    if failing.request && !mem.pending.is_empty() {
+        mem.pending.remove(0);
+    }
+    mem.failures = 0;
+    Ok(())
+}
+
+/// The action a reconcile was running when it failed, and whether it came from the first
+/// pending request (else from the closing sync).
+struct Failing {
+    action: Action,
+    request: bool,
+}
+
+/// The pending requests, each through the policies and one step of the state machine; one
+/// sync when none stepped.
+async fn handle_requests(
+    job: &mut Job,
+    stepper: &mut Stepper<'_>,
+    mem: &mut Memory,
+    now: Timestamp,
+    failing: &mut Failing,
+) -> Result<(), ReconcileError> {
+    let rec = &stepper.ctx.recorder;
     let mut ran = false;
     while let Some(req) = mem.pending.first().cloned() {
         mem.delayed.cancel_on(&req);
-        let (action, delay) = policies::apply(&job, &req);
+        let (action, delay) = policies::apply(job, &req);
         if let Some(delay) = delay {
+            rec.record(job, recorder::delayed_action(&action, delay));
             mem.delayed.schedule(&req, action, delay, now);
             mem.pending.remove(0);
             continue;
         }
         // SyncJob requests collapse into one sync at the end.
         if action != Action::SyncJob {
+            rec.record(job, recorder::execute_action(&action));
+            *failing = Failing { action: action.clone(), request: true };
             let target = Target::of(&action, &req);
-            stepper.step(&mut job, &action, target.as_ref()).await?;
+            stepper.step(job, &action, target.as_ref()).await?;
             ran = true;
             if !policies::is_internal_action(&action) {
                 mem.delayed.executed(&req, &action);
@@ -314,7 +433,8 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         mem.pending.remove(0);
     }
     if !ran {
-        stepper.step(&mut job, &Action::SyncJob, None).await?;
+        *failing = Failing { action: Action::SyncJob, request: false };
+        stepper.step(job, &Action::SyncJob, None).await?;
     }
     Ok(())
 }
@@ -330,6 +450,10 @@ struct Stepper<'a> {
 impl Stepper<'_> {
     fn client(&self) -> Client {
         self.ctx.client.clone()
+    }
+
+    fn record(&self, job: &Job, ev: JobEvent) {
+        self.ctx.recorder.record(job, ev);
     }
 
     /// One step of the state machine for `action`: the work, the counts, the status.
@@ -352,7 +476,7 @@ impl Stepper<'_> {
                         retain == state::Retain::None || !matches!(events::pod_phase(p), "Succeeded" | "Failed")
                     })
                     .collect();
-                self.kill(&doomed).await?;
+                self.kill(job, &doomed).await?;
                 Counts::after(job, &work, pods.iter(), false)
             }
             Work::KillTargets(t) => {
@@ -363,7 +487,7 @@ impl Stepper<'_> {
                 }
                 let doomed: Vec<&Pod> =
                     pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && t.covers(p)).collect();
-                self.kill(&doomed).await?;
+                self.kill(job, &doomed).await?;
                 Counts::after(job, &work, pods.iter(), false)
             }
         };
@@ -390,16 +514,29 @@ impl Stepper<'_> {
             return Ok(());
         }
         let api: Api<Job> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
-        let written = api.replace_status(&job.name_any(), &PostParams::default(), job).await.map_err(api_err(
-            format!("write the status of job {}/{}", job.namespace().unwrap_or_default(), job.name_any()),
-        ))?;
+        let written = match api.replace_status(&job.name_any(), &PostParams::default(), job).await {
+            Ok(w) => w,
+            Err(e) => {
+                let e = api_err(format!(
+                    "write the status of job {}/{}",
+                    job.namespace().unwrap_or_default(),
+                    job.name_any()
+                ))(e);
+                // The first status (Volcano's initJobStatus) could not be written.
+                if self.stored_status.as_ref().is_none_or(|s| s.state.phase.is_none()) {
+                    self.record(job, recorder::job_status_error(&e));
+                }
+                return Err(e);
+            }
+        };
         job.metadata.resource_version = written.metadata.resource_version;
         self.stored_status = job.status.clone();
         Ok(())
     }
 
-    /// Marks the pods out of sync, then deletes them.
-    async fn kill(&mut self, pods: &[&Pod]) -> Result<(), ReconcileError> {
+    /// Marks the pods out of sync, then deletes them; a `FailedDelete` event when some
+    /// could not be.
+    async fn kill(&mut self, job: &Job, pods: &[&Pod]) -> Result<(), ReconcileError> {
         let calls = pods.iter().map(|p| {
             let api: Api<Pod> = Api::namespaced(self.client(), &p.namespace().unwrap_or_default());
             let name = p.name_any();
@@ -414,17 +551,52 @@ impl Stepper<'_> {
                 delete_pod(&api, &name, uid).await
             }
         });
-        join_all(calls).await.into_iter().collect::<Result<Vec<()>, _>>()?;
-        Ok(())
+        let errs: Vec<ReconcileError> = join_all(calls).await.into_iter().filter_map(Result::err).collect();
+        self.fail_on(job, errs, recorder::failed_delete)
     }
 
-    /// SyncJob: plugin objects and PodGroup, then (the PodGroup admitted) missing pods
-    /// created and surplus ones deleted; the counts.
+    /// The first of `errs`, after an event listing them all; `Ok` when there are none.
+    fn fail_on(
+        &self,
+        job: &Job,
+        errs: Vec<ReconcileError>,
+        event: fn(&[String]) -> JobEvent,
+    ) -> Result<(), ReconcileError> {
+        if errs.is_empty() {
+            return Ok(());
+        }
+        self.record(job, event(&errs.iter().map(ToString::to_string).collect::<Vec<_>>()));
+        Err(errs.into_iter().next().expect("not empty"))
+    }
+
+    /// SyncJob: plugin objects, PVCs and PodGroup, then (the PodGroup admitted) missing
+    /// pods created and surplus ones deleted; the counts.
     async fn sync(&mut self, job: &mut Job, now: Timestamp) -> Result<Counts, ReconcileError> {
         let ns = job.namespace().unwrap_or_default();
-        let plugins = JobPlugins::from_job(job)?;
-        self.ensure_resources(job, &plugins).await?;
-        self.ensure_pod_group(job).await?;
+        // Volcano's initiateJob: the plugins' objects, the volumes' PVCs, the PodGroup, each
+        // failure with its Warning event.
+        let plugins = match JobPlugins::from_job(job) {
+            Ok(p) => p,
+            Err(e) => {
+                self.record(job, recorder::plugin_error(&e));
+                return Err(e.into());
+            }
+        };
+        if let Err(e) = self.ensure_resources(job, &plugins).await {
+            self.record(job, recorder::plugin_error(&e));
+            return Err(e);
+        }
+        if let Err(e) = self.ensure_volumes(job).await {
+            self.record(job, recorder::pvc_error(&e));
+            return Err(e);
+        }
+        if let Err(e) = self.ensure_pod_group(job).await {
+            self.record(job, recorder::pod_group_error(&e));
+            return Err(e);
+        }
+        if let Some(ev) = self.pod_group.as_ref().and_then(|pg| recorder::pod_group_pending(job, pg)) {
+            self.record(job, ev);
+        }
         let admitted = self
             .pod_group
             .as_ref()
@@ -466,13 +638,11 @@ impl Stepper<'_> {
         }))
         .await;
         let mut after: Vec<Pod> = Vec::new();
-        let mut first_error = None;
+        let mut create_errs = Vec::new();
         for c in created {
             match c {
                 Ok(p) => after.push(p),
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
+                Err(e) => create_errs.push(e),
             }
         }
         // Surplus pods (beyond replicas, of tasks no longer in the spec) and pods marked
@@ -492,14 +662,11 @@ impl Stepper<'_> {
             async move { delete_pod(&api, &name, uid).await }
         }))
         .await;
-        for d in deleted {
-            if let Err(e) = d {
-                first_error.get_or_insert(e);
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
-        }
+        let delete_errs: Vec<ReconcileError> = deleted.into_iter().filter_map(Result::err).collect();
+        let created = self.fail_on(job, create_errs, recorder::failed_create);
+        let deleted = self.fail_on(job, delete_errs, recorder::failed_delete);
+        created?;
+        deleted?;
         self.pods = after.clone();
         Ok(Counts::after(job, &Work::Sync, after.iter(), false))
     }
@@ -551,30 +718,77 @@ impl Stepper<'_> {
             .map_err(|e| ReconcileError::SshKey(e.to_string()))
     }
 
+    /// The PVCs of the job's volumes (Volcano's `createJobIOIfNotExist`), once: until the
+    /// status lists every volume in `controlledResources` (`volume-pvc-<claim>`). A volume
+    /// with a `volumeClaim` gets its PVC `<job>-volume-<index>`, owned by the job; one that
+    /// already exists must be the job's. A `volumeClaimName` must exist: else an error, and
+    /// the job stays Pending, requeued.
+    async fn ensure_volumes(&mut self, job: &mut Job) -> Result<(), ReconcileError> {
+        if job.spec.volumes.is_empty() {
+            return Ok(());
+        }
+        let claims = plan::volume_claims(job);
+        let status = job.status.get_or_insert_with(Default::default);
+        if claims.iter().all(|c| status.controlled_resources.contains_key(&plan::volume_controlled_resource(c.name())))
+        {
+            return Ok(());
+        }
+        let ns = job.namespace().unwrap_or_default();
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), &ns);
+        for claim in &claims {
+            let name = claim.name();
+            match claim {
+                VolumeClaim::Create(pvc) => match api.create(&PostParams::default(), pvc).await {
+                    Ok(_) => tracing::info!(job = %format!("{ns}/{}", job.name_any()), pvc = name, "created"),
+                    Err(e) if code(&e) == Some(409) => {
+                        let existing = api
+                            .get_opt(name)
+                            .await
+                            .map_err(api_err(format!("get PersistentVolumeClaim {ns}/{name}")))?;
+                        match existing {
+                            Some(p) if controlled_by(&p.metadata, &uid) => {}
+                            Some(_) => {
+                                return Err(ReconcileError::Pvc(format!(
+                                    "pvc {name} exists and does not belong to job {ns}/{}",
+                                    job.name_any()
+                                )))
+                            }
+                            // Deleted since: created again by the next attempt.
+                            None => return Err(api_err(format!("create PersistentVolumeClaim {ns}/{name}"))(e)),
+                        }
+                    }
+                    Err(e) => return Err(api_err(format!("create PersistentVolumeClaim {ns}/{name}"))(e)),
+                },
+                VolumeClaim::Existing(_) => {
+                    let found =
+                        api.get_opt(name).await.map_err(api_err(format!("get PersistentVolumeClaim {ns}/{name}")))?;
+                    if found.is_none() {
+                        return Err(ReconcileError::Pvc(format!(
+                            "pvc {name} is not found, the job will be in the Pending state until the PVC is created"
+                        )));
+                    }
+                }
+                VolumeClaim::Unmanaged(_) => {}
+            }
+        }
+        let status = job.status.get_or_insert_with(Default::default);
+        for c in &claims {
+            status.controlled_resources.insert(plan::volume_controlled_resource(c.name()), c.name().to_string());
+        }
+        Ok(())
+    }
+
     /// Creates the job's PodGroup when there is none; updates its `minMember`,
-    /// `minTaskMember`, `minResources` and `priorityClassName` when the job's changed.
+    /// `minTaskMember`, `minResources` and `priorityClassName` when the job's differ
+    /// (`minResources` compared by value).
     async fn ensure_pod_group(&mut self, job: &Job) -> Result<(), ReconcileError> {
         let ns = job.namespace().unwrap_or_default();
         let api: Api<PodGroup> = Api::namespaced(self.client(), &ns);
+        let pg = plan::pod_group(job, &self.ctx.priority_class_values())?;
         if let Some(existing) = &self.pod_group {
-            // minResources depends on the PriorityClasses: listed only when something else
-            // changed.
-            let quick = plan::pod_group(job, &BTreeMap::new())?;
-            let (old, new) = (&existing.spec, &quick.spec);
-            if old.min_member == new.min_member
-                && old.min_task_member == new.min_task_member
-                && old.priority_class_name == new.priority_class_name
-            {
-                return Ok(());
-            }
-            let pg = plan::pod_group(job, &self.priority_class_values().await?)?;
+            let Some(patch) = plan::pod_group_update(&existing.spec, &pg.spec) else { return Ok(()) };
             let name = existing.name_any();
-            let patch = serde_json::json!({"spec": {
-                "minMember": pg.spec.min_member,
-                "minTaskMember": pg.spec.min_task_member,
-                "minResources": pg.spec.min_resources,
-                "priorityClassName": pg.spec.priority_class_name,
-            }});
             let updated = api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -582,7 +796,6 @@ impl Stepper<'_> {
             self.pod_group = Some(updated);
             return Ok(());
         }
-        let pg = plan::pod_group(job, &self.priority_class_values().await?)?;
         let name = pg.name_any();
         self.pod_group = Some(match api.create(&PostParams::default(), &pg).await {
             Ok(g) => g,
@@ -592,21 +805,6 @@ impl Stepper<'_> {
             Err(e) => return Err(api_err(format!("create PodGroup {ns}/{name}"))(e)),
         });
         Ok(())
-    }
-}
-
-impl Stepper<'_> {
-    /// PriorityClass name → value, for the order of the tasks in `minResources`.
-    async fn priority_class_values(&self) -> Result<BTreeMap<String, i32>, ReconcileError> {
-        let pcs: Api<PriorityClass> = Api::all(self.client());
-        Ok(pcs
-            .list(&ListParams::default())
-            .await
-            .map_err(api_err("list PriorityClasses"))?
-            .items
-            .into_iter()
-            .map(|pc| (pc.name_any(), pc.value))
-            .collect())
     }
 }
 

@@ -3,9 +3,10 @@
 //! Everything the command line can get wrong is checked and the health listener is bound
 //! before anything is watched. With `--leader-elect` (the default), the replica holding the
 //! Lease runs the controllers (a kube-runtime `Controller` on Jobs, owning Pods and
-//! PodGroups, and watching Commands; another on Queues, triggered by the PodGroups and
-//! Commands of each queue); the others wait, and a replica that loses the Lease stops its
-//! controllers. On shutdown the controller stops and the Lease is released.
+//! PodGroups, watching Commands, reading PriorityClasses; another on Queues, triggered by
+//! the PodGroups and Commands of each queue) and records their events; the others wait, and
+//! a replica that loses the Lease stops its controllers. On shutdown the controllers stop
+//! and the Lease is released.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,9 +15,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::{Recorder as KubeRecorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{predicates, watcher, WatchStreamExt};
 use kube::Client;
@@ -31,6 +33,7 @@ use crate::events::JOB_NAME_KEY;
 pub use crate::options::{ControllerOptions, OptionsError};
 use crate::queue_reconcile::{self, queue_error_policy, reconcile_queue, QueueContext};
 use crate::reconcile::{error_policy, reconcile, Context};
+use crate::recorder::{Recorder, RecorderConfig};
 
 /// Why the controller did not start.
 #[derive(Debug, Error)]
@@ -89,11 +92,12 @@ pub async fn run(
     let client = volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(ControllerError::Kube)?;
 
     let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
+    let identity = identity();
     let election = opts.leader_elect.then(|| {
         let cfg = LeaseConfig {
             namespace: opts.leader_elect_resource_namespace.clone(),
             name: opts.leader_elect_resource_name.clone(),
-            identity: identity(),
+            identity: identity.clone(),
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
@@ -110,6 +114,10 @@ pub async fn run(
             let _ = stop_tx.send(true);
         }
     });
+
+    // Job events (volcano-rs-controller, this replica), sent only while leading.
+    let recorder =
+        Recorder::new(client.clone(), RecorderConfig { instance: identity, ..Default::default() }, leading_rx.clone());
 
     let mut stop = stop_rx.clone();
     loop {
@@ -129,7 +137,7 @@ pub async fn run(
                 _ = s.wait_for(|s| *s) => {}
             }
         };
-        controller(&client, &opts, leading_rx.clone(), until).await;
+        controller(&client, &opts, leading_rx.clone(), recorder.clone(), until).await;
         tracing::info!("the job controller stopped");
     }
     let _ = stop_tx.send(true);
@@ -142,14 +150,12 @@ pub async fn run(
     Ok(())
 }
 
-/// The reporter of the controller's events.
-pub const REPORTER: &str = "volcano-rs-controller";
-
 /// Runs the kube-runtime controllers (Jobs, Queues) until `until` resolves.
 async fn controller(
     client: &Client,
     opts: &ControllerOptions,
     leading: watch::Receiver<bool>,
+    recorder: Recorder,
     until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let cfg = || watcher::Config::default().any_semantic();
@@ -188,14 +194,42 @@ async fn controller(
         .predicate_filter(predicates::generation, Default::default());
 
     let until = until.shared();
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        pods,
-        groups.clone(),
-        commands.clone(),
-        opts.scheduler_name.clone(),
-        leading.clone(),
-    ));
+    // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
+    let (priority_classes, pcs_w) = reflector::store::<PriorityClass>();
+    let pcs = reflector::reflector(pcs_w, watcher::watcher(Api::<PriorityClass>::all(client.clone()), cfg()))
+        .default_backoff()
+        .for_each(|_| async {});
+    let pcs = tokio::spawn(pcs);
+
+    // One waiter per store (see `Context::with_synced`); the controllers' own stores (Jobs,
+    // Queues) are waited for by kube-runtime before their first reconcile.
+    let (synced_tx, synced) = watch::channel(false);
+    let synced_task = tokio::spawn({
+        let (p, g, c, pc) = (pods.clone(), groups.clone(), commands.clone(), priority_classes.clone());
+        async move {
+            let _ = p.wait_until_ready().await;
+            let _ = g.wait_until_ready().await;
+            let _ = c.wait_until_ready().await;
+            let _ = pc.wait_until_ready().await;
+            let _ = synced_tx.send(true);
+        }
+    });
+
+    let until = until.shared();
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            pods,
+            groups.clone(),
+            commands.clone(),
+            priority_classes,
+            opts.scheduler_name.clone(),
+            leading.clone(),
+        )
+        .with_recorder(recorder)
+        .with_max_requeue_num(opts.max_requeue_num)
+        .with_synced(synced.clone()),
+    );
     let jobs = Controller::new(Api::<Job>::all(client.clone()), cfg())
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .owns_stream(pod_stream)
@@ -217,15 +251,16 @@ async fn controller(
                 tracing::debug!("job controller: {e}");
             }
         });
-    let reporter = Reporter { controller: REPORTER.into(), instance: Some(identity()) };
+    let reporter = Reporter { controller: crate::recorder::REPORTER.into(), instance: Some(identity()) };
     let queue_ctx = Arc::new(QueueContext::new(
         client.clone(),
         queues.clone(),
         groups,
         commands,
         leading,
+        synced,
         queue_tx,
-        Recorder::new(client.clone(), reporter),
+        KubeRecorder::new(client.clone(), reporter),
     ));
     let queue_controller = Controller::for_stream(queue_stream, queues)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
@@ -238,4 +273,6 @@ async fn controller(
             }
         });
     futures::join!(jobs, queue_controller);
+    pcs.abort();
+    synced_task.abort();
 }

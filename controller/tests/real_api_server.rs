@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
@@ -102,6 +103,25 @@ async fn set_phase(client: &Client, pod: &Pod, phase: &str) {
     pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&json!({"status": status}))).await.unwrap();
 }
 
+/// An event of the controller on job `job` with `reason` whose note satisfies `f`.
+async fn event_where(client: &Client, job: &str, reason: &str, f: impl Fn(&str) -> bool) -> Event {
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    eventually(WAIT, &format!("a {reason} event on job {job}"), || {
+        let events = events.clone();
+        let f = &f;
+        async move {
+            events.list(&ListParams::default()).await.ok()?.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(reason)
+                    && e.regarding
+                        .as_ref()
+                        .is_some_and(|r| r.kind.as_deref() == Some("Job") && r.name.as_deref() == Some(job))
+                    && f(e.note.as_deref().unwrap_or_default())
+            })
+        }
+    })
+    .await
+}
+
 fn env_of(pod: &Pod) -> BTreeMap<String, String> {
     pod.spec.as_ref().unwrap().containers[0]
         .env
@@ -170,6 +190,37 @@ async fn the_controller_runs_jobs() {
         async move { pgs.get(&pg_name).await.ok().filter(|g| g.spec.min_member == 2) }
     })
     .await;
+    // So do changed requests alone: minAvailable 2 < 1 + 2, the first two pods (the master
+    // and one worker) count.
+    let mut worker = task("worker", 2);
+    worker["template"]["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "500m"}});
+    jobs.patch("ddp", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"tasks": [task("master", 1), worker]}})))
+        .await
+        .unwrap();
+    let updated = eventually(WAIT, "the PodGroup's minResources updated", || {
+        let (pgs, pg_name) = (pgs.clone(), pg_name.clone());
+        async move {
+            pgs.get(&pg_name).await.ok().filter(|g| {
+                g.spec.min_resources.as_ref().and_then(|r| r.get("cpu")).map(|q| q.0.as_str()) == Some("500m")
+            })
+        }
+    })
+    .await;
+    // Read back equal: not patched again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(pgs.get(&pg_name).await.unwrap().metadata.resource_version, updated.metadata.resource_version);
+
+    // What the scheduler says of a gang it cannot place: a PodGroupPending Warning on the job.
+    let unschedulable = json!({"status": {"conditions": [{"type": "Unschedulable", "status": "True",
+        "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "NotEnoughResources",
+        "message": "2/2 tasks in gang unschedulable"}]}});
+    pgs.patch(&pg_name, &PatchParams::default(), &Patch::Merge(&unschedulable)).await.unwrap();
+    let pending_event = event_where(&client, "ddp", "PodGroupPending", |n| {
+        n == format!("PodGroup {NS}:ddp unschedulable, reason: 2/2 tasks in gang unschedulable")
+    })
+    .await;
+    assert_eq!(pending_event.type_.as_deref(), Some("Warning"));
+    assert_eq!(pending_event.reporting_controller.as_deref(), Some("volcano-rs-controller"));
 
     admit(&client, &pg).await;
     let created = pods_of(&client, "ddp", 3).await;
@@ -255,6 +306,78 @@ async fn the_controller_runs_jobs() {
     commands.create(&PostParams::default(), &cmd).await.unwrap();
     job_where(&client, "restart", "restart Aborted", |j| phase(j) == Some(JobPhase::Aborted)).await;
     assert!(commands.get_opt("abort-restart").await.unwrap().is_none());
+    // The Command's events, as Volcano records them.
+    let issued = event_where(&client, "restart", "CommandIssued", |n| {
+        n == "Start to execute command AbortJob, and clean it up to make sure executed not more than once."
+    })
+    .await;
+    assert_eq!(issued.type_.as_deref(), Some("Normal"));
+    event_where(&client, "restart", "ExecuteAction", |n| n == "Start to execute action AbortJob ").await;
+    event_where(&client, "restart", "ExecuteAction", |n| n == "Start to execute action RestartJob ").await;
+
+    // Volumes: a PVC made from a volumeClaim, owned by the job; a volumeClaimName that does
+    // not exist yet holds the job back (PVCError) until it is created.
+    let vol = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "vol", "namespace": NS},
+            "spec": {
+                "minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "volumes": [
+                    {"mountPath": "/data", "volumeClaim": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}},
+                    {"mountPath": "/shared", "volumeClaimName": "shared"}
+                ],
+                "tasks": [task("worker", 1)]
+            }
+        }),
+    )
+    .await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let made = eventually(WAIT, "the job's PVC", || {
+        let pvcs = pvcs.clone();
+        async move { pvcs.get_opt("vol-volume-0").await.ok().flatten() }
+    })
+    .await;
+    let owner = &made.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str(), owner.controller), ("Job", "vol", Some(true)));
+    assert_eq!(owner.uid.as_str(), vol.metadata.uid.as_deref().unwrap());
+    let spec = made.spec.as_ref().unwrap();
+    assert_eq!(spec.access_modes.as_deref(), Some(&["ReadWriteOnce".to_string()][..]));
+    assert_eq!(spec.resources.as_ref().unwrap().requests.as_ref().unwrap()["storage"].0, "1Gi");
+    let missing = event_where(&client, "vol", "PVCError", |n| {
+        n == "Failed to create PVC, err: pvc shared is not found, the job will be in the Pending state until the PVC \
+              is created"
+    })
+    .await;
+    assert_eq!(missing.type_.as_deref(), Some("Warning"));
+    let shared: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "shared", "namespace": NS},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &shared).await.unwrap();
+    let pg = pod_group_of(&client, &vol).await;
+    admit(&client, &pg).await;
+    let pod = pods_of(&client, "vol", 1).await.remove(0);
+    let spec = pod.spec.as_ref().unwrap();
+    let claims: Vec<&str> = spec
+        .volumes
+        .iter()
+        .flatten()
+        .filter_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.as_str()))
+        .collect();
+    assert_eq!(claims, ["vol-volume-0", "shared"]);
+    let mounts: Vec<&str> = spec.containers[0].volume_mounts.iter().flatten().map(|m| m.mount_path.as_str()).collect();
+    assert_eq!(mounts, ["/data", "/shared"]);
+    let recorded = job_where(&client, "vol", "vol lists its PVCs", |j| {
+        j.status.as_ref().is_some_and(|s| s.controlled_resources.contains_key("volume-pvc-shared"))
+    })
+    .await;
+    let controlled = recorded.status.unwrap().controlled_resources;
+    assert_eq!(controlled.get("volume-pvc-vol-volume-0").map(String::as_str), Some("vol-volume-0"));
+    assert_eq!(pvcs.list(&ListParams::default()).await.unwrap().items.len(), 2, "the PVC was made once");
 
     // ssh: a generated key pair kept in the job's Secret, mounted into the pods.
     let sshjob = create_job(

@@ -28,7 +28,7 @@ fn options(kubeconfig: &std::path::Path) -> ControllerOptions {
         opts: ControllerOptions,
     }
     let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig, "--worker-threads", "10"]).unwrap().opts
+    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig]).unwrap().opts
 }
 
 async fn create_queue(client: &Client, name: &str, parent: Option<&str>) {

@@ -1,11 +1,13 @@
 //! The reconciler against a mock API server (kube's `tower-test` style): a reconcile that
-//! fails half-way and is retried creates nothing twice.
+//! fails half-way and is retried creates nothing twice; a job's PVCs come before its pods;
+//! a job that keeps failing is terminated at `--max-requeue-num`; the events are posted.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response, StatusCode};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::client::Body;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
@@ -16,6 +18,7 @@ use volcano_api::bus::Command;
 use volcano_api::crd::PodGroup;
 use volcano_api::job::Job;
 use volcano_controller::reconcile::{reconcile, Context};
+use volcano_controller::recorder::{Recorder, RecorderConfig};
 
 #[derive(Clone, Debug)]
 struct Recorded {
@@ -23,10 +26,12 @@ struct Recorded {
     path: String,
     name: String,
     status: u16,
+    body: Value,
 }
 
 /// A fake API server: POSTs store the object by path and name (409 when it exists; 500 for
-/// the names in `fail_once`, the first time); everything else echoes the body.
+/// the names in `fail_once`, the first time); a GET of a PVC not stored is a 404; everything
+/// else echoes the body.
 fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -38,10 +43,17 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
             let (parts, body) = request.into_parts();
             let bytes = body.collect_bytes().await.unwrap_or_default();
             let mut obj: Value = serde_json::from_slice(&bytes).unwrap_or(json!({}));
+            let body = obj.clone();
             let path = parts.uri.path().to_string();
             let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let (status, reply) = if parts.method == Method::GET && path.ends_with("/priorityclasses") {
-                (200, json!({"apiVersion": "v1", "kind": "List", "metadata": {}, "items": []}))
+            let missing_pvc = parts.method == Method::GET
+                && path.contains("/persistentvolumeclaims/")
+                && path.rsplit_once('/').is_none_or(|(dir, n)| !stored.contains(&(dir.to_string(), n.to_string())));
+            let (status, reply) = if missing_pvc {
+                (
+                    404,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "message": "not found", "reason": "NotFound"}),
+                )
             } else if parts.method == Method::POST && fail.remove(&name) {
                 (
                     500,
@@ -57,7 +69,7 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
                 obj["metadata"]["resourceVersion"] = json!("2");
                 (if parts.method == Method::POST { 201 } else { 200 }, obj)
             };
-            log2.lock().unwrap().push(Recorded { method: parts.method.clone(), path, name, status });
+            log2.lock().unwrap().push(Recorded { method: parts.method.clone(), path, name, status, body });
             let response = Response::builder()
                 .status(StatusCode::from_u16(status).unwrap())
                 .header("content-type", "application/json")
@@ -88,10 +100,12 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     let (pods, mut pods_w) = reflector::store::<Pod>();
     let (groups, mut groups_w) = reflector::store::<PodGroup>();
     let (commands, mut commands_w) = reflector::store::<Command>();
+    let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
     // The first lists are done (empty); later objects come as watch events.
     pods_w.apply_watcher_event(&Event::InitDone);
     groups_w.apply_watcher_event(&Event::InitDone);
     commands_w.apply_watcher_event(&Event::InitDone);
+    pcs_w.apply_watcher_event(&Event::InitDone);
     // The PodGroup exists and is admitted.
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
@@ -101,7 +115,7 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     .unwrap();
     groups_w.apply_watcher_event(&Event::Apply(pg));
     let (_leading_tx, leading) = watch::channel(true);
-    let ctx = Arc::new(Context::new(client, pods, groups, commands, "volcano-rs".into(), leading));
+    let ctx = Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading));
     let job = Arc::new(job());
 
     // The second pod's create fails: the reconcile fails after the first and third.
@@ -149,4 +163,135 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     assert!(retry.iter().any(|r| r.path.ends_with("/services") && r.status == 409));
     // The status is written once, by the reconcile that succeeded.
     assert_eq!(log.iter().filter(|r| r.path.ends_with("/status")).count(), 1);
+}
+
+/// A context over empty stores, with the job's PodGroup admitted, recording events through
+/// `client`.
+fn admitted_context(client: Client, max_requeue_num: i32) -> Arc<Context> {
+    let (pods, mut pods_w) = reflector::store::<Pod>();
+    let (groups, mut groups_w) = reflector::store::<PodGroup>();
+    let (commands, mut commands_w) = reflector::store::<Command>();
+    let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
+    pods_w.apply_watcher_event(&Event::InitDone);
+    groups_w.apply_watcher_event(&Event::InitDone);
+    commands_w.apply_watcher_event(&Event::InitDone);
+    pcs_w.apply_watcher_event(&Event::InitDone);
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "j-job-uid", "namespace": "ml", "uid": "pg-uid"},
+        "spec": {"minMember": 3, "minTaskMember": {"w": 3}}, "status": {"phase": "Inqueue"}
+    }))
+    .unwrap();
+    groups_w.apply_watcher_event(&Event::Apply(pg));
+    // The writers go out of scope: the stores keep what they hold, the receiver the value.
+    let (_, leading) = watch::channel(true);
+    let recorder = Recorder::new(client.clone(), RecorderConfig::default(), leading.clone());
+    Arc::new(
+        Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading)
+            .with_recorder(recorder)
+            .with_max_requeue_num(max_requeue_num),
+    )
+}
+
+fn with_volume(volume: Value) -> Job {
+    let mut j = serde_json::to_value(job()).unwrap();
+    j["spec"]["volumes"] = json!([volume]);
+    serde_json::from_value(j).unwrap()
+}
+
+/// The events posted so far (reason, note), waiting up to 5 s for `want` of them.
+async fn events(log: &Arc<Mutex<Vec<Recorded>>>, want: usize) -> Vec<(String, String)> {
+    let get = || -> Vec<(String, String)> {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.method == Method::POST && r.path.ends_with("/events"))
+            .map(|r| {
+                (
+                    r.body["reason"].as_str().unwrap_or_default().to_string(),
+                    r.body["note"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    };
+    for _ in 0..50 {
+        if get().len() >= want {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    get()
+}
+
+#[tokio::test]
+async fn a_volume_claim_is_created_before_the_pods_and_once() {
+    let (client, log) = mock_api(&["j-volume-0"]);
+    let ctx = admitted_context(client, 15);
+    let job = Arc::new(with_volume(json!({"mountPath": "/data", "volumeClaim": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})));
+
+    // The PVC's create fails: nothing else is created, and a PVCError is recorded.
+    assert!(reconcile(job.clone(), ctx.clone()).await.is_err());
+    {
+        let log = log.lock().unwrap();
+        let posts: Vec<&Recorded> =
+            log.iter().filter(|r| r.method == Method::POST && !r.path.ends_with("/events")).collect();
+        assert!(posts.iter().all(|r| !r.path.ends_with("/pods") && !r.path.ends_with("/podgroups")), "{posts:?}");
+    }
+    let evs = events(&log, 1).await;
+    assert!(evs.iter().any(|(r, n)| r == "PVCError" && n.starts_with("Failed to create PVC, err: ")), "{evs:?}");
+
+    // The retry creates it, owned by the job, with the claim's spec, then the pods.
+    reconcile(job.clone(), ctx.clone()).await.unwrap();
+    let log = log.lock().unwrap();
+    let pvc = log
+        .iter()
+        .find(|r| r.method == Method::POST && r.path.ends_with("/persistentvolumeclaims") && r.status == 201)
+        .expect("the PVC created");
+    assert_eq!(pvc.name, "j-volume-0");
+    assert_eq!(pvc.path, "/api/v1/namespaces/ml/persistentvolumeclaims");
+    assert_eq!(pvc.body["metadata"]["ownerReferences"][0]["uid"], "job-uid");
+    assert_eq!(pvc.body["metadata"]["ownerReferences"][0]["controller"], true);
+    assert_eq!(pvc.body["spec"]["resources"]["requests"]["storage"], "1Gi");
+    let first_pod = log.iter().position(|r| r.method == Method::POST && r.path.ends_with("/pods")).unwrap();
+    let pvc_at = log.iter().position(|r| r.path.ends_with("/persistentvolumeclaims") && r.status == 201).unwrap();
+    assert!(pvc_at < first_pod, "the PVC before the pods");
+    let pod = log.iter().find(|r| r.method == Method::POST && r.path.ends_with("/pods")).unwrap();
+    assert_eq!(pod.body["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"], "j-volume-0");
+    assert_eq!(pod.body["spec"]["containers"][0]["volumeMounts"][0]["mountPath"], "/data");
+    // Recorded as Volcano does, in the one status write.
+    let status: Vec<&Recorded> = log.iter().filter(|r| r.path.ends_with("/status")).collect();
+    assert_eq!(status.len(), 1);
+    assert_eq!(status[0].body["status"]["controlledResources"]["volume-pvc-j-volume-0"], "j-volume-0");
+    // Each PVC create was asked once per reconcile, never after it was recorded.
+    let pvc_posts =
+        log.iter().filter(|r| r.method == Method::POST && r.path.ends_with("/persistentvolumeclaims")).count();
+    assert_eq!(pvc_posts, 2);
+}
+
+#[tokio::test]
+async fn a_missing_claim_fails_the_job_until_the_retry_limit_terminates_it() {
+    let (client, log) = mock_api(&[]);
+    let ctx = admitted_context(client, 1);
+    let job = Arc::new(with_volume(json!({"mountPath": "/data", "volumeClaimName": "missing"})));
+
+    // --max-requeue-num 1: the first failure is requeued.
+    let e = reconcile(job.clone(), ctx.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("pvc missing is not found"), "{e}");
+    // The second is the last: the job is terminated instead.
+    reconcile(job.clone(), ctx.clone()).await.unwrap();
+    {
+        let log = log.lock().unwrap();
+        assert!(log.iter().all(|r| !(r.method == Method::POST && r.path.ends_with("/pods"))));
+        let status: Vec<&Recorded> = log.iter().filter(|r| r.path.ends_with("/status")).collect();
+        assert_eq!(status.len(), 1, "only the termination writes the status");
+        assert_eq!(status[0].body["status"]["state"]["phase"], "Terminating");
+    }
+    let evs = events(&log, 2).await;
+    assert_eq!(evs[0].0, "PVCError");
+    assert!(evs[0].1.contains("pvc missing is not found, the job will be in the Pending state"), "{evs:?}");
+    assert!(
+        evs.iter().any(|(r, n)| r == "ExecuteAction" && n == "Job failed on action SyncJob for retry limit reached"),
+        "{evs:?}"
+    );
 }
