@@ -94,6 +94,30 @@ fn a_volcano_job_runs_on_the_gpu_example_and_shows_its_tf_config() {
 }
 
 #[test]
+fn the_depends_on_example_creates_the_workers_once_ps_runs() {
+    let o = run(&["simulate", "-o", "json", "examples/gpu-cluster.yaml", "examples/jobs/depends-on.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let bound_in = |pod: &str| {
+        v["cycles"].as_array().unwrap().iter().find_map(|c| {
+            c["binds"].as_array().unwrap().iter().any(|b| b["pod"] == pod).then(|| c["cycle"].as_u64().unwrap())
+        })
+    };
+    assert_eq!(bound_in("default/ps-then-workers-ps-0"), Some(1));
+    assert_eq!(bound_in("default/ps-then-workers-worker-0"), Some(2), "created after cycle 1, bound in cycle 2");
+    assert_eq!(bound_in("default/ps-then-workers-worker-1"), Some(2));
+    let job = v["jobs"].as_array().unwrap().iter().find(|j| j["name"] == "default/ps-then-workers").unwrap();
+    assert_eq!(job["pods"].as_array().unwrap().len(), 3);
+    assert_eq!(job["notCreated"], serde_json::json!([]));
+
+    let o = run(&["simulate", "examples/gpu-cluster.yaml", "examples/jobs/depends-on.yaml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains(", 2 created (dependsOn met)"), "{table}");
+    assert!(table.contains("created  default/ps-then-workers-worker-1"), "{table}");
+}
+
+#[test]
 fn default_configuration_table_and_yaml() {
     let o = run(&["simulate", "examples/gpu-cluster.yaml"]);
     assert!(o.status.success(), "{}", stderr(&o));

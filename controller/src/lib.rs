@@ -2,8 +2,8 @@
 //! distributed-training job plugins (svc, env, ssh, TensorFlow, PyTorch, MXNet, MPI).
 //!
 //! The modules below are pure (no IO, no clock: time is an argument); the reconciler shell
-//! ([`run`], [`reconcile`], flags in [`options`]) applies them to the API, and the simulator
-//! reuses them:
+//! (`run`, `reconcile`, flags in `options`, behind the default feature `shell`) applies them
+//! to the API, and the simulator reuses them without the shell:
 //! - [`plan`]: Job → PodGroup, pods, plugin objects, `dependsOn` gating; the job plugins are
 //!   in [`plugins`] (docs/jobs.md says what each one injects);
 //! - [`events`] turns observed changes (pods, PodGroups, Jobs, Commands) into
@@ -14,26 +14,39 @@
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires;
 //! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
-//!   PodGroup counts and the hierarchy rules; [`queue_reconcile`] applies them;
-//! - [`recorder`]: the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
+//!   PodGroup counts and the hierarchy rules; `queue_reconcile` (feature `shell`) applies
+//!   them;
+//! - `recorder` (feature `shell`): the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
 //!   the reconcile's path;
-//! - [`cli`]: `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
+//! - `cli` (feature `shell`): `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
+//!
+//! Feature `shell` (on by default) adds the modules that talk to the API server, with the
+//! kube client and runtime, tokio, axum and clap; `default-features = false` leaves the pure
+//! modules only (what `volcano-sim` links).
 
+#[cfg(feature = "shell")]
 pub mod cli;
 pub mod events;
+#[cfg(feature = "shell")]
 pub mod options;
 pub mod plan;
 pub mod plugins;
 pub mod policies;
 pub mod queue;
+#[cfg(feature = "shell")]
 pub mod queue_reconcile;
+#[cfg(feature = "shell")]
 pub mod reconcile;
+#[cfg(feature = "shell")]
 pub mod recorder;
+#[cfg(feature = "shell")]
 pub mod run;
 pub mod state;
 pub mod status;
 
+#[cfg(feature = "shell")]
 pub use options::ControllerOptions;
+#[cfg(feature = "shell")]
 pub use run::{run, ControllerError};
 
 #[cfg(test)]

@@ -21,7 +21,6 @@
 //! - a sync closes an open queue whose parent is Closing or Closed (marking it), and
 //!   reopens a marked closed queue whose parent is Open.
 
-use kube::ResourceExt;
 use volcano_api::bus::Action;
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
 use volcano_api::names::DEFAULT_QUEUE;
@@ -79,13 +78,18 @@ fn closed_or_closing(s: QueueState) -> bool {
     matches!(s, QueueState::Closed | QueueState::Closing)
 }
 
+fn name_of(queue: &Queue) -> &str {
+    queue.metadata.name.as_deref().unwrap_or_default()
+}
+
 fn closed_by_parent(queue: &Queue) -> bool {
-    queue.annotations().get(CLOSED_BY_PARENT_ANNOTATION).map(String::as_str) == Some("true")
+    queue.metadata.annotations.as_ref().and_then(|a| a.get(CLOSED_BY_PARENT_ANNOTATION)).map(String::as_str)
+        == Some("true")
 }
 
 /// The parent of `queue` (`root` when it names none; none for `root` itself).
 pub fn parent_of(queue: &Queue) -> Option<&str> {
-    if queue.name_any() == ROOT_QUEUE {
+    if name_of(queue) == ROOT_QUEUE {
         return None;
     }
     Some(queue.spec.parent.as_deref().filter(|p| !p.is_empty()).unwrap_or(ROOT_QUEUE))
@@ -170,26 +174,28 @@ pub fn decide<'a>(
     queues: impl IntoIterator<Item = &'a Queue> + Clone,
     pod_groups: i32,
 ) -> Result<Decision, QueueError> {
-    let name = queue.name_any();
+    let name = name_of(queue).to_string();
     let children = || {
         queues
             .clone()
             .into_iter()
-            .filter(|q| q.name_any() != name && parent_of(q) == Some(name.as_str()))
+            .filter(|q| name_of(q) != name && parent_of(q) == Some(name.as_str()))
             .collect::<Vec<_>>()
     };
     let parent_state = || {
-        parent_of(queue).and_then(|p| queues.clone().into_iter().find(|q| q.name_any() == p)).map(|p| (p, state_of(p)))
+        parent_of(queue).and_then(|p| queues.clone().into_iter().find(|q| name_of(q) == p)).map(|p| (p, state_of(p)))
     };
     match action {
         Action::OpenQueue => {
             let mut d = Decision::stay(QueueState::Open);
             if state != QueueState::Open {
-                if let Some((p, ps)) = parent_state().filter(|(p, ps)| p.name_any() != ROOT_QUEUE && closed_or_closing(*ps))
+                if let Some((p, ps)) =
+                    parent_state().filter(|(p, ps)| name_of(p) != ROOT_QUEUE && closed_or_closing(*ps))
                 {
-                    return Err(QueueError::ParentClosed { queue: name, parent: p.name_any(), state: ps });
+                    return Err(QueueError::ParentClosed { queue: name, parent: name_of(p).to_string(), state: ps });
                 }
-                d.open_children = children().into_iter().filter(|c| closed_by_parent(c)).map(|c| c.name_any()).collect();
+                d.open_children =
+                    children().into_iter().filter(|c| closed_by_parent(c)).map(|c| name_of(c).to_string()).collect();
                 d.event = Some(QueueEvent {
                     warning: false,
                     reason: Action::OpenQueue.as_str().to_string(),
@@ -216,7 +222,7 @@ pub fn decide<'a>(
                 d.close_children = children()
                     .into_iter()
                     .filter(|c| !closed_or_closing(state_of(c)))
-                    .map(|c| c.name_any())
+                    .map(|c| name_of(c).to_string())
                     .collect();
             }
             if d.state != state {
@@ -252,7 +258,7 @@ mod tests {
         let mut q = Queue::new(name, QueueSpec { parent: parent.map(str::to_string), ..Default::default() });
         q.status = Some(QueueStatus { state, ..Default::default() });
         if by_parent {
-            q.annotations_mut().insert(CLOSED_BY_PARENT_ANNOTATION.into(), "true".into());
+            q.metadata.annotations = Some([(CLOSED_BY_PARENT_ANNOTATION.to_string(), "true".to_string())].into());
         }
         q
     }
@@ -306,10 +312,7 @@ mod tests {
             pg(Some("a"), Some(PodGroupPhase::Unknown)),
             pg(Some("a"), None),
         ];
-        assert_eq!(
-            counts("default", &groups),
-            Counts { pending: 1, running: 1, total: 2, ..Default::default() }
-        );
+        assert_eq!(counts("default", &groups), Counts { pending: 1, running: 1, total: 2, ..Default::default() });
         assert_eq!(
             counts("a", &groups),
             Counts { inqueue: 1, completed: 1, unknown: 1, total: 4, ..Default::default() }

@@ -235,15 +235,12 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
     }
 
     // Commands: deleted first, exactly once.
-    let mut cmds: Vec<Arc<Command>> = ctx
-        .commands
-        .state()
-        .into_iter()
-        .filter(|c| command_trigger(c).is_some_and(|r| r.name == name))
-        .collect();
+    let mut cmds: Vec<Arc<Command>> =
+        ctx.commands.state().into_iter().filter(|c| command_trigger(c).is_some_and(|r| r.name == name)).collect();
     cmds.sort_by(|a, b| a.metadata.creation_timestamp.cmp(&b.metadata.creation_timestamp));
     for cmd in cmds {
-        let api: Api<Command> = Api::namespaced(ctx.client.clone(), cmd.metadata.namespace.as_deref().unwrap_or("default"));
+        let api: Api<Command> =
+            Api::namespaced(ctx.client.clone(), cmd.metadata.namespace.as_deref().unwrap_or("default"));
         let dp = DeleteParams {
             preconditions: Some(Preconditions { uid: cmd.metadata.uid.clone(), resource_version: None }),
             ..Default::default()

@@ -87,11 +87,8 @@ async fn queues_open_and_close_through_commands() {
     }));
 
     // A new queue (from the CLI) is opened, and made root's child.
-    let out = queue_cli(
-        &client,
-        QueueCommand::Create { name: "research".into(), weight: 2, state: "Open".into() },
-    )
-    .await;
+    let out =
+        queue_cli(&client, QueueCommand::Create { name: "research".into(), weight: 2, state: "Open".into() }).await;
     assert!(out.contains("research created"), "{out}");
     let research = queue_where(&client, "research", "Open", |q| state(q) == Some(QueueState::Open)).await;
     assert_eq!(research.spec.parent.as_deref(), Some("root"));

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus, Node, Pod, PodSpec};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
@@ -88,13 +88,17 @@ pub struct CycleRecord {
     pub queue_updates: Vec<String>,
     /// Events, in effect order.
     pub events: Vec<EventRecord>,
+    /// Pods of Volcano Jobs the job controller created after the cycle's effects, because
+    /// their task's `dependsOn` became met (`namespace/name`, in job and plan order).
+    pub created: Vec<String>,
 }
 
 impl CycleRecord {
     /// Whether the cycle changed anything but events: a bind, an eviction, a nominated node,
-    /// a pod condition, a PodGroup or a Queue status.
+    /// a pod condition, a PodGroup or a Queue status, a pod created.
     pub fn changed(&self) -> bool {
         !(self.binds.is_empty()
+            && self.created.is_empty()
             && self.evictions.is_empty()
             && self.pipelined.is_empty()
             && self.pod_condition_updates.is_empty()
@@ -136,6 +140,27 @@ fn pod_mut<'a>(
     Ok(p)
 }
 
+/// The container statuses of a pod the simulation starts at `now`: every container of the
+/// spec running since `now`, started and ready. This is what makes a bound pod ready in the
+/// sense of `dependsOn` (`volcano_controller::plan::task_readiness`: Running with every
+/// container ready).
+pub fn started_containers(spec: &PodSpec, now: &Time) -> Vec<ContainerStatus> {
+    spec.containers
+        .iter()
+        .map(|c| ContainerStatus {
+            name: c.name.clone(),
+            image: c.image.clone().unwrap_or_default(),
+            ready: true,
+            started: Some(true),
+            state: Some(ContainerState {
+                running: Some(ContainerStateRunning { started_at: Some(now.clone()) }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .collect()
+}
+
 fn key(meta: &ObjectMeta) -> String {
     match meta.namespace.as_deref() {
         Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or_default()),
@@ -175,8 +200,10 @@ impl Cluster {
 
     /// Applies a cycle's effects in order, as a cluster would, and records what changed:
     ///
-    /// - `Bind`: the pod gets `spec.nodeName`, phase `Running` and a start time, and loses its
-    ///   nominated node;
+    /// - `Bind`: the pod gets `spec.nodeName`, phase `Running`, a start time and a status for
+    ///   each container, started, running and ready (no container runs: they start at once
+    ///   and pass any readiness probe; see [`started_containers`]), and loses its nominated
+    ///   node;
     /// - `Evict`: the pod is deleted;
     /// - `Pipeline`: the pod gets `status.nominatedNodeName`;
     /// - `PodUnschedulable`: the pod's `PodScheduled` condition becomes `False` with the
@@ -205,10 +232,12 @@ impl Cluster {
                         return Err(fail(what(), format!("the pod is already bound to {bound}")));
                     }
                     spec.node_name = Some(node.to_string());
+                    let containers = started_containers(spec, &now);
                     let status = p.status.get_or_insert_with(Default::default);
                     status.phase = Some("Running".into());
                     status.nominated_node_name = None;
                     status.start_time = Some(now.clone());
+                    status.container_statuses = Some(containers);
                     if let Some(cs) = status.conditions.as_mut() {
                         cs.retain(|c| c.type_ != pod_condition::POD_SCHEDULED);
                     }

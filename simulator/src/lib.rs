@@ -41,7 +41,7 @@ pub use error::{EffectError, InputError, SimError};
 pub use job::SimJob;
 pub use manifest::{Entry, FieldValidation, Manifest, Object, ObjectKind, Origin};
 pub use normalize::{normalise, normalise_for, Normalised, Origins, SIM_EPOCH_MS};
-pub use report::{ConditionLine, JobLine, PodGroupLine, PodLine, QueueLine, Report};
+pub use report::{ConditionLine, JobLine, NotCreatedLine, PodGroupLine, PodLine, QueueLine, Report};
 pub use sim::{LastCycle, Simulator, Stop, CYCLE_PERIOD_MS, MAX_CYCLES};
 
 /// The scheduler name of volcano-rs: only pods with this `spec.schedulerName` are scheduled.

@@ -250,7 +250,8 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     }
 
     // Volcano's job admission webhook and job controller: every Job becomes its PodGroup
-    // and pods (the simulator creates them at once; see docs/simulate.md).
+    // and pods (the simulator creates them at once, but for the pods of tasks with
+    // `dependsOn`, created when the job controller would; see docs/simulate.md).
     if !jobs.is_empty() {
         let queues: Vec<crd::Queue> = cluster.queues.values().map(|q| (**q).clone()).collect();
         let values: BTreeMap<String, i32> = classes.iter().map(|(n, (v, _))| (n.clone(), *v)).collect();
@@ -265,6 +266,8 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 line: None,
                 item: None,
             });
+            let waits: Vec<Option<String>> = planned.pods.iter().map(|(task, _)| planned.waits(*task)).collect();
+            let mut sim_job = planned.sim_job;
             let mut pg = planned.pod_group;
             let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
             // A dump of a cluster holds the job's PodGroup and pods already: those are kept.
@@ -280,7 +283,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 })?;
                 cluster.pod_groups.insert(pg_key, Arc::new(pg));
             }
-            for (task, mut pod) in planned.pods {
+            for ((task, mut pod), waits) in planned.pods.into_iter().zip(waits) {
                 let key = object_key(ObjectKind::Pod, &pod.metadata);
                 if origins.insert(ObjectKind::Pod, key.clone(), job_origin.clone()).is_some() {
                     continue;
@@ -292,11 +295,18 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                     in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
                 })?;
                 pod_defaults(&mut pod, origin.as_ref(), &classes, global_default.as_ref()).map_err(in_template)?;
+                if let Some(task) = waits {
+                    sim_job.waiting.push((task, pod));
+                    continue;
+                }
                 pod_order.push(key.clone());
                 cluster.pods.insert(key, Arc::new(pod));
             }
-            cluster.jobs.insert(job_key, planned.sim_job);
+            cluster.jobs.insert(job_key, sim_job);
         }
+        // The pods whose dependsOn the input already meets (a dump's PodGroup admitted and
+        // the depended-on pods ready) are created now, with the job's creation timestamp.
+        job::create_ready_pods(&mut cluster, None);
     }
 
     // Across objects: the queue hierarchy as Volcano's webhook admits it, and pods that hold

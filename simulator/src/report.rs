@@ -148,6 +148,24 @@ pub struct SecretLine {
     pub keys: Vec<String>,
 }
 
+/// The pods of one task of a Volcano Job that the job controller has not created: the
+/// task's `dependsOn` is not met (or its PodGroup is still Pending).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotCreatedLine {
+    /// The task.
+    pub task: String,
+    /// `namespace/name` of the pods not created, in plan order.
+    pub pods: Vec<String>,
+    /// The tasks it depends on (`dependsOn.name`).
+    pub depends_on: Vec<String>,
+    /// `dependsOn.iteration`: `all` (the default) or `any`.
+    pub iteration: String,
+    /// Why they are not created: the depended-on tasks not ready, with their ready pods and
+    /// the number they need; the PodGroup if it is still Pending.
+    pub reason: String,
+}
+
 /// A Volcano Job of the input, as planned, after the last cycle.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -162,6 +180,8 @@ pub struct JobLine {
     pub plugins: Vec<String>,
     /// Its pods that still exist, in plan order.
     pub pods: Vec<JobPodLine>,
+    /// Its pods not created yet, by task: they wait for the task's `dependsOn`.
+    pub not_created: Vec<NotCreatedLine>,
     /// Services the plugins create (not scheduled).
     pub services: Vec<NamedLine>,
     /// ConfigMaps the plugins create, with their data (not scheduled).
@@ -205,6 +225,21 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
                     }
                 })
                 .collect();
+            let not_created = j
+                .waiting_tasks()
+                .into_iter()
+                .map(|(task, pods)| {
+                    let deps = j.job.spec.tasks.iter().find(|t| t.name() == task).and_then(|t| t.depends_on.clone());
+                    let deps = deps.unwrap_or_default();
+                    NotCreatedLine {
+                        task: task.to_string(),
+                        pods,
+                        depends_on: deps.name,
+                        iteration: deps.iteration.unwrap_or_else(|| volcano_api::job::iteration::ALL.into()),
+                        reason: j.waiting_reason(task, cluster),
+                    }
+                })
+                .collect();
             let r = &j.resources;
             JobLine {
                 name: key.clone(),
@@ -212,6 +247,7 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
                 pod_group: j.pod_group.clone(),
                 plugins: j.plugins.clone(),
                 pods,
+                not_created,
                 services: r.services.iter().map(|s| NamedLine { name: meta_key(&s.metadata) }).collect(),
                 config_maps: r
                     .config_maps
@@ -429,7 +465,7 @@ impl Report {
         let mut out = String::new();
         for c in &self.cycles {
             let time = k8s_openapi::jiff::Timestamp::from_millisecond(c.time_ms).unwrap_or_default();
-            if c.binds.is_empty() && c.evictions.is_empty() && c.pipelined.is_empty() {
+            if c.binds.is_empty() && c.evictions.is_empty() && c.pipelined.is_empty() && c.created.is_empty() {
                 let what = if c.changed() {
                     format!(
                         "status updates only ({} PodGroup(s), {} queue(s))",
@@ -442,9 +478,14 @@ impl Report {
                 let _ = writeln!(out, "Cycle {} ({time}): {what}", c.cycle);
                 continue;
             }
+            let created = if c.created.is_empty() {
+                String::new()
+            } else {
+                format!(", {} created (dependsOn met)", c.created.len())
+            };
             let _ = writeln!(
                 out,
-                "Cycle {} ({time}): {} bound, {} evicted, {} pipelined",
+                "Cycle {} ({time}): {} bound, {} evicted, {} pipelined{created}",
                 c.cycle,
                 c.binds.len(),
                 c.evictions.len(),
@@ -465,6 +506,14 @@ impl Report {
                     "waits for resources being released".into(),
                 ]);
             }
+            for p in &c.created {
+                rows.push(vec![
+                    "created".into(),
+                    p.clone(),
+                    String::new(),
+                    "by the job controller: its task's dependsOn is met".into(),
+                ]);
+            }
             table(&mut out, &["", "", "", ""], &rows);
         }
         match self.stop {
@@ -482,12 +531,18 @@ impl Report {
 
         let running = self.pods.iter().filter(|p| p.phase == "Running").count();
         let pending: Vec<&PodLine> = self.pending().collect();
+        let not_created: usize = self.jobs.iter().flat_map(|j| &j.not_created).map(|n| n.pods.len()).sum();
         let _ = writeln!(
             out,
-            "\nPods: {} in total, {running} running, {} pending, {} other.",
+            "\nPods: {} in total, {running} running, {} pending, {} other{}.",
             self.pods.len(),
             pending.len(),
-            self.pods.len() - running - pending.len()
+            self.pods.len() - running - pending.len(),
+            if not_created == 0 {
+                String::new()
+            } else {
+                format!("; {not_created} of Volcano Jobs not created (dependsOn not met)")
+            }
         );
         if !pending.is_empty() {
             let _ = writeln!(out, "\nPending pods, by PodGroup:");
@@ -508,16 +563,29 @@ impl Report {
                 if names.len() == 1 && pods[0] == group {
                     let _ = writeln!(out, "  pod {group} (no PodGroup)");
                 } else {
-                    let shown = names.iter().take(MAX_NAMES).copied().collect::<Vec<_>>().join(", ");
-                    let more = if names.len() > MAX_NAMES {
-                        format!(" and {} more", names.len() - MAX_NAMES)
-                    } else {
-                        String::new()
-                    };
                     let plural = if names.len() == 1 { "" } else { "s" };
-                    let _ = writeln!(out, "  {group}: {} pod{plural} ({shown}{more})", names.len());
+                    let _ = writeln!(out, "  {group}: {} pod{plural} ({})", names.len(), names_text(&names));
                 }
                 let _ = writeln!(out, "    {reason}");
+            }
+        }
+
+        if not_created > 0 {
+            let _ = writeln!(out, "\nPods not created, by job and task (the job controller waits for dependsOn):");
+            for j in &self.jobs {
+                for n in &j.not_created {
+                    let names: Vec<&str> = n.pods.iter().map(|p| ns_name(p).1).collect();
+                    let _ = writeln!(
+                        out,
+                        "  {} task {}: {} pod{} ({})",
+                        j.name,
+                        n.task,
+                        names.len(),
+                        if names.len() == 1 { "" } else { "s" },
+                        names_text(&names)
+                    );
+                    let _ = writeln!(out, "    {}", n.reason);
+                }
             }
         }
 
@@ -549,10 +617,11 @@ impl Report {
                 .iter()
                 .map(|j| {
                     let running = j.pods.iter().filter(|p| p.phase == "Running").count();
+                    let not_created: usize = j.not_created.iter().map(|n| n.pods.len()).sum();
                     vec![
                         j.name.clone(),
                         ns_name(&j.pod_group).1.to_string(),
-                        format!("{running}/{}", j.pods.len()),
+                        format!("{running}/{}", j.pods.len() + not_created),
                         if j.plugins.is_empty() { "-".into() } else { j.plugins.join(",") },
                     ]
                 })
@@ -581,6 +650,16 @@ impl Report {
 
 /// Pending pods named per PodGroup in the table; the others are counted.
 const MAX_NAMES: usize = 8;
+
+/// The first [`MAX_NAMES`] names, and how many more.
+fn names_text(names: &[&str]) -> String {
+    let shown = names.iter().take(MAX_NAMES).copied().collect::<Vec<_>>().join(", ");
+    if names.len() > MAX_NAMES {
+        format!("{shown} and {} more", names.len() - MAX_NAMES)
+    } else {
+        shown
+    }
+}
 
 fn pending_reason(pod: &PodLine, cluster: &Cluster, last: Option<&LastCycle>, scheduler_names: &[String]) -> String {
     if let Some(node) = &pod.nominated_node {

@@ -1,6 +1,7 @@
 //! The simulation loop: snapshot → [`run_cycle`] (with the invariant checker) → effects
-//! applied to the in-memory cluster, on a virtual clock that advances one second (Volcano's
-//! schedule period) per cycle.
+//! applied to the in-memory cluster → the pods of Volcano Jobs whose `dependsOn` is now met
+//! created, on a virtual clock that advances one second (Volcano's schedule period) per
+//! cycle.
 
 use std::collections::BTreeMap;
 
@@ -125,7 +126,8 @@ impl Simulator {
         self.start_ms + (n as i64 - 1) * CYCLE_PERIOD_MS
     }
 
-    /// Runs one cycle and applies its effects. An invariant the scheduler broke is an error
+    /// Runs one cycle, applies its effects, then creates the pods of Volcano Jobs whose
+    /// `dependsOn` is now met ([`crate::job::create_ready_pods`]). An invariant the scheduler broke is an error
     /// (the cluster is then left as it was before the cycle); so is an effect the cluster
     /// cannot apply (the effects before it are then applied).
     pub fn step(&mut self) -> Result<&CycleRecord, SimError> {
@@ -146,10 +148,14 @@ impl Simulator {
             return Err(SimError::Invariant { cycle, violations: checker.violations });
         }
         // Nothing else holds the objects now, so changing one does not copy it.
-        let record = self
+        let mut record = self
             .cluster
             .apply_effects(&outcome.effects, cycle, now_ms)
             .map_err(|source| SimError::Effect { cycle, source })?;
+        // The job controller reacts at once: the pods whose dependsOn this cycle met (their
+        // depended-on pods bound, hence Running and ready) exist from the cycle's time on,
+        // and the next cycle schedules them.
+        record.created = crate::job::create_ready_pods(&mut self.cluster, Some(now_ms));
         tracing::info!(
             cycle,
             binds = record.binds.len(),
@@ -157,6 +163,7 @@ impl Simulator {
             pipelined = record.pipelined.len(),
             pod_groups = record.pod_group_updates.len(),
             queues = record.queue_updates.len(),
+            created = record.created.len(),
             "cycle applied"
         );
         self.last = Some(LastCycle { queues: outcome.queues, pending_reasons: outcome.pending_reasons });
@@ -165,8 +172,8 @@ impl Simulator {
     }
 
     /// Runs exactly `cycles` cycles, or — with `None` — until a cycle changes nothing (no
-    /// bind, eviction, nominated node, PodGroup or Queue status; events do not count), at
-    /// most [`MAX_CYCLES`].
+    /// bind, eviction, nominated node, PodGroup or Queue status, pod created; events do not
+    /// count), at most [`MAX_CYCLES`].
     pub fn run(&mut self, cycles: Option<u32>) -> Result<Stop, SimError> {
         let stop = match cycles {
             Some(n) => {

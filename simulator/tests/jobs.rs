@@ -77,7 +77,24 @@ fn every_example_job_runs_as_a_gang() {
                 cycle["cycle"].as_u64().unwrap()
             })
             .collect();
-        assert!(bound_cycles.windows(2).all(|w| w[0] == w[1]), "{name}: bound in cycles {bound_cycles:?}");
+        // dependsOn: the pods of a task that depends on others are created once those are
+        // ready (bound, hence Running), and bound in a later cycle.
+        let depends: Vec<bool> = pods
+            .iter()
+            .map(|p| {
+                let job: volcano_api::job::Job = serde_yaml_ng::from_str(
+                    &std::fs::read_to_string(root().join("examples/jobs").join(&name)).unwrap(),
+                )
+                .unwrap();
+                let task = job.spec.tasks.iter().find(|t| t.name() == p["task"].as_str().unwrap()).unwrap();
+                task.depends_on.as_ref().is_some_and(|d| !d.name.is_empty())
+            })
+            .collect();
+        let first: Vec<u64> = bound_cycles.iter().zip(&depends).filter(|(_, d)| !**d).map(|(c, _)| *c).collect();
+        let later: Vec<u64> = bound_cycles.iter().zip(&depends).filter(|(_, d)| **d).map(|(c, _)| *c).collect();
+        assert!(first.windows(2).all(|w| w[0] == w[1]), "{name}: bound in cycles {bound_cycles:?}");
+        assert!(later.iter().all(|c| *c > first[0]), "{name}: bound in cycles {bound_cycles:?}");
+        assert_eq!(job["notCreated"], serde_json::json!([]), "{name}");
         // The job's PodGroup is the one the report lists, Running.
         let pg = v["podGroups"].as_array().unwrap().iter().find(|g| g["name"] == job["podGroup"]).unwrap();
         assert_eq!(pg["phase"], "Running", "{name}");
@@ -155,10 +172,209 @@ fn master_addr_and_hostfile_are_in_the_report() {
     assert_eq!(master["initContainers"].as_array().unwrap().last().unwrap()["name"], "wait-for-workers");
 }
 
+fn simulator_of(job: &str) -> Simulator {
+    let mut m = Manifest::new();
+    m.load_str("cluster.yaml", CLUSTER).unwrap();
+    m.load_str("job.yaml", job).unwrap();
+    Simulator::new(m, profile()).unwrap()
+}
+
+fn pod_keys(sim: &Simulator) -> Vec<&str> {
+    sim.cluster().pods.keys().map(String::as_str).collect()
+}
+
 #[test]
-fn depends_on_tasks_are_created_at_once() {
-    let v = run("depends-on.yaml");
+fn depends_on_pods_are_created_once_the_tasks_they_wait_for_run() {
+    let text = std::fs::read_to_string(root().join("examples/jobs/depends-on.yaml")).unwrap();
+    let mut sim = simulator_of(&text);
+    // Before the first cycle: only the ps task's pod exists; the workers wait for it.
+    assert_eq!(pod_keys(&sim), ["default/ps-then-workers-ps-0"]);
+
+    // Cycle 1 binds ps-0, which becomes Running with its container ready: the job
+    // controller creates the workers at the cycle's time.
+    let c1 = sim.step().unwrap().clone();
+    assert_eq!(c1.binds.iter().map(|b| b.pod.as_str()).collect::<Vec<_>>(), ["default/ps-then-workers-ps-0"]);
+    assert_eq!(c1.created, ["default/ps-then-workers-worker-0", "default/ps-then-workers-worker-1"]);
+    let ps = &sim.cluster().pods["default/ps-then-workers-ps-0"];
+    let statuses = ps.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
+    assert_eq!(statuses.len(), 1);
+    assert!(statuses[0].ready && statuses[0].name == "ps", "{statuses:?}");
+    let readiness = volcano_controller::plan::task_readiness(sim.cluster().pods.values().map(|p| &**p));
+    assert_eq!(readiness["ps"].running_ready, 1, "the controller's own readiness counts it");
+    let worker = &sim.cluster().pods["default/ps-then-workers-worker-0"];
+    let created = worker.metadata.creation_timestamp.as_ref().unwrap().0.as_millisecond();
+    assert_eq!(created, c1.time_ms, "created at the virtual time ps became ready");
+    assert_eq!(worker.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
+    assert!(worker.spec.as_ref().unwrap().node_name.is_none());
+
+    // Cycle 2 schedules them like any pod.
+    let c2 = sim.step().unwrap().clone();
+    let mut bound: Vec<&str> = c2.binds.iter().map(|b| b.pod.as_str()).collect();
+    bound.sort();
+    assert_eq!(bound, ["default/ps-then-workers-worker-0", "default/ps-then-workers-worker-1"]);
+    assert!(c2.created.is_empty());
+
+    sim.run(None).unwrap();
+    let report = sim.report();
+    let table = report.to_table();
+    assert!(
+        table.contains("Cycle 1 (2026-01-01T00:00:00Z): 1 bound, 0 evicted, 0 pipelined, 2 created (dependsOn met)"),
+        "{table}"
+    );
+    assert!(table.contains("created  default/ps-then-workers-worker-0"), "{table}");
+    assert!(!table.contains("Pods not created"), "{table}");
+    let v = report.to_json_value();
     assert_eq!(v["jobs"][0]["pods"].as_array().unwrap().len(), 3);
+    assert_eq!(v["jobs"][0]["notCreated"], serde_json::json!([]));
+    assert_eq!(v["pods"].as_array().unwrap().len(), 3, "the workers are pods of the report like the others");
+}
+
+/// A job whose task `b` depends on `a` and `c` (`iteration` as given); `c` asks for more
+/// GPUs than any node has, so it never runs.
+fn any_or_all(iteration: &str) -> String {
+    r#"apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  minAvailable: 1
+  tasks:
+  - name: a
+    replicas: 1
+    template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+  - name: c
+    replicas: 1
+    template:
+      spec:
+        containers:
+        - {name: c, image: x, resources: {requests: {nvidia.com/gpu: "8"}, limits: {nvidia.com/gpu: "8"}}}
+  - name: b
+    replicas: 2
+    dependsOn: {name: [a, c], iteration: ITERATION}
+    template: {spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "1"}}}]}}
+"#
+    .replace("ITERATION", iteration)
+}
+
+#[test]
+fn depends_on_any_needs_one_ready_task_and_all_needs_every_one() {
+    let mut sim = simulator_of(&any_or_all("any"));
+    sim.run(None).unwrap();
+    let created: Vec<(u64, &str)> =
+        sim.history().iter().flat_map(|c| c.created.iter().map(move |p| (c.cycle, p.as_str()))).collect();
+    assert_eq!(created, [(1, "default/j-b-0"), (1, "default/j-b-1")], "any: a is ready after cycle 1");
+    let report = sim.report();
+    let running: Vec<&str> = report.pods.iter().filter(|p| p.phase == "Running").map(|p| p.pod.as_str()).collect();
+    assert_eq!(running, ["default/j-a-0", "default/j-b-0", "default/j-b-1"]);
+
+    let mut sim = simulator_of(&any_or_all("all"));
+    sim.run(None).unwrap();
+    assert!(sim.history().iter().all(|c| c.created.is_empty()), "all: c never becomes ready");
+    assert_eq!(pod_keys(&sim), ["default/j-a-0", "default/j-c-0"]);
+    let v = sim.report().to_json_value();
+    let not_created = &v["jobs"][0]["notCreated"];
+    assert_eq!(not_created[0]["task"], "b");
+    assert_eq!(not_created[0]["pods"], serde_json::json!(["default/j-b-0", "default/j-b-1"]));
+    assert_eq!(not_created[0]["dependsOn"], serde_json::json!(["a", "c"]));
+    assert_eq!(not_created[0]["iteration"], "all");
+    let reason = not_created[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("waits for dependsOn a, c (iteration all): task c has 0 of the 1 ready pods it needs"),
+        "{reason}"
+    );
+    assert!(!reason.contains("task a"), "a is ready: {reason}");
+}
+
+#[test]
+fn a_dependency_that_can_never_be_ready_leaves_the_pods_uncreated_and_says_why() {
+    // Task a asks for 8 GPUs; no node has more than 4.
+    let job = r#"apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: stuck, namespace: ml}
+spec:
+  minAvailable: 1
+  tasks:
+  - name: a
+    replicas: 1
+    template:
+      spec:
+        containers:
+        - {name: c, image: x, resources: {requests: {nvidia.com/gpu: "8"}, limits: {nvidia.com/gpu: "8"}}}
+  - name: b
+    replicas: 2
+    dependsOn: {name: [a]}
+    template: {spec: {containers: [{name: c, image: x}]}}
+"#;
+    let mut sim = simulator_of(job);
+    sim.run(None).unwrap();
+    assert!(sim.history().iter().all(|c| c.created.is_empty()));
+    assert_eq!(pod_keys(&sim), ["ml/stuck-a-0"], "b's pods are never created");
+    let report = sim.report();
+    let v = report.to_json_value();
+    assert_eq!(v["pods"].as_array().unwrap().len(), 1);
+    let n = &v["jobs"][0]["notCreated"];
+    assert_eq!(n.as_array().unwrap().len(), 1);
+    assert_eq!(n[0]["task"], "b");
+    assert_eq!(n[0]["iteration"], "all", "the default");
+    let reason = n[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("waits for dependsOn a (iteration all): task a has 0 of the 1 ready pods it needs"),
+        "{reason}"
+    );
+    let table = report.to_table();
+    assert!(
+        table.contains(
+            "Pods: 1 in total, 0 running, 1 pending, 0 other; 2 of Volcano Jobs not created (dependsOn not met)."
+        ),
+        "{table}"
+    );
+    assert!(table.contains("Pods not created, by job and task (the job controller waits for dependsOn):\n  ml/stuck task b: 2 pods (stuck-b-0, stuck-b-1)\n    waits for dependsOn a (iteration all): task a has 0 of the 1 ready pods it needs"), "{table}");
+    assert!(table.contains("ml/stuck  stuck-"), "{table}");
+    assert!(table.contains("0/3"), "running over the planned pods: {table}");
+}
+
+#[test]
+fn a_dump_with_the_dependency_running_creates_the_pods_at_load() {
+    // The job's PodGroup is Running and ps-0 runs with its container ready, as
+    // `kubectl get -o yaml` shows them: the workers are created before the first cycle.
+    let text = std::fs::read_to_string(root().join("examples/jobs/depends-on.yaml")).unwrap();
+    let mut m = Manifest::new();
+    m.load_str("cluster.yaml", CLUSTER).unwrap();
+    m.load_str(
+        "job.yaml",
+        &text.replace("name: ps-then-workers", "name: ps-then-workers\n  uid: 00000000-0000-4000-8000-000000000001"),
+    )
+    .unwrap();
+    let dump = r#"apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: ps-then-workers-00000000-0000-4000-8000-000000000001}
+spec: {minMember: 1}
+status: {phase: Running, running: 1}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: ps-then-workers-ps-0
+  annotations: {scheduling.k8s.io/group-name: ps-then-workers-00000000-0000-4000-8000-000000000001, volcano.sh/task-spec: ps}
+spec: {schedulerName: volcano-rs, nodeName: n1, containers: [{name: ps, image: busybox}]}
+status: {phase: Running, containerStatuses: [{name: ps, image: busybox, imageID: "", ready: true, restartCount: 0}]}
+"#;
+    m.load_str("dump.yaml", dump).unwrap();
+    let sim = Simulator::new(m, profile()).unwrap();
+    assert_eq!(
+        pod_keys(&sim),
+        ["default/ps-then-workers-ps-0", "default/ps-then-workers-worker-0", "default/ps-then-workers-worker-1"]
+    );
+    // Without a ready container, the same dump leaves them waiting.
+    let mut m = Manifest::new();
+    m.load_str("cluster.yaml", CLUSTER).unwrap();
+    m.load_str(
+        "job.yaml",
+        &text.replace("name: ps-then-workers", "name: ps-then-workers\n  uid: 00000000-0000-4000-8000-000000000001"),
+    )
+    .unwrap();
+    m.load_str("dump.yaml", &dump.replace("ready: true", "ready: false")).unwrap();
+    let sim = Simulator::new(m, profile()).unwrap();
+    assert_eq!(pod_keys(&sim), ["default/ps-then-workers-ps-0"]);
 }
 
 fn load_err(job: &str) -> String {

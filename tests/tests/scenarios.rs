@@ -87,6 +87,26 @@ fn render(report: &Value) -> String {
             p["phase"].as_str().unwrap_or_default()
         );
     }
+    // Pods of Volcano Jobs not created (their task's dependsOn not met), when there are some.
+    let mut not_created = Vec::new();
+    for j in report["jobs"].as_array().into_iter().flatten() {
+        for n in j["notCreated"].as_array().into_iter().flatten() {
+            let pods: Vec<&str> = n["pods"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            not_created.push(format!(
+                "  {} task {}: {}\n    {}",
+                j["name"].as_str().unwrap_or_default(),
+                n["task"].as_str().unwrap_or_default(),
+                pods.join(", "),
+                n["reason"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    if !not_created.is_empty() {
+        out.push_str("not created\n");
+        for l in not_created {
+            let _ = writeln!(out, "{l}");
+        }
+    }
     out.push_str("podgroups\n");
     for g in report["podGroups"].as_array().into_iter().flatten() {
         let _ =

@@ -209,35 +209,60 @@ fn the_crate_graph_points_down() {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
-/// The scheduling core and the test kit never reach a Kubernetes client, an async runtime or
-/// HTTP, directly or through another crate (ARCHITECTURE.md, "Architecture invariants").
-///
-/// Checked with `cargo tree -p CRATE`, which resolves features as building that crate alone
-/// does: `cargo metadata` unifies features over the whole workspace, where the kube backend
-/// turns on `kube`'s client.
-#[test]
-fn the_core_has_no_io_dependencies() {
+/// `cargo tree --offline -e normal -p CRATE EXTRA...`: features resolved as building that
+/// crate alone does (`cargo metadata` unifies features over the whole workspace, where the
+/// kube backend turns on `kube`'s client and the CLI the controller's shell).
+fn cargo_tree(krate: &str, extra: &[&str]) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    for core in CORE {
-        let tree = |extra: &[&str]| {
-            let out = std::process::Command::new(&cargo)
-                .args(["tree", "--offline", "-e", "normal", "-p", core])
-                .args(extra)
-                .current_dir(root())
-                .output()
-                .expect("cargo tree runs");
-            assert!(out.status.success(), "cargo tree -p {core}: {}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8(out.stdout).expect("utf-8")
-        };
-        let listing = tree(&["--prefix", "none", "--format", "{p}"]);
-        for line in listing.lines() {
-            let name = line.split_whitespace().next().unwrap_or_default();
-            if IO_PACKAGES.contains(&name) {
-                let path = tree(&["--invert", name]);
-                panic!("{core} reaches {name}:\n{path}");
-            }
+    let out = std::process::Command::new(&cargo)
+        .args(["tree", "--offline", "-e", "normal", "-p", krate])
+        .args(extra)
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(out.status.success(), "cargo tree -p {krate}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+/// Panics if `krate` reaches one of [`IO_PACKAGES`] through normal dependencies, showing
+/// the path.
+fn assert_no_io(krate: &str) {
+    let listing = cargo_tree(krate, &["--prefix", "none", "--format", "{p}"]);
+    for line in listing.lines() {
+        let name = line.split_whitespace().next().unwrap_or_default();
+        if IO_PACKAGES.contains(&name) {
+            let path = cargo_tree(krate, &["--invert", name]);
+            panic!("{krate} reaches {name}:\n{path}");
         }
     }
+}
+
+/// The scheduling core and the test kit never reach a Kubernetes client, an async runtime or
+/// HTTP, directly or through another crate (ARCHITECTURE.md, "Architecture invariants").
+#[test]
+fn the_core_has_no_io_dependencies() {
+    for core in CORE {
+        assert_no_io(core);
+    }
+}
+
+/// The simulator links the controller's pure part only: `volcano-controller`'s feature
+/// `shell` (the reconciler, vcctl's commands, with kube's client and runtime, tokio, axum)
+/// stays off, and nothing else brings a Kubernetes client, an async runtime or HTTP.
+#[test]
+fn the_simulator_links_no_controller_shell() {
+    let listing = cargo_tree("volcano-sim", &["--prefix", "none", "--format", "{p} | {f}"]);
+    let controller: Vec<&str> = listing.lines().filter(|l| l.starts_with("volcano-controller ")).collect();
+    assert!(!controller.is_empty(), "volcano-sim no longer depends on volcano-controller:\n{listing}");
+    for line in controller {
+        let features = line.rsplit_once(" | ").map(|(_, f)| f).unwrap_or_default();
+        assert!(
+            !features.split(',').any(|f| f.trim() == "shell"),
+            "volcano-sim turns on volcano-controller's feature shell ({line}): depend on it with \
+             default-features = false"
+        );
+    }
+    assert_no_io("volcano-sim");
 }
 
 /// The framework's modules form no import cycle: a module is a file or directory directly
