@@ -95,9 +95,7 @@ impl QueueContext {
     /// A context over the stores.
     pub fn new(
         client: Client,
-        queues: Store<Queue>,
-        pod_groups: Store<PodGroup>,
-        commands: Store<Command>,
+        (queues, pod_groups, commands): (Store<Queue>, Store<PodGroup>, Store<Command>),
         leading: watch::Receiver<bool>,
         synced: watch::Receiver<bool>,
         trigger: UnboundedSender<ObjectRef<Queue>>,

@@ -254,9 +254,7 @@ async fn controller(
     let reporter = Reporter { controller: crate::recorder::REPORTER.into(), instance: Some(identity()) };
     let queue_ctx = Arc::new(QueueContext::new(
         client.clone(),
-        queues.clone(),
-        groups,
-        commands,
+        (queues.clone(), groups, commands),
         leading,
         synced,
         queue_tx,
