@@ -69,7 +69,8 @@ async fn kubelet(client: Client, succeed: Arc<Mutex<Vec<String>>>, stop: oneshot
             for p in list {
                 let name = p.name_any();
                 if p.metadata.deletion_timestamp.is_some() {
-                    let _ = pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                    let _ =
+                        pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
                     continue;
                 }
                 let Some(spec) = p.spec.as_ref().filter(|s| s.node_name.is_some()) else { continue };
@@ -226,7 +227,8 @@ async fn the_examples_run_in_a_cluster() {
             #[command(flatten)]
             opts: volcano_webhook::run::WebhookOptions,
         }
-        let (kc, p, url) = (webhook_kc.to_str().unwrap().to_string(), port.to_string(), format!("https://127.0.0.1:{port}"));
+        let (kc, p, url) =
+            (webhook_kc.to_str().unwrap().to_string(), port.to_string(), format!("https://127.0.0.1:{port}"));
         Cli::try_parse_from([
             "webhook",
             "--kubeconfig",
@@ -297,7 +299,8 @@ async fn the_examples_run_in_a_cluster() {
         let out = vcctl_job(&client, JobCommand::Run { file: file.clone(), namespace: NS.into() }).await;
         assert!(out.contains("created"), "{out}");
     }
-    let names: Vec<String> = jobs.list(&ListParams::default()).await.unwrap().items.iter().map(|j| j.name_any()).collect();
+    let names: Vec<String> =
+        jobs.list(&ListParams::default()).await.unwrap().items.iter().map(|j| j.name_any()).collect();
     assert_eq!(names.len(), 5, "{names:?}");
 
     // TensorFlow: TF_CONFIG for ps and workers, the svc plugin's Service (added by the webhook).

@@ -409,6 +409,38 @@ async fn the_controller_runs_jobs() {
     assert!(volumes.iter().any(|v| v.secret.as_ref().and_then(|s| s.secret_name.as_deref()) == Some("sshjob-ssh")));
     assert_eq!(secrets.get("sshjob-ssh").await.unwrap().data, secret.data, "the key is generated once");
 
+    // A delayed policy: PodPending for 2 s aborts the job, unless the pods start first.
+    let delayed = |name: &str| {
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS},
+            "spec": {
+                "minAvailable": 2, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "policies": [{"event": "PodPending", "action": "AbortJob", "timeout": "2s"}],
+                "tasks": [task("worker", 2)]
+            }
+        })
+    };
+    let stuck = create_job(&client, delayed("stuck")).await;
+    let starts = create_job(&client, delayed("starts")).await;
+    for j in [&stuck, &starts] {
+        let pg = pod_group_of(&client, j).await;
+        admit(&client, &pg).await;
+    }
+    let started = pods_of(&client, "starts", 2).await;
+    for p in &started {
+        set_phase(&client, p, "Running").await;
+    }
+    pods_of(&client, "stuck", 2).await;
+    let created = std::time::Instant::now();
+    assert_ne!(phase(&jobs.get("stuck").await.unwrap()), Some(JobPhase::Aborted), "not before the timeout");
+    job_where(&client, "stuck", "Aborted by the delayed PodPending policy", |j| phase(j) == Some(JobPhase::Aborted))
+        .await;
+    assert!(created.elapsed() >= Duration::from_millis(1500), "aborted after {:?}", created.elapsed());
+    job_where(&client, "starts", "Running", |j| phase(j) == Some(JobPhase::Running)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(phase(&jobs.get("starts").await.unwrap()), Some(JobPhase::Running), "the started pods cancelled it");
+
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
 }
