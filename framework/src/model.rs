@@ -152,8 +152,8 @@ pub struct TaskInfo {
     /// Equivalence class of the task's requests and scheduling constraints, set by
     /// [`crate::Snapshot::build`]: tasks of a snapshot with the same shape have the same
     /// requests (`resreq`, non-zero cpu and memory), node selector, affinity, tolerations,
-    /// topology spread constraints, namespace and host ports (and container restart
-    /// policies). The node index ([`crate::session::select`]) shares its answers within a shape.
+    /// topology spread constraints, namespace, host ports (and container restart
+    /// policies) and container images. The node index ([`crate::session::select`]) shares its answers within a shape.
     pub shape: u32,
     /// Task priority.
     pub priority: i32,

@@ -77,6 +77,15 @@ impl NodeBuilder {
         });
         self
     }
+    /// Adds an image the node has (`status.images`), under these names, of `size` bytes.
+    pub fn image(mut self, names: &[&str], size: i64) -> Self {
+        let st = self.0.status.get_or_insert_with(Default::default);
+        st.images.get_or_insert_with(Vec::new).push(k8s_openapi::api::core::v1::ContainerImage {
+            names: Some(names.iter().map(|n| n.to_string()).collect()),
+            size_bytes: Some(size),
+        });
+        self
+    }
     /// Marks the node unschedulable (cordoned).
     pub fn unschedulable(mut self) -> Self {
         self.0.spec.get_or_insert_with(Default::default).unschedulable = Some(true);

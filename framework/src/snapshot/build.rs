@@ -473,10 +473,13 @@ pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
     fn host_ports(c: &Container) -> impl Iterator<Item = &ContainerPort> + '_ {
         c.ports.iter().flatten().filter(|p| p.host_port.is_some())
     }
-    // Container requests are compared through the parsed requests above.
+    // Container requests are compared through the parsed requests above; images matter to
+    // nodeorder's ImageLocality.
     let same_ports = |l: &[Container], r: &[Container]| {
         l.len() == r.len()
-            && l.iter().zip(r).all(|(c, d)| c.restart_policy == d.restart_policy && host_ports(c).eq(host_ports(d)))
+            && l.iter().zip(r).all(|(c, d)| {
+                c.restart_policy == d.restart_policy && c.image == d.image && host_ports(c).eq(host_ports(d))
+            })
     };
     x.node_selector == y.node_selector
         && x.affinity == y.affinity

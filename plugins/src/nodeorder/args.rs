@@ -31,7 +31,7 @@ pub struct Args {
     /// `podaffinity.weight` (2): InterPodAffinity; accepted, not implemented yet.
     #[serde(rename = "podaffinity.weight", default, deserialize_with = "args::int")]
     pub pod_affinity: Option<i64>,
-    /// `imagelocality.weight` (1): ImageLocality; accepted, not implemented yet.
+    /// `imagelocality.weight` (1): ImageLocality (the task's images already on the node).
     #[serde(rename = "imagelocality.weight", default, deserialize_with = "args::int")]
     pub image_locality: Option<i64>,
     /// `podtopologyspread.weight` (2): PodTopologySpread; accepted, not implemented yet.
@@ -58,7 +58,7 @@ pub struct Weights {
     pub taint_toleration: i64,
     /// InterPodAffinity (not implemented).
     pub pod_affinity: i64,
-    /// ImageLocality (not implemented).
+    /// ImageLocality.
     pub image_locality: i64,
     /// PodTopologySpread (not implemented).
     pub pod_topology_spread: i64,

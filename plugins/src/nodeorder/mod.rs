@@ -14,8 +14,12 @@
 //!   pipeline and undo; the event handlers record the tasks evicted in this session, which
 //!   keep their node but no longer count.
 //!
-//! InterPodAffinity, ImageLocality and PodTopologySpread weights are accepted but those
-//! scorers are not implemented yet (they score 0).
+//! - ImageLocality (NODE_ORDER, `imagelocality.weight`): the sizes of the task's container
+//!   images already on the node (`status.images`), each scaled by the share of nodes that
+//!   have it, as kube-scheduler's ImageLocality plugin scores them ([`image_locality_score`]).
+//!
+//! InterPodAffinity and PodTopologySpread weights are accepted but those scorers are not
+//! implemented yet (they score 0).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -119,6 +123,120 @@ pub fn normalize_score(raw: i64, max: i64, reverse: bool) -> i64 {
         MAX_NODE_SCORE - s
     } else {
         s
+    }
+}
+
+/// kube-scheduler's ImageLocality thresholds: below 23 MiB of images in place a node scores
+/// 0, at 1000 MiB per container it scores 100.
+pub const IMAGE_MIN_THRESHOLD: i64 = 23 * 1024 * 1024;
+/// The size of images per container at which ImageLocality gives the highest score.
+pub const IMAGE_MAX_CONTAINER_THRESHOLD: i64 = 1000 * 1024 * 1024;
+
+/// kube-scheduler's `normalizedImageName`: an image named without a tag (nor a digest) is
+/// the `:latest` one.
+pub fn normalized_image_name(name: &str) -> std::borrow::Cow<'_, str> {
+    let colon = name.rfind(':');
+    let slash = name.rfind('/');
+    if colon.map(|c| c as i64).unwrap_or(-1) <= slash.map(|s| s as i64).unwrap_or(-1) {
+        std::borrow::Cow::Owned(format!("{name}:latest"))
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    }
+}
+
+/// kube-scheduler's ImageLocality `calculatePriority`: the sum of the scaled sizes of the
+/// pod's images on the node, clamped to [23 MiB, 1000 MiB × containers] and mapped to 0–100.
+pub fn image_locality_score(sum_scores: i64, containers: usize) -> i64 {
+    let max_threshold = IMAGE_MAX_CONTAINER_THRESHOLD.saturating_mul(containers.max(1) as i64);
+    let sum = sum_scores.clamp(IMAGE_MIN_THRESHOLD, max_threshold.max(IMAGE_MIN_THRESHOLD));
+    if max_threshold <= IMAGE_MIN_THRESHOLD {
+        return 0;
+    }
+    MAX_NODE_SCORE * (sum - IMAGE_MIN_THRESHOLD) / (max_threshold - IMAGE_MIN_THRESHOLD)
+}
+
+/// kube-scheduler's `scaledImageScore`: an image's size times the share of nodes that have
+/// it (so that an image on every node does not pull pods to one of them).
+pub fn scaled_image_score(size: i64, nodes_with_image: i64, total_nodes: i64) -> i64 {
+    if total_nodes == 0 {
+        return 0;
+    }
+    let spread = nodes_with_image as f64 / total_nodes as f64;
+    (size as f64 * spread) as i64
+}
+
+/// The images of a session for ImageLocality: how many nodes have each image name, and,
+/// for the images of the tasks pending when the session opened, each node's copy (size).
+#[derive(Clone, Debug, Default)]
+pub struct ImageIndex {
+    total_nodes: i64,
+    /// Image name (as nodes report it) → nodes that have it.
+    num_nodes: HashMap<String, i64>,
+    /// Image name of a pending task's container (normalized) → its index in `per_node`.
+    wanted: HashMap<String, u32>,
+    /// Per node: (wanted image, size on that node).
+    per_node: Vec<Vec<(u32, i64)>>,
+}
+
+impl ImageIndex {
+    /// The index of `snap`'s nodes, with the images of its pending tasks at hand.
+    pub fn new(snap: &Snapshot) -> Self {
+        let mut idx = ImageIndex { total_nodes: snap.nodes.len() as i64, ..Default::default() };
+        for t in snap.tasks.iter().filter(|t| t.status == volcano_framework::TaskStatus::Pending) {
+            let Some(spec) = t.pod.spec.as_ref() else { continue };
+            for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+                if let Some(image) = c.image.as_deref() {
+                    let n = idx.wanted.len() as u32;
+                    idx.wanted.entry(normalized_image_name(image).into_owned()).or_insert(n);
+                }
+            }
+        }
+        idx.per_node = Vec::with_capacity(snap.nodes.len());
+        for node in snap.nodes.iter() {
+            let mut mine = Vec::new();
+            for image in node.node.status.as_ref().and_then(|s| s.images.as_deref()).unwrap_or(&[]) {
+                for name in image.names.iter().flatten() {
+                    *idx.num_nodes.entry(name.clone()).or_default() += 1;
+                    if let Some(&w) = idx.wanted.get(name.as_str()) {
+                        mine.push((w, image.size_bytes.unwrap_or(0)));
+                    }
+                }
+            }
+            idx.per_node.push(mine);
+        }
+        idx
+    }
+
+    /// Whether no node reports any image (every score is 0).
+    pub fn is_empty(&self) -> bool {
+        self.num_nodes.is_empty()
+    }
+
+    /// The size of `image` (normalized) on `node`, if the node has it.
+    fn size_on(&self, snap: &Snapshot, node: NodeId, image: &str) -> Option<i64> {
+        if let Some(&w) = self.wanted.get(image) {
+            return self.per_node.get(node.idx())?.iter().find(|(i, _)| *i == w).map(|&(_, size)| size);
+        }
+        // An image of a task that was not pending when the session opened: read the node.
+        let images = snap.node(node).node.status.as_ref().and_then(|s| s.images.as_deref()).unwrap_or(&[]);
+        images.iter().find(|i| i.names.iter().flatten().any(|n| n == image)).map(|i| i.size_bytes.unwrap_or(0))
+    }
+
+    /// kube-scheduler's ImageLocality score (0–100) of `pod` on `node`.
+    pub fn score(&self, snap: &Snapshot, pod: &Pod, node: NodeId) -> i64 {
+        let Some(spec) = pod.spec.as_ref() else { return 0 };
+        let mut sum = 0i64;
+        let mut containers = 0;
+        for c in spec.init_containers.iter().flatten().chain(&spec.containers) {
+            containers += 1;
+            let Some(image) = c.image.as_deref() else { continue };
+            let name = normalized_image_name(image);
+            if let Some(size) = self.size_on(snap, node, &name) {
+                let n = self.num_nodes.get(name.as_ref()).copied().unwrap_or(0);
+                sum = sum.saturating_add(scaled_image_score(size, n, self.total_nodes));
+            }
+        }
+        image_locality_score(sum, containers)
     }
 }
 
@@ -294,12 +412,20 @@ pub struct NodeOrder {
     evicted_sums: HashMap<NodeId, NodeRequested>,
     /// Whether any node has a PreferNoSchedule taint (else the taint score is uniform).
     any_prefer_no_schedule: bool,
+    /// The nodes' images (when `imagelocality.weight` is set and some node reports images).
+    images: Option<Arc<ImageIndex>>,
 }
 
 impl NodeOrder {
     /// A plugin with these weights (call `on_session_open` before scoring).
     pub fn new(weights: Weights) -> Self {
-        NodeOrder { weights, evicted: HashMap::new(), evicted_sums: HashMap::new(), any_prefer_no_schedule: false }
+        NodeOrder {
+            weights,
+            evicted: HashMap::new(),
+            evicted_sums: HashMap::new(),
+            any_prefer_no_schedule: false,
+            images: None,
+        }
     }
 
     /// The weights.
@@ -332,6 +458,13 @@ impl Plugin for NodeOrder {
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
+        self.images = None;
+        if self.weights.image_locality != 0 {
+            let idx = ImageIndex::new(snap);
+            if !idx.is_empty() {
+                self.images = Some(Arc::new(idx));
+            }
+        }
         self.any_prefer_no_schedule = snap.any_node_tainted()
             && snap.nodes.iter().any(|n| {
                 n.has_taints
@@ -366,18 +499,23 @@ impl Plugin for NodeOrder {
 
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
         let w = &self.weights;
+        let image = match &self.images {
+            Some(images) => images.score(snap, &snap.task(task).pod, node) * w.image_locality,
+            None => 0,
+        };
         if w.least_requested == 0 && w.most_requested == 0 && w.balanced_resource == 0 {
-            return 0.0;
+            return image as f64;
         }
         let req = TaskRequest::of(snap.task(task));
         let requested = self.node_requested(snap, node);
         let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested);
-        (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource) as f64
+        (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource + image) as f64
     }
 
     fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
-        // Scores read the task's container requests and preferred affinity, and the node's
-        // labels, taints and requested resources (kept per node by the event handlers).
+        // Scores read the task's container requests, images and preferred affinity, and the
+        // node's labels, taints, images and requested resources (kept per node by the event
+        // handlers); a task's images are part of its shape.
         true
     }
 

@@ -536,3 +536,79 @@ fn plugin_hooks() {
     assert_sync::<NodeOrder>();
     let _ = Arc::new(NodeOrder::new(Weights::default()));
 }
+
+// ----- ImageLocality -----
+
+const MB: i64 = 1024 * 1024;
+
+#[test]
+fn image_locality_arithmetic_is_kube_schedulers() {
+    assert_eq!(normalized_image_name("nginx"), "nginx:latest");
+    assert_eq!(normalized_image_name("nginx:1.25"), "nginx:1.25");
+    assert_eq!(normalized_image_name("registry:5000/team/trainer"), "registry:5000/team/trainer:latest");
+    assert_eq!(normalized_image_name("repo/img@sha256:abc"), "repo/img@sha256:abc");
+    // Below the 23 MiB threshold: 0; at 1000 MiB per container: 100.
+    assert_eq!(image_locality_score(10 * MB, 1), 0);
+    assert_eq!(image_locality_score(1000 * MB, 1), 100);
+    assert_eq!(image_locality_score(5000 * MB, 1), 100);
+    assert_eq!(image_locality_score(1000 * MB, 2), 49);
+    // (500 − 23) / (1000 − 23) = 0.488…
+    assert_eq!(image_locality_score(500 * MB, 1), 48);
+    assert_eq!(scaled_image_score(1000 * MB, 1, 4), 250 * MB);
+    assert_eq!(scaled_image_score(1000 * MB, 3, 0), 0);
+}
+
+#[test]
+fn image_locality_prefers_nodes_with_the_images_scaled_by_spread() {
+    let only = r#"{"leastrequested.weight": 0, "balancedresource.weight": 0, "imagelocality.weight": 1}"#;
+    let objs = || {
+        Objects::new()
+            // n1 and n2 have the trainer (2000 MiB); n1 also has the sidecar's image.
+            .node(
+                n1().image(&["docker.io/team/trainer:v1", "team/trainer:v1"], 2000 * MB)
+                    .image(&["sidecar:latest"], 600 * MB),
+            )
+            .node(node("n2", "8", "16Gi").image(&["team/trainer:v1"], 2000 * MB))
+            .node(node("n3", "8", "16Gi"))
+            .node(node("n4", "8", "16Gi"))
+            .pod(pod("ns", "p").with_spec(|s| {
+                s.containers[0].image = Some("team/trainer:v1".into());
+                s.containers.push(Container {
+                    name: "side".into(),
+                    image: Some("sidecar".into()),
+                    ..Default::default()
+                });
+            }))
+    };
+    let snap = objs().snapshot();
+    let p = open(args(only), &snap);
+    let t = task(&snap, "p");
+    let at = |n: &str| p.node_order(&snap, t, node_id(&snap, n));
+    // n1: trainer on 2 of 4 nodes → 1000 MiB, sidecar on 1 of 4 → 150 MiB; 1150 MiB over 2
+    // containers: 100 × (1150 − 23) / (2000 − 23) = 57.
+    assert_eq!(at("n1"), 57.0);
+    // n2: 1000 MiB: 100 × 977 / 1977 = 49.
+    assert_eq!(at("n2"), 49.0);
+    assert_eq!(at("n3"), 0.0);
+    // The weight multiplies; a weight of 0 turns it off.
+    let snap = objs().snapshot();
+    let three =
+        open(args(r#"{"leastrequested.weight": 0, "balancedresource.weight": 0, "imagelocality.weight": 3}"#), &snap);
+    assert_eq!(three.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 171.0);
+    let off =
+        open(args(r#"{"leastrequested.weight": 0, "balancedresource.weight": 0, "imagelocality.weight": 0}"#), &snap);
+    assert_eq!(off.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 0.0);
+}
+
+#[test]
+fn tasks_with_different_images_have_different_shapes() {
+    let snap = Objects::new()
+        .node(n1())
+        .pod(pod("ns", "a").with_spec(|s| s.containers[0].image = Some("x:1".into())))
+        .pod(pod("ns", "b").with_spec(|s| s.containers[0].image = Some("y:1".into())))
+        .pod(pod("ns", "c").with_spec(|s| s.containers[0].image = Some("x:1".into())))
+        .snapshot();
+    let shape = |n: &str| snap.task(task(&snap, n)).shape;
+    assert_ne!(shape("a"), shape("b"));
+    assert_eq!(shape("a"), shape("c"));
+}
