@@ -53,6 +53,9 @@ pub enum QueueReconcileError {
     /// The action cannot run now.
     #[error(transparent)]
     Decision(#[from] QueueError),
+    /// The queue changed since it was read; the reconcile runs again on the newer copy.
+    #[error("queue {0} changed since it was read")]
+    Conflict(String),
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> QueueReconcileError {
@@ -197,7 +200,11 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
         m.failures
     });
     if let Err(e) = &result {
-        tracing::warn!(queue = %name, failures, "queue reconcile failed: {e}");
+        if matches!(e, QueueReconcileError::Conflict(_)) {
+            tracing::debug!(queue = %name, failures, "{e}");
+        } else {
+            tracing::warn!(queue = %name, failures, "queue reconcile failed: {e}");
+        }
         if failures == 1 {
             if let QueueReconcileError::Decision(d) = e {
                 let ev = queue::QueueEvent {
@@ -223,10 +230,13 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
     let name = q.name_any();
     let queues_api: Api<Queue> = Api::all(ctx.client.clone());
 
+    // The freshest copy of the queue: the store's, then what our own writes return (the
+    // status write carries its resourceVersion, so a stale copy is never written back).
+    let mut me = q.clone();
     // A queue without a parent is root's child.
     if name != ROOT_QUEUE && q.spec.parent.as_deref().is_none_or(str::is_empty) {
         let patch = serde_json::json!({"spec": {"parent": ROOT_QUEUE}});
-        queues_api
+        me = queues_api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("set the parent of queue {name}")))?;
@@ -258,16 +268,19 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
     let groups = ctx.pod_groups.state();
     let counts = queue::counts(&name, groups.iter().map(|g| g.as_ref()));
     let queues = ctx.queues.state();
-    let reference = q.object_ref(&());
-    let mut state = queue::state_of(q);
-    let mut me = q.clone();
+    let reference = me.object_ref(&());
+    let mut state = queue::state_of(&me);
     let mut failed = None;
-    ctx.with_memory(&name, |m| {
-        if m.pending.is_empty() {
-            m.pending.push_back(Action::SyncQueue);
-        }
-    });
-    while let Some(action) = ctx.with_memory(&name, |m| m.pending.front().cloned()) {
+    // The actions run on a copy: they leave the memory only once the status that results
+    // is written, so a failed write (a conflict with a newer object) runs them again.
+    let mut pending: VecDeque<Action> = ctx.with_memory(&name, |m| m.pending.clone());
+    let from_memory = pending.len();
+    if pending.is_empty() {
+        pending.push_back(Action::SyncQueue);
+    }
+    let mut done = 0;
+    let mut events = Vec::new();
+    while let Some(action) = pending.front().cloned() {
         match queue::decide(&me, state, &action, queues.iter().map(|q| q.as_ref()), counts.total) {
             Ok(d) => {
                 for child in &d.close_children {
@@ -280,20 +293,18 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
                     tracing::info!(queue = %child, parent = %name, "opening: its parent opened");
                 }
                 if let Some(mark) = d.mark_closed_by_parent {
-                    mark_closed_by_parent(&queues_api, &name, mark).await?;
-                    me.annotations_mut().insert(CLOSED_BY_PARENT_ANNOTATION.into(), mark.to_string());
+                    me = mark_closed_by_parent(&queues_api, &name, mark).await?;
+                }
+                pending.pop_front();
+                if done < from_memory {
+                    done += 1;
                 }
                 // A sync's follow-up (closing or opening with the parent) runs next.
-                ctx.with_memory(&name, |m| {
-                    m.pending.pop_front();
-                    if let Some(f) = d.follow_up.clone() {
-                        m.pending.push_front(f);
-                    }
-                });
-                state = d.state;
-                if let Some(ev) = &d.event {
-                    ctx.record(&reference, ev).await;
+                if let Some(f) = d.follow_up.clone() {
+                    pending.push_front(f);
                 }
+                state = d.state;
+                events.extend(d.event);
             }
             Err(e) => {
                 failed = Some(e);
@@ -302,18 +313,27 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
         }
     }
 
-    let requeue = write_status(ctx, &queues_api, q, state, counts).await?;
+    let requeue = write_status(ctx, &queues_api, &me, state, counts).await?;
+    // Written (or nothing to write): the actions handled leave the memory, and their events
+    // are recorded.
+    ctx.with_memory(&name, |m| {
+        for _ in 0..done.min(m.pending.len()) {
+            m.pending.pop_front();
+        }
+    });
+    for ev in &events {
+        ctx.record(&reference, ev).await;
+    }
     match failed {
         Some(e) => Err(e.into()),
         None => Ok(requeue),
     }
 }
 
-async fn mark_closed_by_parent(api: &Api<Queue>, name: &str, mark: bool) -> Result<(), QueueReconcileError> {
+async fn mark_closed_by_parent(api: &Api<Queue>, name: &str, mark: bool) -> Result<Queue, QueueReconcileError> {
     let patch = serde_json::json!({"metadata": {"annotations": {CLOSED_BY_PARENT_ANNOTATION: mark.to_string()}}});
     api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
-        .map(|_| ())
         .map_err(api_err(format!("annotate queue {name}")))
 }
 
@@ -353,7 +373,7 @@ async fn write_status(
             return Ok(Requeue::requeue(wait));
         }
     }
-    let patch = serde_json::json!({"status": {
+    let patch = serde_json::json!({"metadata": {"resourceVersion": q.metadata.resource_version}, "status": {
         "state": state,
         "pending": counts.pending,
         "inqueue": counts.inqueue,
@@ -365,6 +385,11 @@ async fn write_status(
         Ok(_) => {}
         // Deleted meanwhile.
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(Requeue::await_change()),
+        // Changed since it was read (the scheduler writes `status.allocated`): decided again
+        // on the newer copy.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            return Err(QueueReconcileError::Conflict(name));
+        }
         Err(e) => return Err(api_err(format!("write the status of queue {name}"))(e)),
     }
     if state_changed {
