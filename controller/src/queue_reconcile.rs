@@ -273,14 +273,15 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
     let mut failed = None;
     // The actions run on a copy: they leave the memory only once the status that results
     // is written, so a failed write (a conflict with a newer object) runs them again.
-    let mut pending: VecDeque<Action> = ctx.with_memory(&name, |m| m.pending.clone());
-    let from_memory = pending.len();
+    // Each action with whether it came from the memory (a sync's follow-up does not).
+    let mut pending: VecDeque<(Action, bool)> =
+        ctx.with_memory(&name, |m| m.pending.iter().map(|a| (a.clone(), true)).collect());
     if pending.is_empty() {
-        pending.push_back(Action::SyncQueue);
+        pending.push_back((Action::SyncQueue, false));
     }
     let mut done = 0;
     let mut events = Vec::new();
-    while let Some(action) = pending.front().cloned() {
+    while let Some((action, from_memory)) = pending.front().cloned() {
         match queue::decide(&me, state, &action, queues.iter().map(|q| q.as_ref()), counts.total) {
             Ok(d) => {
                 for child in &d.close_children {
@@ -296,12 +297,12 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
                     me = mark_closed_by_parent(&queues_api, &name, mark).await?;
                 }
                 pending.pop_front();
-                if done < from_memory {
+                if from_memory {
                     done += 1;
                 }
                 // A sync's follow-up (closing or opening with the parent) runs next.
                 if let Some(f) = d.follow_up.clone() {
-                    pending.push_front(f);
+                    pending.push_front((f, false));
                 }
                 state = d.state;
                 events.extend(d.event);
