@@ -131,7 +131,7 @@ impl QueueContext {
         let ev = Event {
             type_: if event.warning { EventType::Warning } else { EventType::Normal },
             reason: event.reason.clone(),
-            note: Some(event.message.clone()),
+            note: Some(volcano_kube::event_note(&event.message)),
             action: event.reason.clone(),
             secondary: None,
         };
@@ -221,9 +221,7 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
 
 /// The back-off after a failed queue reconcile: 200 ms doubling up to a minute.
 pub fn queue_error_policy(q: Arc<Queue>, _e: &QueueReconcileError, ctx: Arc<QueueContext>) -> Requeue {
-    let failures = ctx.with_memory(&q.name_any(), |m| m.failures.max(1));
-    let ms = 200u64.saturating_mul(1u64 << (failures - 1).min(9));
-    Requeue::requeue(Duration::from_millis(ms.min(60_000)))
+    Requeue::requeue(volcano_kube::retry_backoff(ctx.with_memory(&q.name_any(), |m| m.failures)))
 }
 
 async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueReconcileError> {

@@ -279,9 +279,8 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
 /// The back-off after a failed reconcile: 200 ms doubling up to a minute.
 pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Requeue {
     let key = events::job_key(&job.namespace().unwrap_or_default(), &job.name_any());
-    let failures = ctx.memory.lock().expect("memory lock").get(&key).map_or(1, |m| m.failures.max(1));
-    let ms = 200u64.saturating_mul(1u64 << (failures - 1).min(9));
-    Requeue::requeue(Duration::from_millis(ms.min(60_000)))
+    let failures = ctx.memory.lock().expect("memory lock").get(&key).map_or(1, |m| m.failures);
+    Requeue::requeue(volcano_kube::retry_backoff(failures))
 }
 
 /// One reconcile of a job; counts its failures in `mem`, and after `--max-requeue-num` of

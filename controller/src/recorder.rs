@@ -184,19 +184,6 @@ pub fn pod_group_pending(job: &Job, pg: &PodGroup) -> Option<JobEvent> {
     Some(ev)
 }
 
-/// The events API refuses notes over 1 kB.
-fn note(message: &str) -> String {
-    const MAX: usize = 1024;
-    if message.len() <= MAX {
-        return message.to_string();
-    }
-    let mut end = MAX - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
-}
-
 /// The reference of a job's events: without `resourceVersion`, so that the repeats of an
 /// event fold across the job's updates.
 fn job_reference(job: &Job) -> ObjectReference {
@@ -292,7 +279,7 @@ impl Recorder {
         let event = Event {
             type_: if ev.warning { EventType::Warning } else { EventType::Normal },
             reason: ev.reason.to_string(),
-            note: Some(note(&ev.message)),
+            note: Some(volcano_kube::event_note(&ev.message)),
             action: ev.action,
             secondary: None,
         };
@@ -433,13 +420,6 @@ mod tests {
         assert_eq!(pod_group_pending(&job, &pg(vec![cond("Unschedulable", "False", 40, "")])), None);
         let e = pod_group_pending(&job, &pg(vec![unsched, cond("Scheduled", "False", 30, "")]));
         assert!(e.is_some());
-    }
-
-    #[test]
-    fn notes_fit_the_events_api() {
-        let n = note(&"é".repeat(2000));
-        assert!(n.len() <= 1024 && n.ends_with("..."));
-        assert_eq!(note("short"), "short");
     }
 
     #[tokio::test]

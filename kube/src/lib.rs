@@ -1,7 +1,8 @@
 //! volcano-kube: what the cluster processes of volcano-rs (`scheduler`, `webhook`,
 //! `controller`) share: [`client`] (a kubeconfig file, or the in-cluster or default
 //! configuration), [`leader`] (Lease leader election as client-go does it) and
-//! [`termination`] (SIGTERM or Ctrl-C).
+//! [`termination`] (SIGTERM or Ctrl-C), [`event_note`] (an event message the Events API
+//! accepts) and [`retry_backoff`] (the controllers' back-off after failed reconciles).
 
 pub mod leader;
 
@@ -39,5 +40,44 @@ pub async fn termination() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// A message of at most 1 kB (the Events API's limit on `note`), cut at a character boundary.
+pub fn event_note(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    let mut end = MAX - 3;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// The wait before retrying after `failures` failed attempts in a row: 200 ms doubling up to
+/// a minute.
+pub fn retry_backoff(failures: u32) -> std::time::Duration {
+    let ms = 200u64.saturating_mul(1u64 << (failures.max(1) - 1).min(9));
+    std::time::Duration::from_millis(ms.min(60_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_fit_the_events_api() {
+        let n = event_note(&"é".repeat(2000));
+        assert!(n.len() <= 1024 && n.ends_with("..."), "{}", n.len());
+        assert_eq!(event_note("short"), "short");
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_a_minute() {
+        let ms = |f| retry_backoff(f).as_millis();
+        assert_eq!((ms(0), ms(1), ms(2), ms(3)), (200, 200, 400, 800));
+        assert_eq!((ms(10), ms(30)), (60_000, 60_000));
     }
 }

@@ -204,19 +204,6 @@ pub struct Applier {
     inner: Arc<Inner>,
 }
 
-/// A message of at most 1 kB (the Events API's limit on `note`), cut at a character boundary.
-fn note(message: &str) -> String {
-    const MAX: usize = 1024;
-    if message.len() <= MAX {
-        return message.to_string();
-    }
-    let mut end = MAX - 3;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
-}
-
 /// A JSON merge patch that makes the target equal to `new` where the target equals `old`:
 /// every field of `new`, and `null` for fields only `old` has (recursively in objects), so
 /// that a resource dimension or a status field that disappeared is removed.
@@ -430,7 +417,7 @@ fn queue_event(inner: &Inner, kind: EventKind, object: &ObjectRef, type_: EventT
     let ev = KubeEvent {
         type_: kube_event_type(type_),
         reason: reason.to_string(),
-        note: Some(note(message)),
+        note: Some(volcano_kube::event_note(message)),
         action: "Scheduling".to_string(),
         secondary: None,
     };
@@ -726,14 +713,5 @@ mod tests {
         let new = json!({"cpu": "8"});
         assert_eq!(replacing_merge_patch(&old, &new), json!({"cpu": "8", "nvidia.com/gpu": null}));
         assert_eq!(replacing_merge_patch(&Value::Null, &new), new);
-    }
-
-    #[test]
-    fn notes_fit_the_events_api() {
-        let long = "é".repeat(2000);
-        let n = note(&long);
-        assert!(n.len() <= 1024, "{}", n.len());
-        assert!(n.ends_with("..."));
-        assert_eq!(note("short"), "short");
     }
 }
