@@ -555,6 +555,8 @@ impl ClusterCache {
             pod_groups: self.pod_groups.iter().map(|(_, o)| o.clone()).collect(),
             queues: self.queues.iter().map(|(_, o)| o.clone()).collect(),
             priority_classes: self.priority_classes.iter().map(|(_, o)| o.clone()).collect(),
+            // Not watched yet (issue 10): namespace selectors see no namespace.
+            namespaces: Vec::new(),
         }
     }
 

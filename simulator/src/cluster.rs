@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus, Node, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateRunning, ContainerStatus, Namespace, Node, Pod, PodSpec};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
@@ -27,6 +27,8 @@ pub struct Cluster {
     pub queues: BTreeMap<String, Arc<Queue>>,
     /// PriorityClasses by name.
     pub priority_classes: BTreeMap<String, Arc<PriorityClass>>,
+    /// Namespaces by name.
+    pub namespaces: BTreeMap<String, Arc<Namespace>>,
     /// Volcano Jobs of the input by `namespace/name`, as planned (their PodGroups and pods
     /// are in `pod_groups` and `pods`; the scheduler does not see the jobs themselves).
     pub jobs: BTreeMap<String, crate::job::SimJob>,
@@ -179,12 +181,13 @@ impl Cluster {
 
     /// Adds objects, replacing those with the same key.
     pub fn insert_objects(&mut self, objects: ClusterObjects) {
-        let ClusterObjects { nodes, pods, pod_groups, queues, priority_classes } = objects;
+        let ClusterObjects { nodes, pods, pod_groups, queues, priority_classes, namespaces } = objects;
         self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
         self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
         self.pod_groups.extend(pod_groups.into_iter().map(|o| (key(&o.metadata), o)));
         self.queues.extend(queues.into_iter().map(|o| (key(&o.metadata), o)));
         self.priority_classes.extend(priority_classes.into_iter().map(|o| (key(&o.metadata), o)));
+        self.namespaces.extend(namespaces.into_iter().map(|o| (key(&o.metadata), o)));
     }
 
     /// The objects a snapshot is built from (shared, not copied).
@@ -195,6 +198,7 @@ impl Cluster {
             pod_groups: self.pod_groups.values().cloned().collect(),
             queues: self.queues.values().cloned().collect(),
             priority_classes: self.priority_classes.values().cloned().collect(),
+            namespaces: self.namespaces.values().cloned().collect(),
         }
     }
 

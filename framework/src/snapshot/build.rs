@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rayon::prelude::*;
@@ -33,6 +33,8 @@ pub struct ClusterObjects {
     pub queues: Vec<Arc<Queue>>,
     /// PriorityClasses.
     pub priority_classes: Vec<Arc<PriorityClass>>,
+    /// Namespaces (their labels answer the namespace selectors of pod affinity terms).
+    pub namespaces: Vec<Arc<Namespace>>,
 }
 
 /// An object that cannot enter the snapshot.
@@ -753,6 +755,7 @@ impl Snapshot {
         s.node_by_name = Arc::new(node_by_name);
         s.queue_by_name = Arc::new(queue_by_name);
         s.job_by_key = Arc::new(job_by_key);
+        s.extras = Arc::new(super::Extras::from_objects(&objects.namespaces));
         s.share();
         Ok(s)
     }

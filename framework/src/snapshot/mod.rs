@@ -13,12 +13,14 @@ use crate::model::*;
 use crate::resource::Resource;
 
 pub mod build;
+pub mod extra;
 pub mod update;
 
 pub use build::{
     parse_duration_ms, pod_request, pod_requests, ClusterObjects, PodRequests, SnapshotError, DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
 };
+pub use extra::Extras;
 pub use update::Changes;
 
 /// The state a session works on: every task, job, node and queue, by index.
@@ -55,6 +57,8 @@ pub struct Snapshot {
     shape_index: Arc<build::ShapeIndex>,
     /// The pods of this scheduler that name a PodGroup the snapshot lacks, by key.
     awaiting_group: Arc<BTreeMap<Arc<str>, Arc<Pod>>>,
+    /// Objects read but not scheduled (namespaces).
+    extras: Arc<Extras>,
 }
 
 impl Snapshot {
@@ -74,6 +78,16 @@ impl Snapshot {
     /// Whether any node has a taint.
     pub fn any_node_tainted(&self) -> bool {
         self.tainted_nodes > 0
+    }
+
+    /// The objects the snapshot reads but does not schedule (namespaces).
+    pub fn extras(&self) -> &Extras {
+        &self.extras
+    }
+
+    /// Replaces the read-only objects (what a cache does when a namespace changes).
+    pub fn set_extras(&mut self, extras: Arc<Extras>) {
+        self.extras = extras;
     }
 
     /// Number of distinct task shapes (every [`TaskInfo::shape`] is below it).
