@@ -282,13 +282,30 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// For a [`Plugin::shape_local`] task whose answers also depend on a few facts beyond
+    /// its shape (inter-pod affinity reads the pod's labels through the selectors of the
+    /// pods around it): a key such that tasks of equal shape and equal key get equal
+    /// answers. 0 when the shape alone decides. Asked once per task and session; the keys
+    /// of all plugins are combined.
+    fn shape_key(&self, snap: &Snapshot, task: TaskId) -> u64 {
+        0
+    }
+
     /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task
     /// (so it cannot change which node wins). Asked only for tasks that every plugin finds
-    /// [`Plugin::shape_local`], once per [`crate::TaskInfo::shape`] and session: for such
-    /// tasks the answer must depend on the shape only.
+    /// [`Plugin::shape_local`], once per [`crate::TaskInfo::shape`] and
+    /// [`Plugin::shape_key`] and session: for such tasks the answer must depend on the
+    /// shape and key only.
     fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }
+
+    /// Nodes whose predicates or scores may have changed for some task, beyond the node
+    /// of the task an event handler was just told about (placing a pod in a zone changes
+    /// the inter-pod affinity and topology spread answers of every node of the zone). The
+    /// session calls it after each [`Plugin::on_allocate`] and [`Plugin::on_deallocate`] and
+    /// re-evaluates these nodes in its node index; the plugin appends them to `out`.
+    fn drain_touched(&mut self, out: &mut Vec<NodeId>) {}
 
     /// A task was allocated or pipelined (or an eviction was undone).
     fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {}

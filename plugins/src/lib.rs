@@ -17,6 +17,7 @@ pub mod conformance;
 pub mod drf;
 pub mod elastic;
 pub mod gang;
+pub mod interpod;
 pub mod matching;
 pub mod nodeorder;
 pub mod overcommit;

@@ -212,29 +212,6 @@ pub fn preferred_terms(spec: &PodSpec) -> &[k8s_openapi::api::core::v1::Preferre
         .unwrap_or(&[])
 }
 
-/// Whether the pod has required inter-pod affinity or anti-affinity terms.
-pub fn has_required_pod_affinity(spec: &PodSpec) -> bool {
-    let Some(a) = &spec.affinity else { return false };
-    let affinity = a
-        .pod_affinity
-        .as_ref()
-        .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
-        .is_some_and(|terms| !terms.is_empty());
-    let anti = a
-        .pod_anti_affinity
-        .as_ref()
-        .and_then(|p| p.required_during_scheduling_ignored_during_execution.as_ref())
-        .is_some_and(|terms| !terms.is_empty());
-    affinity || anti
-}
-
-/// Whether the pod has a topology spread constraint with `whenUnsatisfiable: DoNotSchedule`.
-pub fn has_hard_topology_spread(spec: &PodSpec) -> bool {
-    spec.topology_spread_constraints
-        .as_deref()
-        .is_some_and(|cs| cs.iter().any(|c| c.when_unsatisfiable == "DoNotSchedule"))
-}
-
 /// The host ports a pod uses: ports with `hostPort > 0` of its containers and of its
 /// restartable ("sidecar") init containers, as kube-scheduler's `GetHostPorts` lists them.
 pub fn host_ports(pod: &Pod) -> impl Iterator<Item = &ContainerPort> + '_ {

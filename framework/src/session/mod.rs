@@ -488,15 +488,21 @@ impl Session {
     fn fire_allocate(&mut self, t: TaskId) {
         let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
         for &(tier, i) in &self.hooked[bit] {
-            self.tiers[tier][i].plugin.on_allocate(&self.snap, t);
+            let plugin = &mut self.tiers[tier][i].plugin;
+            plugin.on_allocate(&self.snap, t);
+            plugin.drain_touched(&mut self.index.touched);
         }
+        self.index.touch_drained();
     }
 
     fn fire_deallocate(&mut self, t: TaskId) {
         let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
         for &(tier, i) in &self.hooked[bit] {
-            self.tiers[tier][i].plugin.on_deallocate(&self.snap, t);
+            let plugin = &mut self.tiers[tier][i].plugin;
+            plugin.on_deallocate(&self.snap, t);
+            plugin.drain_touched(&mut self.index.touched);
         }
+        self.index.touch_drained();
     }
 
     /// Places a pending task on a node (status Allocated) and fires `on_allocate`.

@@ -144,14 +144,22 @@ impl NodeChoice {
 pub(crate) struct NodeIndex {
     log: Vec<NodeId>,
     classes: Vec<Class>,
-    /// Class of each task shape, `u32::MAX` when not built yet.
+    /// Class of each task shape with key 0 ([`crate::Plugin::shape_key`]), `u32::MAX` when
+    /// not built yet.
     class_of_shape: Vec<u32>,
+    /// Class of each (shape, key) with a non-zero key.
+    class_of_keyed: HashMap<(u32, u64), u32>,
     /// Per task: 0 when not asked yet, 1 when the index may answer for it, 2 when not.
     usable: Vec<u8>,
-    /// Per shape: 0 when not asked yet, 1 when the batch scores are uniform, 2 when not.
-    batch_uniform: Vec<u8>,
+    /// Per task: its plugins' combined [`crate::Plugin::shape_key`] (valid once `usable`
+    /// is 1).
+    keys: Vec<u64>,
+    /// Per (shape, key): whether the batch scores are uniform.
+    batch_uniform: HashMap<(u32, u64), bool>,
     /// Reused buffer of changed nodes.
     changed: Vec<NodeId>,
+    /// Nodes the plugins reported through [`crate::Plugin::drain_touched`].
+    pub(crate) touched: Vec<NodeId>,
 }
 
 impl NodeIndex {
@@ -159,6 +167,15 @@ impl NodeIndex {
     pub(crate) fn touch(&mut self, n: NodeId) {
         if !self.classes.is_empty() {
             self.log.push(n);
+        }
+    }
+
+    /// Records the nodes the plugins reported.
+    pub(crate) fn touch_drained(&mut self) {
+        if !self.classes.is_empty() {
+            self.log.append(&mut self.touched);
+        } else {
+            self.touched.clear();
         }
     }
 }
@@ -202,6 +219,16 @@ impl Session {
     }
 
     fn class_of(&mut self, t: TaskId) -> usize {
+        let key = self.index.keys[t.idx()];
+        if key != 0 {
+            let shape = self.snap.task(t).shape;
+            if let Some(&c) = self.index.class_of_keyed.get(&(shape, key)) {
+                return c as usize;
+            }
+            let c = self.build_class(t);
+            self.index.class_of_keyed.insert((shape, key), c as u32);
+            return c;
+        }
         let shape = self.snap.task(t).shape as usize;
         if self.index.class_of_shape.len() <= shape {
             let len = (self.snap.shape_count() as usize).max(shape + 1);
@@ -311,12 +338,26 @@ impl Session {
         }
         if self.index.usable.len() < self.snap.tasks.len() {
             self.index.usable.resize(self.snap.tasks.len(), 0);
+            self.index.keys.resize(self.snap.tasks.len(), 0);
         }
         match self.index.usable[t.idx()] {
             1 => true,
             2 => false,
             _ => {
-                let usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t)) && self.batch_uniform(t);
+                let mut usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t));
+                if usable {
+                    // Combined so that different keys of different plugins stay apart.
+                    let key = self.node_plugins().fold(0u64, |acc, p| {
+                        let k = p.shape_key(&self.snap, t);
+                        if k == 0 {
+                            acc
+                        } else {
+                            (acc ^ k).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) | 1
+                        }
+                    });
+                    self.index.keys[t.idx()] = key;
+                    usable = self.batch_uniform(t, key);
+                }
                 self.index.usable[t.idx()] = if usable { 1 } else { 2 };
                 usable
             }
@@ -324,22 +365,15 @@ impl Session {
     }
 
     /// Whether the batch scores are uniform for a shape-local task: the answer depends on
-    /// its shape only, so it is asked once per shape.
-    fn batch_uniform(&mut self, t: TaskId) -> bool {
-        let shape = self.snap.task(t).shape as usize;
-        if self.index.batch_uniform.len() <= shape {
-            let len = (self.snap.shape_count() as usize).max(shape + 1);
-            self.index.batch_uniform.resize(len, 0);
+    /// its shape and key only, so it is asked once per (shape, key).
+    fn batch_uniform(&mut self, t: TaskId, key: u64) -> bool {
+        let shape = self.snap.task(t).shape;
+        if let Some(&uniform) = self.index.batch_uniform.get(&(shape, key)) {
+            return uniform;
         }
-        match self.index.batch_uniform[shape] {
-            1 => true,
-            2 => false,
-            _ => {
-                let uniform = self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t));
-                self.index.batch_uniform[shape] = if uniform { 1 } else { 2 };
-                uniform
-            }
-        }
+        let uniform = self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t));
+        self.index.batch_uniform.insert((shape, key), uniform);
+        uniform
     }
 
     /// The same answer as [`Session::find_node`], by checking and scoring every node.

@@ -28,13 +28,13 @@ pub struct Args {
     /// `tainttoleration.weight` (3): untolerated `PreferNoSchedule` taints.
     #[serde(rename = "tainttoleration.weight", default, deserialize_with = "args::int")]
     pub taint_toleration: Option<i64>,
-    /// `podaffinity.weight` (2): InterPodAffinity; accepted, not implemented yet.
+    /// `podaffinity.weight` (2): InterPodAffinity (preferred terms, and the terms of other pods).
     #[serde(rename = "podaffinity.weight", default, deserialize_with = "args::int")]
     pub pod_affinity: Option<i64>,
     /// `imagelocality.weight` (1): ImageLocality (the task's images already on the node).
     #[serde(rename = "imagelocality.weight", default, deserialize_with = "args::int")]
     pub image_locality: Option<i64>,
-    /// `podtopologyspread.weight` (2): PodTopologySpread; accepted, not implemented yet.
+    /// `podtopologyspread.weight` (2): PodTopologySpread (`ScheduleAnyway` constraints).
     #[serde(rename = "podtopologyspread.weight", default, deserialize_with = "args::int")]
     pub pod_topology_spread: Option<i64>,
     /// `selectorspread.weight` (0): SelectorSpread of Volcano releases before 1.9; accepted,
@@ -56,11 +56,11 @@ pub struct Weights {
     pub node_affinity: i64,
     /// TaintToleration.
     pub taint_toleration: i64,
-    /// InterPodAffinity (not implemented).
+    /// InterPodAffinity.
     pub pod_affinity: i64,
     /// ImageLocality.
     pub image_locality: i64,
-    /// PodTopologySpread (not implemented).
+    /// PodTopologySpread.
     pub pod_topology_spread: i64,
 }
 

@@ -18,8 +18,10 @@
 //!   images already on the node (`status.images`), each scaled by the share of nodes that
 //!   have it, as kube-scheduler's ImageLocality plugin scores them ([`image_locality_score`]).
 //!
-//! InterPodAffinity and PodTopologySpread weights are accepted but those scorers are not
-//! implemented yet (they score 0).
+//! - InterPodAffinity (BATCH_NODE_ORDER, `podaffinity.weight`) and PodTopologySpread
+//!   (BATCH_NODE_ORDER, `podtopologyspread.weight`, `ScheduleAnyway` constraints), from the
+//!   session's inter-pod counts ([`crate::interpod`]), normalised over the feasible nodes as
+//!   kube-scheduler normalises them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,6 +34,7 @@ use volcano_framework::{
     ArgsError, Hooks, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskInfo,
 };
 
+use crate::interpod::{Mode, Topology};
 use crate::matching;
 
 mod args;
@@ -403,7 +406,7 @@ pub fn resource_scores(task: &TaskRequest, node: &NodeInfo, requested: &NodeRequ
 /// and the event handlers only record the tasks evicted in this session (an eviction fires
 /// `on_deallocate` while the task keeps its node until it is gone; undoing it fires
 /// `on_allocate`). Opening the session reads no task and no node.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct NodeOrder {
     weights: Weights,
     /// Tasks on a node's task list that are not counted, with that node.
@@ -414,6 +417,9 @@ pub struct NodeOrder {
     any_prefer_no_schedule: bool,
     /// The nodes' images (when `imagelocality.weight` is set and some node reports images).
     images: Option<Arc<ImageIndex>>,
+    /// The session's inter-pod counts (when a pod has preferred inter-pod terms, is matched
+    /// by other pods' terms, or has `ScheduleAnyway` constraints).
+    topology: Option<Topology>,
 }
 
 impl NodeOrder {
@@ -425,6 +431,7 @@ impl NodeOrder {
             evicted_sums: HashMap::new(),
             any_prefer_no_schedule: false,
             images: None,
+            topology: None,
         }
     }
 
@@ -474,9 +481,29 @@ impl Plugin for NodeOrder {
                         .and_then(|s| s.taints.as_deref())
                         .is_some_and(|ts| ts.iter().any(|t| t.effect == "PreferNoSchedule"))
             });
+        self.topology = None;
+        if self.weights.pod_affinity != 0 || self.weights.pod_topology_spread != 0 {
+            let topology = Topology::open(snap, Mode::Score);
+            if !topology.is_empty() {
+                self.topology = Some(topology);
+            }
+        }
+    }
+
+    fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
+        if let Some(t) = self.topology.as_mut() {
+            t.drain_touched(out);
+        }
+    }
+
+    fn shape_key(&self, _snap: &Snapshot, task: TaskId) -> u64 {
+        self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
 
     fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
+        if let Some(t) = self.topology.as_mut() {
+            t.on_allocate(snap, task);
+        }
         // An eviction undone: the task counts again.
         if let Some(node) = self.evicted.remove(&task) {
             let r = TaskRequest::of(snap.task(task));
@@ -487,6 +514,9 @@ impl Plugin for NodeOrder {
     }
 
     fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {
+        if let Some(t) = self.topology.as_mut() {
+            t.on_deallocate(snap, task);
+        }
         // An undone placement has left its node already; an evicted task still holds it.
         let t = snap.task(task);
         let Some(node) = t.node else { return };
@@ -524,7 +554,11 @@ impl Plugin for NodeOrder {
         let affinity_uniform = self.weights.node_affinity == 0
             || pod.spec.as_ref().is_none_or(|s| matching::preferred_terms(s).is_empty());
         let taints_uniform = self.weights.taint_toleration == 0 || !self.any_prefer_no_schedule;
-        affinity_uniform && taints_uniform
+        let topology_uniform = self.topology.as_ref().is_none_or(|t| {
+            (self.weights.pod_affinity == 0 || !t.has_affinity_scores(task))
+                && (self.weights.pod_topology_spread == 0 || !t.has_spread_scores(task))
+        });
+        affinity_uniform && taints_uniform && topology_uniform
     }
 
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
@@ -543,6 +577,20 @@ impl Plugin for NodeOrder {
                     for (i, &n) in nodes.iter().enumerate() {
                         scores[i] += (normalize_score(raw(n), max, false) * w.node_affinity) as f64;
                     }
+                }
+            }
+        }
+
+        // InterPodAffinity and PodTopologySpread, from the session's inter-pod counts.
+        if let Some(t) = &self.topology {
+            if w.pod_affinity != 0 && t.has_affinity_scores(task) {
+                for (i, s) in t.affinity_scores(task, nodes).into_iter().enumerate() {
+                    scores[i] += (s * w.pod_affinity) as f64;
+                }
+            }
+            if w.pod_topology_spread != 0 && t.has_spread_scores(task) {
+                for (i, s) in t.spread_scores(task, nodes).into_iter().enumerate() {
+                    scores[i] += (s * w.pod_topology_spread) as f64;
                 }
             }
         }

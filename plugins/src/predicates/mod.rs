@@ -11,21 +11,23 @@
 //!    affinity.
 //! 3. TaintToleration (`predicate.TaintTolerationEnable`): every `NoSchedule` and
 //!    `NoExecute` taint must be tolerated.
-//! 4. Required inter-pod (anti-)affinity (`predicate.PodAffinityEnable`) and `DoNotSchedule`
-//!    topology spread (`predicate.PodTopologySpreadEnable`) are not implemented yet: pods
-//!    that need them fit no node, rather than being placed without the check.
-//! 5. Pod count (always on): a node holds at most its allocatable `pods`.
-//! 6. NodePorts (`predicate.NodePortsEnable`): no host port conflict with the tasks
+//! 4. InterPodAffinity (`predicate.PodAffinityEnable`): required affinity and
+//!    anti-affinity of the pod, and the required anti-affinity of the pods already placed
+//!    (see [`crate::interpod`], which keeps the counts per topology domain for the session).
+//! 5. PodTopologySpread (`predicate.PodTopologySpreadEnable`): `DoNotSchedule` constraints.
+//! 6. Pod count (always on): a node holds at most its allocatable `pods`.
+//! 7. NodePorts (`predicate.NodePortsEnable`): no host port conflict with the tasks
 //!    already on the node.
 //!
 //! Resource fit is not checked here: the actions compare the request with the node's idle
 //! resources themselves. Nothing here allocates unless a check fails.
 
+use crate::interpod::{Mode, Topology};
 use crate::matching;
 use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
-use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, Snapshot, Status, TaskId};
+use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status, TaskId};
 
 mod args;
 #[cfg(test)]
@@ -45,28 +47,24 @@ pub const REASON_NODE_AFFINITY: &str = "node(s) didn't match Pod's node affinity
 pub const REASON_POD_NUMBER: &str = "node(s) pod number exceeded";
 /// Reason of NodePorts (`Unschedulable`).
 pub const REASON_NODE_PORTS: &str = "node(s) didn't have free ports for the requested pod ports";
-/// Reason given to pods with required inter-pod (anti-)affinity (`UnschedulableAndUnresolvable`).
-pub const REASON_POD_AFFINITY_UNSUPPORTED: &str = "volcano-rs does not support required inter-pod affinity yet";
-/// Reason given to pods with `DoNotSchedule` topology spread constraints
-/// (`UnschedulableAndUnresolvable`).
-pub const REASON_TOPOLOGY_SPREAD_UNSUPPORTED: &str =
-    "volcano-rs does not support DoNotSchedule topology spread constraints yet";
 
 /// The reason of TaintToleration for an untolerated taint (`UnschedulableAndUnresolvable`).
 pub fn untolerated_taint_reason(key: &str, value: &str) -> String {
     format!("node(s) had untolerated taint {{{key}: {value}}}")
 }
 
-/// The plugin for one session: only the resolved switches, no per-session state.
-#[derive(Clone, Copy, Debug)]
+/// The plugin for one session: the resolved switches, and the inter-pod counts of the
+/// session when pod affinity or topology spread is checked.
+#[derive(Debug)]
 pub struct Predicates {
     enabled: Enabled,
+    topology: Option<Topology>,
 }
 
 impl Predicates {
     /// A plugin with these checks.
     pub fn new(enabled: Enabled) -> Self {
-        Predicates { enabled }
+        Predicates { enabled, topology: None }
     }
 
     /// The checks this plugin runs.
@@ -101,13 +99,46 @@ impl Plugin for Predicates {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::PREDICATE
+        Hooks::PREDICATE | Hooks::EVENT_HANDLER
+    }
+
+    fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
+        self.topology = None;
+        if self.enabled.pod_affinity || self.enabled.pod_topology_spread {
+            let topology = Topology::open(snap, Mode::Filter);
+            if !topology.is_empty() {
+                self.topology = Some(topology);
+            }
+        }
+    }
+
+    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
+        if let Some(t) = self.topology.as_mut() {
+            t.on_allocate(snap, task);
+        }
+    }
+
+    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {
+        if let Some(t) = self.topology.as_mut() {
+            t.on_deallocate(snap, task);
+        }
+    }
+
+    fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
+        if let Some(t) = self.topology.as_mut() {
+            t.drain_touched(out);
+        }
     }
 
     fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
         // Every check reads the node and the pod's selector, affinity, tolerations, topology
-        // spread constraints and host ports only.
+        // spread constraints and host ports, and the inter-pod counts, whose changes are
+        // reported through `drain_touched`; the pod's labels enter through `shape_key`.
         true
+    }
+
+    fn shape_key(&self, _snap: &Snapshot, task: TaskId) -> u64 {
+        self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
 
     fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
@@ -143,12 +174,12 @@ impl Plugin for Predicates {
             }
         }
 
-        if let Some(spec) = spec {
-            if self.enabled.pod_affinity && matching::has_required_pod_affinity(spec) {
-                return Err(Status::unresolvable(NAME, REASON_POD_AFFINITY_UNSUPPORTED));
+        if let Some(topology) = &self.topology {
+            if self.enabled.pod_affinity {
+                topology.check_affinity(task, node)?;
             }
-            if self.enabled.pod_topology_spread && matching::has_hard_topology_spread(spec) {
-                return Err(Status::unresolvable(NAME, REASON_TOPOLOGY_SPREAD_UNSUPPORTED));
+            if self.enabled.pod_topology_spread {
+                topology.check_spread(task, node)?;
             }
         }
 

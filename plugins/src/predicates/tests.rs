@@ -1,10 +1,11 @@
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm,
-    PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, TopologySpreadConstraint,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{Code, NodeId, Plugin, Snapshot, Status, TaskId};
+use volcano_framework::{Code, NodeId, Plugin, SessionContext, Snapshot, Status, TaskId};
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
@@ -25,6 +26,10 @@ fn node_id(snap: &Snapshot, name: &str) -> NodeId {
     snap.node_id(name).expect("node exists")
 }
 
+fn ctx() -> SessionContext {
+    SessionContext { now_ms: 0, cycle: 1, uid: "s".into(), enqueue_enabled: true }
+}
+
 /// Runs the predicate of pod `p` (pending) on node `n1` with the given arguments.
 fn check_with(args: serde_json::Value, n: NodeBuilder, others: Vec<PodBuilder>, p: PodBuilder) -> Result<(), Status> {
     let mut objs = Objects::new().node(n).pod(p);
@@ -32,7 +37,29 @@ fn check_with(args: serde_json::Value, n: NodeBuilder, others: Vec<PodBuilder>, 
         objs = objs.pod(o);
     }
     let snap = objs.snapshot();
-    plugin(args).predicate(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+    let mut plugin = plugin(args);
+    plugin.on_session_open(&snap, &ctx());
+    plugin.predicate(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+}
+
+/// The answers of the predicate for pod `p` on every node, by node name.
+fn answers(nodes: Vec<NodeBuilder>, others: Vec<PodBuilder>, p: PodBuilder) -> Vec<(String, Result<(), Status>)> {
+    let mut objs = Objects::new().pod(p);
+    for n in nodes {
+        objs = objs.node(n);
+    }
+    for o in others {
+        objs = objs.pod(o);
+    }
+    let snap = objs.snapshot();
+    let mut plugin = plugin(json!({}));
+    plugin.on_session_open(&snap, &ctx());
+    let t = task(&snap, "p");
+    snap.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.name.to_string(), plugin.predicate(&snap, t, NodeId(i as u32))))
+        .collect()
 }
 
 fn check(n: NodeBuilder, p: PodBuilder) -> Result<(), Status> {
@@ -327,72 +354,146 @@ fn sidecar_init_container_ports_count() {
     assert_eq!(check_with(json!({}), n1(), vec![sidecar(None)], wanted()), Ok(()));
 }
 
-// ----- not implemented: inter-pod affinity, topology spread -----
+// ----- inter-pod affinity, topology spread -----
 
-fn pod_affinity_term() -> PodAffinityTerm {
-    PodAffinityTerm { topology_key: "kubernetes.io/hostname".into(), ..Default::default() }
+fn selecting(key: &str, value: &str, topology: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        topology_key: topology.into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some([(key.to_string(), value.to_string())].into_iter().collect()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn affine(b: PodBuilder, terms: Vec<PodAffinityTerm>) -> PodBuilder {
+    b.with_spec(|s| {
+        s.affinity = Some(Affinity {
+            pod_affinity: Some(PodAffinity {
+                required_during_scheduling_ignored_during_execution: Some(terms),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    })
+}
+
+fn anti(b: PodBuilder, terms: Vec<PodAffinityTerm>) -> PodBuilder {
+    b.with_spec(|s| {
+        s.affinity = Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(terms),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+    })
+}
+
+fn zoned(name: &str, zone: &str) -> NodeBuilder {
+    node(name, "8", "16Gi").label("kubernetes.io/hostname", name).label("zone", zone)
+}
+
+fn running(name: &str, node: &str) -> PodBuilder {
+    pod("ns", name).cpu_mem("1", "1Gi").running_on(node)
+}
+
+fn names(answers: &[(String, Result<(), Status>)]) -> Vec<&str> {
+    answers.iter().filter(|(_, r)| r.is_ok()).map(|(n, _)| n.as_str()).collect()
 }
 
 #[test]
-fn required_pod_affinity_is_refused_until_implemented() {
-    let affine = || {
-        p().with_spec(|s| {
-            s.affinity = Some(Affinity {
-                pod_affinity: Some(PodAffinity {
-                    required_during_scheduling_ignored_during_execution: Some(vec![pod_affinity_term()]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })
-        })
-    };
-    assert_eq!(check(n1(), affine()), unresolvable(REASON_POD_AFFINITY_UNSUPPORTED));
+fn required_anti_affinity_keeps_away_from_matching_pods() {
+    let nodes = || vec![zoned("n1", "a"), zoned("n2", "a"), zoned("n3", "b")];
+    let web = || running("web", "n1").label("app", "web");
+    let by_host = answers(nodes(), vec![web()], anti(p(), vec![selecting("app", "web", "kubernetes.io/hostname")]));
+    assert_eq!(by_host[0].1, unschedulable(crate::interpod::REASON_ANTI_AFFINITY));
+    assert_eq!(names(&by_host), ["n2", "n3"]);
+    let by_zone = answers(nodes(), vec![web()], anti(p(), vec![selecting("app", "web", "zone")]));
+    assert_eq!(names(&by_zone), ["n3"]);
+    // Another namespace is not looked at unless the term names it.
+    let elsewhere = || pod("other", "web").cpu_mem("1", "1Gi").running_on("n1").label("app", "web");
+    let own_ns = answers(nodes(), vec![elsewhere()], anti(p(), vec![selecting("app", "web", "zone")]));
+    assert_eq!(names(&own_ns), ["n1", "n2", "n3"]);
+    let mut all_ns = selecting("app", "web", "zone");
+    all_ns.namespace_selector = Some(LabelSelector::default());
+    assert_eq!(names(&answers(nodes(), vec![elsewhere()], anti(p(), vec![all_ns]))), ["n3"]);
     let off = json!({"predicate.PodAffinityEnable": false});
-    assert_eq!(check_with(off, n1(), vec![], affine()), Ok(()));
-
-    let anti = p().with_spec(|s| {
-        s.affinity = Some(Affinity {
-            pod_anti_affinity: Some(PodAntiAffinity {
-                required_during_scheduling_ignored_during_execution: Some(vec![pod_affinity_term()]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-    });
-    assert_eq!(check(n1(), anti), unresolvable(REASON_POD_AFFINITY_UNSUPPORTED));
-
-    let preferred_only = p().with_spec(|s| {
-        s.affinity = Some(Affinity {
-            pod_anti_affinity: Some(PodAntiAffinity {
-                preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
-                    weight: 10,
-                    pod_affinity_term: pod_affinity_term(),
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-    });
-    assert_eq!(check(n1(), preferred_only), Ok(()));
+    assert_eq!(
+        check_with(off, zoned("n1", "a"), vec![web()], anti(p(), vec![selecting("app", "web", "zone")])),
+        Ok(())
+    );
 }
 
 #[test]
-fn hard_topology_spread_is_refused_until_implemented() {
-    let spread = |when: &str| {
-        let when = when.to_string();
-        p().with_spec(move |s| {
-            s.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
-                max_skew: 1,
-                topology_key: "zone".into(),
-                when_unsatisfiable: when,
+fn anti_affinity_of_running_pods_repels_matching_pods() {
+    // A pod of another scheduler, with anti-affinity against app=batch on its zone.
+    let guard = anti(running("guard", "n1").scheduler("default-scheduler"), vec![selecting("app", "batch", "zone")]);
+    let nodes = vec![zoned("n1", "a"), zoned("n2", "a"), zoned("n3", "b")];
+    let r = answers(nodes.clone(), vec![guard.clone()], p().label("app", "batch"));
+    assert_eq!(r[1].1, unschedulable(crate::interpod::REASON_EXISTING_ANTI_AFFINITY));
+    assert_eq!(names(&r), ["n3"]);
+    assert_eq!(names(&answers(nodes, vec![guard], p().label("app", "web"))), ["n1", "n2", "n3"]);
+}
+
+#[test]
+fn required_affinity_needs_a_matching_pod_in_the_domain() {
+    let nodes = || vec![zoned("n1", "a"), zoned("n2", "a"), zoned("n3", "b"), node("bare", "8", "16Gi")];
+    let term = || vec![selecting("app", "db", "zone")];
+    let db = running("db", "n2").label("app", "db");
+    let r = answers(nodes(), vec![db], affine(p(), term()));
+    assert_eq!(names(&r), ["n1", "n2"]);
+    assert_eq!(r[0].0, "bare");
+    assert_eq!(r[0].1, unresolvable(crate::interpod::REASON_AFFINITY));
+    // Nothing matches anywhere: refused, unless the pod matches its own terms (the first
+    // pod of a self-affine group may start on any node with the topology key).
+    assert!(names(&answers(nodes(), vec![], affine(p(), term()))).is_empty());
+    let first = answers(nodes(), vec![], affine(p().label("app", "db"), term()));
+    assert_eq!(names(&first), ["n1", "n2", "n3"]);
+}
+
+fn spread(b: PodBuilder, when: &str, max_skew: i32, min_domains: Option<i32>) -> PodBuilder {
+    let when = when.to_string();
+    b.with_spec(move |s| {
+        s.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+            max_skew,
+            topology_key: "zone".into(),
+            when_unsatisfiable: when,
+            min_domains,
+            label_selector: Some(LabelSelector {
+                match_labels: Some([("app".to_string(), "s".to_string())].into_iter().collect()),
                 ..Default::default()
-            }])
-        })
-    };
-    assert_eq!(check(n1(), spread("DoNotSchedule")), unresolvable(REASON_TOPOLOGY_SPREAD_UNSUPPORTED));
-    assert_eq!(check(n1(), spread("ScheduleAnyway")), Ok(()));
+            }),
+            ..Default::default()
+        }])
+    })
+}
+
+#[test]
+fn do_not_schedule_spread_bounds_the_skew() {
+    let nodes = || vec![zoned("n1", "a"), zoned("n2", "b"), node("bare", "8", "16Gi")];
+    let one_in_a = || vec![running("s0", "n1").label("app", "s")];
+    let r = answers(nodes(), one_in_a(), spread(p().label("app", "s"), "DoNotSchedule", 1, None));
+    assert_eq!(r[0].1, unresolvable(crate::interpod::REASON_SPREAD_MISSING_LABEL));
+    assert_eq!(r[1].1, unschedulable(crate::interpod::REASON_SPREAD));
+    assert_eq!(names(&r), ["n2"]);
+    // A pod that does not match its own selector does not count itself.
+    assert_eq!(names(&answers(nodes(), one_in_a(), spread(p(), "DoNotSchedule", 1, None))), ["n1", "n2"]);
+    // minDomains above the number of domains: the smallest domain counts as 0.
+    let both = || vec![running("s0", "n1").label("app", "s"), running("s1", "n2").label("app", "s")];
+    assert_eq!(names(&answers(nodes(), both(), spread(p().label("app", "s"), "DoNotSchedule", 1, None))), ["n1", "n2"]);
+    assert!(names(&answers(nodes(), both(), spread(p().label("app", "s"), "DoNotSchedule", 1, Some(3)))).is_empty());
+    // ScheduleAnyway is a score, not a filter.
+    assert_eq!(
+        names(&answers(nodes(), one_in_a(), spread(p().label("app", "s"), "ScheduleAnyway", 1, None))),
+        ["bare", "n1", "n2"]
+    );
     let off = json!({"predicate.PodTopologySpreadEnable": false});
-    assert_eq!(check_with(off, n1(), vec![], spread("DoNotSchedule")), Ok(()));
+    assert_eq!(
+        check_with(off, zoned("n1", "a"), one_in_a(), spread(p().label("app", "s"), "DoNotSchedule", 1, None)),
+        Ok(())
+    );
 }
 
 // ----- arguments -----
@@ -459,10 +560,11 @@ fn accepted_volcano_keys_parse() {
 }
 
 #[test]
-fn plugin_registers_only_the_predicate_hook() {
+fn plugin_registers_the_predicate_and_its_event_handlers() {
     let p = plugin(json!({}));
     assert_eq!(p.name(), "predicates");
-    assert_eq!(p.hooks(), volcano_framework::Hooks::PREDICATE);
+    // The event handlers keep the inter-pod counts of the session.
+    assert_eq!(p.hooks(), volcano_framework::Hooks::PREDICATE | volcano_framework::Hooks::EVENT_HANDLER);
 }
 
 #[test]

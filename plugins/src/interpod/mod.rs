@@ -1,0 +1,908 @@
+//! Inter-pod affinity and pod topology spread, as kube-scheduler's InterPodAffinity and
+//! PodTopologySpread plugins define them, over the whole session.
+//!
+//! kube-scheduler computes, for each pod it schedules, the counts of matching pods per
+//! topology domain (its PreFilter and PreScore state) and updates them as it tries pods on
+//! nodes. A session places thousands of pods, so [`Topology`] keeps those counts once for
+//! the session instead: at session open it compiles the rules of every pending pod and the
+//! terms every pod holds, and keeps, per rule, a counter of matching pods per domain
+//! ([`Counter`]), updated by the event handlers as pods are placed, evicted or rolled back.
+//! A predicate or a score is then a few array reads per rule, and the pods of one gang see
+//! each other's placements within the cycle.
+//!
+//! - Required affinity: every term's topology key must be on the node and the domain must
+//!   hold a pod matching *all* the terms; a pod may start anywhere (all keys present) when
+//!   no pod matches them all and it matches them itself (the first pod of a self-affine
+//!   gang). Reason `node(s) didn't match pod affinity rules`, unresolvable by eviction.
+//! - Required anti-affinity: no pod matching a term in the node's domain (a node without the
+//!   key satisfies the term). `node(s) didn't match pod anti-affinity rules`.
+//! - Symmetric anti-affinity: no pod in the node's domain holds a required anti-affinity term
+//!   that matches the incoming pod (whatever its scheduler).
+//!   `node(s) didn't satisfy existing pods anti-affinity rules`.
+//! - `DoNotSchedule` spread: the node has the key, and the matching pods of its domain plus
+//!   the pod itself (when it matches) exceed the smallest domain by at most `maxSkew`; the
+//!   smallest counts as 0 while there are fewer domains than `minDomains`. Domains and counts
+//!   come from the nodes that pass the pod's node affinity (`nodeAffinityPolicy: Honor`, the
+//!   default) and taints (`nodeTaintsPolicy: Honor`), and have every key of its constraints.
+//!   Terminating pods do not count.
+//! - Scores: [`Topology::affinity_raw`] (preferred terms of the pod, ±weight per matching pod
+//!   in the domain; the preferred terms and the required affinity terms of other pods that
+//!   match it, the latter with kube-scheduler's `hardPodAffinityWeight` 1) and
+//!   [`Topology::spread_scores`] (`ScheduleAnyway` constraints), normalised over the
+//!   feasible nodes as kube-scheduler normalises them.
+//!
+//! Pods count where they hold a node in the session: allocated, pipelined, binding, bound,
+//! running, and releasing when they were already releasing at session open (kube-scheduler's
+//! node snapshot holds terminating pods); a pod evicted in the session stops counting, as
+//! Volcano removes it from its node snapshot.
+
+pub mod selector;
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, PodSpec};
+use volcano_framework::{NodeId, Snapshot, Status, TaskId, TaskInfo, TaskStatus};
+
+use crate::matching;
+pub use selector::{Namespaces, PodMatcher, Selector};
+
+/// InterPodAffinity: the node's domain lacks a pod the affinity terms need.
+pub const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
+/// InterPodAffinity: a pod the anti-affinity terms exclude is in the node's domain.
+pub const REASON_ANTI_AFFINITY: &str = "node(s) didn't match pod anti-affinity rules";
+/// InterPodAffinity: a pod of the node's domain excludes the incoming pod.
+pub const REASON_EXISTING_ANTI_AFFINITY: &str = "node(s) didn't satisfy existing pods anti-affinity rules";
+/// PodTopologySpread: the skew would exceed `maxSkew`.
+pub const REASON_SPREAD: &str = "node(s) didn't match pod topology spread constraints";
+/// PodTopologySpread: the node lacks a constraint's topology key.
+pub const REASON_SPREAD_MISSING_LABEL: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+/// kube-scheduler's `hardPodAffinityWeight` (InterPodAffinityArgs default): the score a
+/// node gets per existing pod whose required affinity matches the incoming pod.
+pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
+
+const NONE: u32 = u32::MAX;
+
+/// What a [`Topology`] is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Required rules (the predicates).
+    Filter,
+    /// Preferred rules and `ScheduleAnyway` spread (the scores).
+    Score,
+}
+
+/// A topology key: each node's value, and the nodes of each value.
+#[derive(Debug)]
+struct Key {
+    name: String,
+    /// Value id per node (`NONE` without the label).
+    node_value: Vec<u32>,
+    /// Nodes per value id.
+    nodes_of_value: Vec<Vec<NodeId>>,
+    /// Every value names one node (say `kubernetes.io/hostname`): a domain is a node.
+    node_local: bool,
+}
+
+/// What a counter counts.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Counted {
+    /// Pods matching every matcher (a conjunction of terms).
+    Matching(u32),
+    /// Pods holding a term (matcher, key) with a weight (0 for required terms).
+    Holding(u32, i64),
+}
+
+/// Spread bookkeeping of a counter: the domains and the smallest count among them.
+#[derive(Debug)]
+struct Domains {
+    /// Number of domains (values of eligible nodes).
+    count: u32,
+    /// Per value id: whether it is a domain.
+    is_domain: Vec<bool>,
+    /// Number of domains per count.
+    histogram: BTreeMap<u32, u32>,
+}
+
+impl Domains {
+    fn min(&self) -> u32 {
+        self.histogram.keys().next().copied().unwrap_or(0)
+    }
+
+    fn moved(&mut self, from: u32, to: u32) {
+        if let Some(n) = self.histogram.get_mut(&from) {
+            *n -= 1;
+            if *n == 0 {
+                self.histogram.remove(&from);
+            }
+        }
+        *self.histogram.entry(to).or_default() += 1;
+    }
+}
+
+/// Matching pods (or holders of a term) per domain of one topology key.
+#[derive(Debug)]
+struct Counter {
+    counted: Counted,
+    key: u32,
+    /// Terminating pods do not count (topology spread).
+    skip_terminating: bool,
+    /// Nodes whose pods count (topology spread's node inclusion); all when `None`.
+    eligible: Option<Arc<Vec<bool>>>,
+    /// Per value id.
+    counts: Vec<u32>,
+    /// Σ counts.
+    total: u64,
+    /// Spread domains, for DoNotSchedule constraints.
+    domains: Option<Domains>,
+}
+
+/// A DoNotSchedule constraint of a pod.
+#[derive(Clone, Debug, Hash)]
+struct HardSpread {
+    counter: u32,
+    max_skew: i64,
+    min_domains: u32,
+    self_match: bool,
+}
+
+/// A ScheduleAnyway constraint of a pod.
+#[derive(Clone, Debug, Hash)]
+struct SoftSpread {
+    counter: u32,
+    max_skew: i64,
+}
+
+/// The rules of one pending pod, as counters.
+#[derive(Clone, Debug, Default, Hash)]
+struct Rules {
+    /// Required affinity: (counter of pods matching all terms, key) per term.
+    affinity: Vec<u32>,
+    /// The pod matches all its required affinity terms.
+    affinity_self: bool,
+    /// Required anti-affinity: a counter per term.
+    anti: Vec<u32>,
+    /// Required anti-affinity terms held by other pods that match this pod.
+    existing: Vec<u32>,
+    /// DoNotSchedule constraints.
+    spread: Vec<HardSpread>,
+    /// Score terms: (counter, weight per pod counted).
+    soft: Vec<(u32, i64)>,
+    /// ScheduleAnyway constraints.
+    soft_spread: Vec<SoftSpread>,
+    /// All keys of the soft constraints must be on a node (else it scores 0).
+    soft_keys: Vec<u32>,
+}
+
+impl Rules {
+    fn is_empty(&self) -> bool {
+        self.affinity.is_empty()
+            && self.anti.is_empty()
+            && self.existing.is_empty()
+            && self.spread.is_empty()
+            && self.soft.is_empty()
+            && self.soft_spread.is_empty()
+    }
+}
+
+/// The session's inter-pod state (see the module docs).
+#[derive(Debug, Default)]
+pub struct Topology {
+    keys: Vec<Key>,
+    key_ids: HashMap<String, u32>,
+    matchers: Vec<Vec<PodMatcher>>,
+    matcher_ids: HashMap<Vec<PodMatcher>, u32>,
+    /// Matchers by a (label key, value) that every pod they match has.
+    matchers_by_pair: HashMap<(String, String), Vec<u32>>,
+    /// Matchers without such a pair (checked for every pod).
+    matchers_unindexed: Vec<u32>,
+    /// Counters of each matcher.
+    counters_of_matcher: Vec<Vec<u32>>,
+    counters: Vec<Counter>,
+    counter_ids: HashMap<(Counted, u32, bool, Option<u64>), u32>,
+    /// Terms held by pods: (matcher, key, weight) → holding counter.
+    held_ids: HashMap<(u32, u32, i64), u32>,
+    /// Holding counters by the pair index of their matcher.
+    held_by_pair: HashMap<(String, String), Vec<(u32, i64)>>,
+    held_unindexed: Vec<(u32, i64)>,
+    /// Holding counters of each task that holds terms.
+    held_by_task: HashMap<TaskId, Vec<u32>>,
+    /// Rules of each pending task that has any.
+    rules: HashMap<TaskId, Arc<Rules>>,
+    /// Where each counted task is counted (every task that holds a node).
+    placed: HashMap<TaskId, NodeId>,
+    /// Nodes whose answers changed since the last drain.
+    touched: Vec<NodeId>,
+}
+
+/// Whether a task holds a node for the counts at session open.
+fn counted_at_open(t: &TaskInfo) -> bool {
+    t.node.is_some()
+        && matches!(
+            t.status,
+            TaskStatus::Allocated
+                | TaskStatus::Pipelined
+                | TaskStatus::Binding
+                | TaskStatus::Bound
+                | TaskStatus::Running
+                | TaskStatus::Releasing
+        )
+}
+
+fn pod_labels(pod: &Pod) -> &BTreeMap<String, String> {
+    static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+    pod.metadata.labels.as_ref().unwrap_or(&EMPTY)
+}
+
+/// The matcher of an affinity term of a pod in namespace `ns` with labels `labels`
+/// (`matchLabelKeys` and `mismatchLabelKeys` merged into the selector).
+fn term_matcher(term: &PodAffinityTerm, ns: &str, labels: &BTreeMap<String, String>) -> PodMatcher {
+    let mut selector = Selector::compile(term.label_selector.as_ref());
+    if !selector.is_nothing() {
+        for k in term.match_label_keys.iter().flatten() {
+            if let Some(v) = labels.get(k) {
+                selector.require(k, v, true);
+            }
+        }
+        for k in term.mismatch_label_keys.iter().flatten() {
+            if let Some(v) = labels.get(k) {
+                selector.require(k, v, false);
+            }
+        }
+    }
+    let mut names = term.namespaces.clone().unwrap_or_default();
+    let ns_selector = term.namespace_selector.as_ref().map(|s| Selector::compile(Some(s)));
+    if names.is_empty() && ns_selector.is_none() {
+        names.push(ns.to_string());
+    }
+    names.sort();
+    names.dedup();
+    PodMatcher { selector, namespaces: Namespaces { names, selector: ns_selector } }
+}
+
+/// Whether a pod spec has anything this module reads.
+fn has_rules(spec: &PodSpec) -> bool {
+    spec.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+        || spec.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
+}
+
+impl Topology {
+    /// The state of a session over `snap`.
+    pub fn open(snap: &Snapshot, mode: Mode) -> Topology {
+        let mut t = Topology::default();
+        // Terms held by any pod (placed now or later in the session).
+        for (i, task) in snap.tasks.iter().enumerate() {
+            let Some(spec) = task.pod.spec.as_ref().filter(|s| has_rules(s)) else { continue };
+            let held = t.held_terms(snap, task, spec, mode);
+            if !held.is_empty() {
+                t.held_by_task.insert(TaskId(i as u32), held);
+            }
+        }
+        // Rules of the pending pods.
+        for (i, task) in snap.tasks.iter().enumerate() {
+            if task.status != TaskStatus::Pending {
+                continue;
+            }
+            let rules = t.compile_rules(snap, task, mode);
+            if !rules.is_empty() {
+                t.rules.insert(TaskId(i as u32), Arc::new(rules));
+            }
+        }
+        if t.counters.is_empty() {
+            return t;
+        }
+        for (i, task) in snap.tasks.iter().enumerate() {
+            if counted_at_open(task) {
+                let node = task.node.expect("counted tasks have a node");
+                t.placed.insert(TaskId(i as u32), node);
+                t.add(snap, TaskId(i as u32), node, 1, false);
+            }
+        }
+        t
+    }
+
+    /// Whether the session has no rule to check.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    fn key_id(&mut self, snap: &Snapshot, name: &str) -> u32 {
+        if let Some(&k) = self.key_ids.get(name) {
+            return k;
+        }
+        let mut values: HashMap<&str, u32> = HashMap::new();
+        let mut node_value = Vec::with_capacity(snap.nodes.len());
+        let mut nodes_of_value: Vec<Vec<NodeId>> = Vec::new();
+        for (i, n) in snap.nodes.iter().enumerate() {
+            match n.labels().get(name) {
+                Some(v) => {
+                    let next = values.len() as u32;
+                    let id = *values.entry(v.as_str()).or_insert(next);
+                    if id as usize == nodes_of_value.len() {
+                        nodes_of_value.push(Vec::new());
+                    }
+                    nodes_of_value[id as usize].push(NodeId(i as u32));
+                    node_value.push(id);
+                }
+                None => node_value.push(NONE),
+            }
+        }
+        let node_local = nodes_of_value.iter().all(|n| n.len() == 1);
+        let id = self.keys.len() as u32;
+        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local });
+        self.key_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn matcher_id(&mut self, m: Vec<PodMatcher>) -> u32 {
+        if let Some(&id) = self.matcher_ids.get(&m) {
+            return id;
+        }
+        let id = self.matchers.len() as u32;
+        match m.first().and_then(|f| f.selector.index_pair()) {
+            Some((k, v)) => self.matchers_by_pair.entry((k.to_string(), v.to_string())).or_default().push(id),
+            None => self.matchers_unindexed.push(id),
+        }
+        self.matchers.push(m.clone());
+        self.matcher_ids.insert(m, id);
+        self.counters_of_matcher.push(Vec::new());
+        id
+    }
+
+    /// The counter of (what, key, terminating, eligibility), created when new.
+    fn counter(
+        &mut self,
+        counted: Counted,
+        key: u32,
+        skip_terminating: bool,
+        eligible: Option<(u64, Arc<Vec<bool>>)>,
+        spread_domains: bool,
+    ) -> u32 {
+        let id_key =
+            (counted.clone(), key, skip_terminating, eligible.as_ref().map(|(h, _)| *h ^ spread_domains as u64));
+        if let Some(&c) = self.counter_ids.get(&id_key) {
+            return c;
+        }
+        let id = self.counters.len() as u32;
+        let values = self.keys[key as usize].nodes_of_value.len();
+        let eligible = eligible.map(|(_, e)| e);
+        let domains = spread_domains.then(|| {
+            let mut is_domain = vec![false; values];
+            for (n, &v) in self.keys[key as usize].node_value.iter().enumerate() {
+                if v != NONE && eligible.as_ref().is_none_or(|e| e[n]) {
+                    is_domain[v as usize] = true;
+                }
+            }
+            let count = is_domain.iter().filter(|d| **d).count() as u32;
+            let mut histogram = BTreeMap::new();
+            if count > 0 {
+                histogram.insert(0, count);
+            }
+            Domains { count, is_domain, histogram }
+        });
+        self.counters.push(Counter {
+            counted: counted.clone(),
+            key,
+            skip_terminating,
+            eligible,
+            counts: vec![0; values],
+            total: 0,
+            domains,
+        });
+        if let Counted::Matching(m) = counted {
+            self.counters_of_matcher[m as usize].push(id);
+        }
+        self.counter_ids.insert(id_key, id);
+        id
+    }
+
+    /// The terms a pod holds that other pods' answers read: required anti-affinity terms
+    /// (filter); required affinity and preferred terms (score).
+    fn held_terms(&mut self, snap: &Snapshot, task: &TaskInfo, spec: &PodSpec, mode: Mode) -> Vec<u32> {
+        let labels = pod_labels(&task.pod);
+        let ns = task.namespace();
+        let mut terms: Vec<(&PodAffinityTerm, i64)> = Vec::new();
+        let affinity = spec.affinity.as_ref();
+        let pa = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let paa = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        match mode {
+            Mode::Filter => {
+                for term in paa
+                    .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    terms.push((term, 0));
+                }
+            }
+            Mode::Score => {
+                for term in pa
+                    .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    terms.push((term, HARD_POD_AFFINITY_WEIGHT));
+                }
+                for w in pa
+                    .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    terms.push((&w.pod_affinity_term, i64::from(w.weight)));
+                }
+                for w in paa
+                    .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    terms.push((&w.pod_affinity_term, -i64::from(w.weight)));
+                }
+            }
+        }
+        let mut held = Vec::new();
+        for (term, weight) in terms {
+            if weight == 0 && mode == Mode::Score {
+                continue;
+            }
+            let matcher = term_matcher(term, ns, labels);
+            if matcher.selector.is_nothing() {
+                continue;
+            }
+            let index = matcher.selector.index_pair().map(|(k, v)| (k.to_string(), v.to_string()));
+            let m = self.matcher_id(vec![matcher]);
+            let key = self.key_id(snap, &term.topology_key);
+            let c = match self.held_ids.get(&(m, key, weight)) {
+                Some(&c) => c,
+                None => {
+                    let c = self.counter(Counted::Holding(m, weight), key, false, None, false);
+                    self.held_ids.insert((m, key, weight), c);
+                    match &index {
+                        Some(pair) => self.held_by_pair.entry(pair.clone()).or_default().push((c, weight)),
+                        None => self.held_unindexed.push((c, weight)),
+                    }
+                    c
+                }
+            };
+            held.push(c);
+        }
+        held
+    }
+
+    /// The nodes a spread constraint's pods and domains come from (node inclusion policies,
+    /// every key of the pod's constraints of that kind on the node), with a hash of them.
+    fn eligible_nodes(
+        &mut self,
+        snap: &Snapshot,
+        task: &TaskInfo,
+        keys: &[u32],
+        honor_affinity: bool,
+        honor_taints: bool,
+    ) -> (u64, Arc<Vec<bool>>) {
+        let spec = task.pod.spec.as_ref();
+        let tolerations = matching::pod_tolerations(&task.pod);
+        let eligible: Vec<bool> = snap
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                keys.iter().all(|&k| self.keys[k as usize].node_value[i] != NONE)
+                    && (!honor_affinity
+                        || spec.is_none_or(|s| {
+                            !matching::has_required_node_constraints(s)
+                                || matching::required_node_affinity_matches(s, n.labels(), &n.name)
+                        }))
+                    && (!honor_taints || !n.has_taints || {
+                        let taints = n.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+                        matching::first_untolerated_taint(taints, tolerations).is_none()
+                    })
+            })
+            .collect();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        eligible.hash(&mut h);
+        (h.finish() | 1, Arc::new(eligible))
+    }
+
+    fn compile_rules(&mut self, snap: &Snapshot, task: &TaskInfo, mode: Mode) -> Rules {
+        let mut r = Rules::default();
+        let labels = pod_labels(&task.pod);
+        let ns = task.namespace();
+        let ns_labels = snap.extras().namespace_labels(ns);
+        // Terms of other pods that match this one.
+        if !self.held_ids.is_empty() {
+            let mut hits: Vec<(u32, i64)> = Vec::new();
+            for (k, v) in labels {
+                if let Some(list) = self.held_by_pair.get(&(k.clone(), v.clone())) {
+                    hits.extend(list.iter().copied());
+                }
+            }
+            hits.extend(self.held_unindexed.iter().copied());
+            hits.sort_unstable();
+            hits.dedup();
+            for (c, weight) in hits {
+                let Counted::Holding(m, _) = self.counters[c as usize].counted else { continue };
+                if self.matchers[m as usize].iter().all(|x| x.matches(ns, labels, ns_labels)) {
+                    match mode {
+                        Mode::Filter => r.existing.push(c),
+                        Mode::Score => r.soft.push((c, weight)),
+                    }
+                }
+            }
+        }
+        let Some(spec) = task.pod.spec.as_ref().filter(|s| has_rules(s)) else { return r };
+        let affinity = spec.affinity.as_ref();
+        let pa = affinity.and_then(|a| a.pod_affinity.as_ref());
+        let paa = affinity.and_then(|a| a.pod_anti_affinity.as_ref());
+        let constraints = spec.topology_spread_constraints.as_deref().unwrap_or(&[]);
+        match mode {
+            Mode::Filter => {
+                let required: Vec<&PodAffinityTerm> = pa
+                    .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                if !required.is_empty() {
+                    let matchers: Vec<PodMatcher> = required.iter().map(|t| term_matcher(t, ns, labels)).collect();
+                    r.affinity_self = matchers.iter().all(|m| m.matches(ns, labels, ns_labels));
+                    let m = self.matcher_id(matchers);
+                    for term in &required {
+                        let key = self.key_id(snap, &term.topology_key);
+                        r.affinity.push(self.counter(Counted::Matching(m), key, false, None, false));
+                    }
+                }
+                for term in paa
+                    .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    let m = self.matcher_id(vec![term_matcher(term, ns, labels)]);
+                    let key = self.key_id(snap, &term.topology_key);
+                    r.anti.push(self.counter(Counted::Matching(m), key, false, None, false));
+                }
+                let hard: Vec<_> = constraints.iter().filter(|c| c.when_unsatisfiable == "DoNotSchedule").collect();
+                if !hard.is_empty() {
+                    let keys: Vec<u32> = hard.iter().map(|c| self.key_id(snap, &c.topology_key)).collect();
+                    for (c, &key) in hard.iter().zip(&keys) {
+                        let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+                        let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+                        let eligible = self.eligible_nodes(snap, task, &keys, honor_affinity, honor_taints);
+                        let matcher = self.spread_matcher(c, ns, labels);
+                        let self_match = matcher.selector.matches(labels);
+                        let m = self.matcher_id(vec![matcher]);
+                        let counter = self.counter(Counted::Matching(m), key, true, Some(eligible), true);
+                        r.spread.push(HardSpread {
+                            counter,
+                            max_skew: i64::from(c.max_skew),
+                            min_domains: c.min_domains.unwrap_or(1).max(1) as u32,
+                            self_match,
+                        });
+                    }
+                }
+            }
+            Mode::Score => {
+                for w in pa
+                    .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    self.push_soft(snap, &mut r, &w.pod_affinity_term, i64::from(w.weight), ns, labels);
+                }
+                for w in paa
+                    .and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref())
+                    .into_iter()
+                    .flatten()
+                {
+                    self.push_soft(snap, &mut r, &w.pod_affinity_term, -i64::from(w.weight), ns, labels);
+                }
+                let soft: Vec<_> = constraints.iter().filter(|c| c.when_unsatisfiable == "ScheduleAnyway").collect();
+                if !soft.is_empty() {
+                    let keys: Vec<u32> = soft.iter().map(|c| self.key_id(snap, &c.topology_key)).collect();
+                    r.soft_keys = keys.clone();
+                    for (c, &key) in soft.iter().zip(&keys) {
+                        let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+                        let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+                        let eligible = self.eligible_nodes(snap, task, &keys, honor_affinity, honor_taints);
+                        let matcher = self.spread_matcher(c, ns, labels);
+                        let m = self.matcher_id(vec![matcher]);
+                        let counter = self.counter(Counted::Matching(m), key, true, Some(eligible), false);
+                        r.soft_spread.push(SoftSpread { counter, max_skew: i64::from(c.max_skew) });
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    fn push_soft(
+        &mut self,
+        snap: &Snapshot,
+        r: &mut Rules,
+        term: &PodAffinityTerm,
+        weight: i64,
+        ns: &str,
+        labels: &BTreeMap<String, String>,
+    ) {
+        if weight == 0 {
+            return;
+        }
+        let matcher = term_matcher(term, ns, labels);
+        if matcher.selector.is_nothing() {
+            return;
+        }
+        let m = self.matcher_id(vec![matcher]);
+        let key = self.key_id(snap, &term.topology_key);
+        r.soft.push((self.counter(Counted::Matching(m), key, false, None, false), weight));
+    }
+
+    /// A spread constraint's matcher: its selector (with `matchLabelKeys` merged), in the
+    /// pod's own namespace.
+    fn spread_matcher(
+        &self,
+        c: &k8s_openapi::api::core::v1::TopologySpreadConstraint,
+        ns: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> PodMatcher {
+        let mut selector = Selector::compile(c.label_selector.as_ref());
+        if !selector.is_nothing() {
+            for k in c.match_label_keys.iter().flatten() {
+                if let Some(v) = labels.get(k) {
+                    selector.require(k, v, true);
+                }
+            }
+        }
+        PodMatcher { selector, namespaces: Namespaces { names: vec![ns.to_string()], selector: None } }
+    }
+
+    /// Counts (`sign` 1) or uncounts (-1) a task on a node, recording the touched nodes
+    /// when `touch`.
+    fn add(&mut self, snap: &Snapshot, t: TaskId, node: NodeId, sign: i32, touch: bool) {
+        let task = snap.task(t);
+        let labels = pod_labels(&task.pod);
+        let ns = task.namespace();
+        let ns_labels = snap.extras().namespace_labels(ns);
+        let terminating = task.status == TaskStatus::Releasing || task.pod.metadata.deletion_timestamp.is_some();
+        let mut hit: Vec<u32> = Vec::new();
+        for (k, v) in labels {
+            if let Some(list) = self.matchers_by_pair.get(&(k.clone(), v.clone())) {
+                for &m in list {
+                    if self.matchers[m as usize].iter().all(|x| x.matches(ns, labels, ns_labels)) {
+                        hit.extend(self.counters_of_matcher[m as usize].iter().copied());
+                    }
+                }
+            }
+        }
+        for &m in &self.matchers_unindexed {
+            if self.matchers[m as usize].iter().all(|x| x.matches(ns, labels, ns_labels)) {
+                hit.extend(self.counters_of_matcher[m as usize].iter().copied());
+            }
+        }
+        if let Some(held) = self.held_by_task.get(&t) {
+            hit.extend(held.iter().copied());
+        }
+        hit.sort_unstable();
+        hit.dedup();
+        for c in hit {
+            let counter = &mut self.counters[c as usize];
+            if counter.skip_terminating && terminating && sign > 0 {
+                continue;
+            }
+            if counter.eligible.as_ref().is_some_and(|e| !e[node.idx()]) {
+                continue;
+            }
+            let key = &self.keys[counter.key as usize];
+            let v = key.node_value[node.idx()];
+            if v == NONE {
+                continue;
+            }
+            let old = counter.counts[v as usize];
+            let new = (old as i64 + i64::from(sign)).max(0) as u32;
+            if old == new {
+                continue;
+            }
+            counter.counts[v as usize] = new;
+            counter.total = (counter.total as i64 + i64::from(new as i32 - old as i32)) as u64;
+            let mut all = false;
+            if let Some(d) = counter.domains.as_mut().filter(|d| d.is_domain[v as usize]) {
+                let before = d.min();
+                d.moved(old, new);
+                all = d.min() != before;
+            }
+            if touch {
+                if all {
+                    for nodes in &key.nodes_of_value {
+                        self.touched.extend_from_slice(nodes);
+                    }
+                } else if !key.node_local {
+                    self.touched.extend_from_slice(&key.nodes_of_value[v as usize]);
+                }
+            }
+        }
+    }
+
+    /// A task was placed (or an eviction undone): it counts where it is.
+    pub fn on_allocate(&mut self, snap: &Snapshot, t: TaskId) {
+        if self.counters.is_empty() {
+            return;
+        }
+        let Some(node) = snap.task(t).node else { return };
+        if self.placed.insert(t, node).is_none() {
+            self.add(snap, t, node, 1, true);
+        }
+    }
+
+    /// A task was evicted (or a placement undone): it no longer counts.
+    pub fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
+        if let Some(node) = self.placed.remove(&t) {
+            self.add(snap, t, node, -1, true);
+        }
+    }
+
+    /// Moves the touched nodes out.
+    pub fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
+        out.append(&mut self.touched);
+    }
+
+    fn rules(&self, t: TaskId) -> Option<&Rules> {
+        self.rules.get(&t).map(|r| r.as_ref())
+    }
+
+    /// Whether the task has a rule of this session (a key for the node index: tasks of one
+    /// shape with equal rules get equal answers).
+    pub fn shape_key(&self, t: TaskId) -> u64 {
+        match self.rules(t) {
+            None => 0,
+            Some(r) => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                r.hash(&mut h);
+                h.finish() | 1
+            }
+        }
+    }
+
+    fn count_at(&self, c: u32, node: NodeId) -> Option<u32> {
+        let counter = &self.counters[c as usize];
+        let v = self.keys[counter.key as usize].node_value[node.idx()];
+        (v != NONE).then(|| counter.counts[v as usize])
+    }
+
+    /// InterPodAffinity's filter.
+    pub fn check_affinity(&self, t: TaskId, node: NodeId) -> Result<(), Status> {
+        let Some(r) = self.rules(t) else { return Ok(()) };
+        if !r.affinity.is_empty() {
+            let mut exist = true;
+            for &c in &r.affinity {
+                match self.count_at(c, node) {
+                    None => return Err(Status::unresolvable(crate::predicates::NAME, REASON_AFFINITY)),
+                    Some(0) => exist = false,
+                    Some(_) => {}
+                }
+            }
+            if !exist && !(r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0)) {
+                return Err(Status::unresolvable(crate::predicates::NAME, REASON_AFFINITY));
+            }
+        }
+        if r.anti.iter().any(|&c| self.count_at(c, node).is_some_and(|n| n > 0)) {
+            return Err(Status::unschedulable(crate::predicates::NAME, REASON_ANTI_AFFINITY));
+        }
+        if r.existing.iter().any(|&c| self.count_at(c, node).is_some_and(|n| n > 0)) {
+            return Err(Status::unschedulable(crate::predicates::NAME, REASON_EXISTING_ANTI_AFFINITY));
+        }
+        Ok(())
+    }
+
+    /// PodTopologySpread's filter.
+    pub fn check_spread(&self, t: TaskId, node: NodeId) -> Result<(), Status> {
+        let Some(r) = self.rules(t) else { return Ok(()) };
+        for s in &r.spread {
+            let counter = &self.counters[s.counter as usize];
+            let Some(count) = self.count_at(s.counter, node) else {
+                return Err(Status::unresolvable(crate::predicates::NAME, REASON_SPREAD_MISSING_LABEL));
+            };
+            let d = counter.domains.as_ref().expect("hard spread counters keep domains");
+            let min = if d.count < s.min_domains { 0 } else { d.min() };
+            let skew = i64::from(count) + i64::from(s.self_match) - i64::from(min);
+            if skew > s.max_skew {
+                return Err(Status::unschedulable(crate::predicates::NAME, REASON_SPREAD));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the task has required inter-pod affinity rules (own or of other pods).
+    pub fn has_affinity_rules(&self, t: TaskId) -> bool {
+        self.rules(t).is_some_and(|r| !r.affinity.is_empty() || !r.anti.is_empty() || !r.existing.is_empty())
+    }
+
+    /// Whether the task has score terms (its own or other pods' matching it).
+    pub fn has_affinity_scores(&self, t: TaskId) -> bool {
+        self.rules(t).is_some_and(|r| !r.soft.is_empty())
+    }
+
+    /// Whether the task has ScheduleAnyway constraints.
+    pub fn has_spread_scores(&self, t: TaskId) -> bool {
+        self.rules(t).is_some_and(|r| !r.soft_spread.is_empty())
+    }
+
+    /// InterPodAffinity's score of each node, normalised over `nodes` as kube-scheduler
+    /// does (`100 × (s − min) / (max − min)`, all 0 when equal).
+    pub fn affinity_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<i64> {
+        let Some(r) = self.rules(t).filter(|r| !r.soft.is_empty()) else { return vec![0; nodes.len()] };
+        let raw: Vec<i64> = nodes
+            .iter()
+            .map(|&n| r.soft.iter().map(|&(c, w)| w * i64::from(self.count_at(c, n).unwrap_or(0))).sum())
+            .collect();
+        let (min, max) = (raw.iter().copied().min().unwrap_or(0), raw.iter().copied().max().unwrap_or(0));
+        let diff = max - min;
+        raw.iter().map(|&s| if diff > 0 { (100.0 * ((s - min) as f64 / diff as f64)) as i64 } else { 0 }).collect()
+    }
+
+    /// PodTopologySpread's score of each node for ScheduleAnyway constraints, normalised
+    /// as kube-scheduler does (fewer matching pods is better; nodes without every key
+    /// score 0).
+    pub fn spread_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<i64> {
+        let Some(r) = self.rules(t).filter(|r| !r.soft_spread.is_empty()) else { return vec![0; nodes.len()] };
+        let ignored: Vec<bool> = nodes
+            .iter()
+            .map(|n| r.soft_keys.iter().any(|&k| self.keys[k as usize].node_value[n.idx()] == NONE))
+            .collect();
+        // Size of each constraint's topology among the scored nodes.
+        let weights: Vec<f64> = r
+            .soft_spread
+            .iter()
+            .map(|s| {
+                let key = &self.keys[self.counters[s.counter as usize].key as usize];
+                let size = if key.name == "kubernetes.io/hostname" {
+                    ignored.iter().filter(|i| !**i).count()
+                } else {
+                    let mut seen: Vec<u32> = nodes
+                        .iter()
+                        .zip(&ignored)
+                        .filter(|(_, i)| !**i)
+                        .map(|(n, _)| key.node_value[n.idx()])
+                        .collect();
+                    seen.sort_unstable();
+                    seen.dedup();
+                    seen.len()
+                };
+                ((size + 2) as f64).ln()
+            })
+            .collect();
+        let raw: Vec<i64> = nodes
+            .iter()
+            .zip(&ignored)
+            .map(|(&n, &ign)| {
+                if ign {
+                    return 0;
+                }
+                let mut score = 0.0;
+                for (s, w) in r.soft_spread.iter().zip(&weights) {
+                    if let Some(cnt) = self.count_at(s.counter, n) {
+                        score += f64::from(cnt) * w + (s.max_skew - 1) as f64;
+                    }
+                }
+                score.round() as i64
+            })
+            .collect();
+        let mut min = i64::MAX;
+        let mut max = 0i64;
+        for (s, ign) in raw.iter().zip(&ignored) {
+            if !ign {
+                min = min.min(*s);
+                max = max.max(*s);
+            }
+        }
+        raw.iter()
+            .zip(&ignored)
+            .map(|(&s, &ign)| {
+                if ign {
+                    0
+                } else if max == 0 {
+                    100
+                } else {
+                    100 * (max + min - s) / max
+                }
+            })
+            .collect()
+    }
+}
