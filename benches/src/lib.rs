@@ -4,8 +4,11 @@
 //! Start with [`workloads::Case`] and [`runner::run_case`]. The runner goes through the same
 //! code path as the simulator and the kube backend — objects → [`volcano_framework::Snapshot`]
 //! → [`volcano_framework::run_cycle`] → effects — and times each phase. [`cluster`] is the benchmark against a real API server
-//! (`volcano-rs bench-cluster`).
+//! (`volcano-rs bench-cluster`). [`rules`] checks that a cycle's binds keep the required
+//! rules of Kubernetes (inter-pod (anti-)affinity, topology spread, node selection), from
+//! the Kubernetes definitions rather than the plugins' code.
 
 pub mod cluster;
+pub mod rules;
 pub mod runner;
 pub mod workloads;

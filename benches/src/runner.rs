@@ -75,8 +75,9 @@ pub struct CaseReport {
     pub p99_seconds: Option<f64>,
     /// Result checks: the framework's invariant checker after every action of the first
     /// measured cycle (no node over allocatable, every gang whole or empty, no queue over
-    /// its capability), the same effects on a second run, and every effect accepted by the
-    /// simulator's applier.
+    /// its capability), the same effects on a second run, every effect accepted by the
+    /// simulator's applier, and every bind keeping the required rules of Kubernetes
+    /// ([`crate::rules`]: inter-pod (anti-)affinity, topology spread, node selection).
     pub checks_passed: bool,
     /// What the checks found, if anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -242,8 +243,22 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             cluster.insert_objects(new);
             cluster
         }
+        Case::Spread5k => {
+            Cluster::from_objects(workloads::spread_objects(nodes, case.running_pods(), case.pending_pods()))
+        }
         _ => Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods()))),
     }
+}
+
+/// The required rules broken by a cycle's effects over `objects` ([`crate::rules::check`]),
+/// as check failures: the first ten, then their number.
+pub fn check_rules(objects: &ClusterObjects, effects: &[Effect], cycle: u64) -> Vec<String> {
+    let violations = crate::rules::check(objects, effects);
+    let mut out: Vec<String> = violations.iter().take(10).map(|v| format!("cycle {cycle}: {v}")).collect();
+    if violations.len() > 10 {
+        out.push(format!("cycle {cycle}: {} required-rule violations in all", violations.len()));
+    }
+    out
 }
 
 /// Runs one case: builds its objects, measures the cycle(s), checks the result.
@@ -297,6 +312,7 @@ pub fn run_case(case: Case) -> CaseReport {
         None => Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"),
     };
     failures.extend(check_cycle(snap, &profile, 10, &first_effects));
+    failures.extend(check_rules(&objects, &first_effects, 10));
     // Applied once the snapshots and object lists are gone, so that the cluster's pods are
     // changed in place rather than copied (peak memory stays the cycle's).
     drop(cached);
@@ -361,10 +377,60 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
         let _ = writeln!(out, "  gangs        {} placed whole, {} rolled back", r.gangs_whole, r.gangs_rolled_back);
         let _ = writeln!(out, "  peak RSS     {:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0));
         if r.checks_passed {
-            let _ = writeln!(out, "  checks       ok: no node over allocatable, every gang whole or empty");
+            let _ = writeln!(
+                out,
+                "  checks       ok: no node over allocatable, every gang whole or empty, no required rule broken"
+            );
         } else {
             let _ = writeln!(out, "  checks       FAILED: {}", r.check_failures.join("; "));
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use volcano_framework::ObjectRef;
+
+    use super::*;
+
+    #[test]
+    fn a_small_spread_case_is_deterministic_and_keeps_the_required_rules() {
+        // spread-5k scaled down: 50 nodes, 200 running pods, gang-400 pending.
+        let objects = workloads::spread_objects(50, 200, 400);
+        let again = workloads::spread_objects(50, 200, 400);
+        assert_eq!(objects.nodes, again.nodes);
+        assert_eq!(objects.pods, again.pods);
+        let json = |o: &ClusterObjects| serde_json::to_string(&o.pod_groups).unwrap();
+        assert_eq!(json(&objects), json(&again));
+        let profile = bench_profile();
+        let (effects, _) = timed_cycle(&objects, &profile, 1);
+        assert!(binds(&effects) > 0);
+        assert_eq!(check_rules(&objects, &effects, 1), Vec::<String>::new());
+        let snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+        assert_eq!(check_cycle(snap, &profile, 1, &effects), Vec::<String>::new());
+        let mut cluster = Cluster::from_objects(objects);
+        assert_eq!(apply(&mut cluster, &effects, 1), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_rule_check_sees_a_broken_spread_case() {
+        let objects = workloads::spread_objects(50, 200, 400);
+        let bind =
+            |pod: &str, node: &str| Effect::Bind { pod: ObjectRef::namespaced("bench", pod, ""), node: node.into() };
+        // Job 3 (size 8) is of family 0 (anti-affinity to its own job on the hostname).
+        let effects = vec![bind("job-000003-0", "node-00001"), bind("job-000003-1", "node-00001")];
+        let failures = check_rules(&objects, &effects, 1);
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        // Job 1 (size 2) is of family 1 (zone spread, maxSkew 1): nodes 0 and 4 share zone-0.
+        let effects = vec![bind("job-000001-0", "node-00000"), bind("job-000001-1", "node-00004")];
+        let failures = check_rules(&objects, &effects, 1);
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        // Node 25 holds running pods 25, 75, 125, 175 (k mod 10 = 5), whose anti-affinity
+        // keeps app svc-0 ((k + 25) mod 50) off the node: job 0's pod (app svc-0).
+        let effects = vec![bind("job-000000-0", "node-00025")];
+        let failures = check_rules(&objects, &effects, 1);
+        assert_eq!(failures.len(), 4, "{failures:?}");
+        assert!(failures[0].contains("of pod bench/run-00025 on node node-00025 broken"), "{failures:?}");
+    }
 }

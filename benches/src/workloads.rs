@@ -1,12 +1,16 @@
 //! The standard synthetic workloads of `docs/performance.md`, built exactly as specified:
-//! cluster `gpu-N`, queues `q0`…`q3`, jobs `gang-P`, and the five standard cases.
+//! cluster `gpu-N`, queues `q0`…`q3`, jobs `gang-P`, the five standard cases, and
+//! `spread-5k` (inter-pod affinity and topology spread, [`spread_objects`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Affinity, Container, Node, NodeStatus, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity, PodSpec, PodStatus,
+    ResourceRequirements, TopologySpreadConstraint, WeightedPodAffinityTerm,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec};
 use volcano_framework::ClusterObjects;
 
@@ -184,6 +188,187 @@ pub fn objects(nodes: usize, jobs: Vec<Job>) -> ClusterObjects {
     o
 }
 
+/// The node label of a node's name (the `kubernetes.io/hostname` domain).
+pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+
+/// The node label of a node's zone.
+pub const ZONE_KEY: &str = "topology.kubernetes.io/zone";
+
+/// The scheduler name of the running pods of `spread-5k` that are not volcano-rs's.
+pub const OTHER_SCHEDULER_NAME: &str = "default-scheduler";
+
+/// Number of `app` values (`svc-0` … `svc-49`) of `spread-5k`.
+pub const APPS: usize = 50;
+
+/// Node `i` of the `spread-N` cluster: node `i` of `gpu-N` with the label
+/// `kubernetes.io/hostname: node-{i:05}` (the other cases' nodes do not carry it).
+pub fn spread_node(i: usize) -> Node {
+    let mut node = gpu_node(i);
+    let name = node.metadata.name.clone().unwrap_or_default();
+    node.metadata.labels.get_or_insert_with(Default::default).insert(HOSTNAME_KEY.into(), name);
+    node
+}
+
+fn match_labels(key: &str, value: &str) -> LabelSelector {
+    LabelSelector { match_labels: Some([(key.to_string(), value.to_string())].into()), ..Default::default() }
+}
+
+fn affinity_term(key: &str, value: &str, topology_key: &str) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: Some(match_labels(key, value)),
+        topology_key: topology_key.into(),
+        ..Default::default()
+    }
+}
+
+/// The PodGroups `svc-0` … `svc-49` of the running pods of `spread-5k` that volcano-rs
+/// scheduled: namespace `bench`, queue `q{a mod 4}`, `minMember` 1, phase Running, with
+/// `status.running` the number of its pods among the first `running` running pods.
+pub fn service_pod_groups(running: usize) -> Vec<PodGroup> {
+    (0..APPS)
+        .map(|a| {
+            let name = format!("svc-{a}");
+            let mut pg = PodGroup::new(
+                &name,
+                PodGroupSpec { min_member: 1, queue: Some(format!("q{}", a % 4)), ..Default::default() },
+            );
+            pg.metadata.namespace = Some("bench".into());
+            pg.metadata.uid = Some(format!("bench-{name}"));
+            pg.metadata.creation_timestamp = Some(time(1_650_000_000));
+            let members = (0..running).filter(|k| k % APPS == a && k % 4 != 1).count() as i32;
+            pg.status =
+                Some(PodGroupStatus { phase: Some(PodGroupPhase::Running), running: members, ..Default::default() });
+            pg
+        })
+        .collect()
+}
+
+/// Running pod `k` of `spread-5k` on a cluster of `nodes` nodes (docs/performance.md):
+/// `bench/run-{k:05}` on node `k mod nodes`, labelled `app: svc-{k mod 50}`, requesting
+/// `cpu: 4`, `memory: 16Gi` and `k mod 3` GPUs; scheduled by `default-scheduler` when
+/// `k mod 4 = 1` (no PodGroup), else by volcano-rs in PodGroup `svc-{k mod 50}`; when
+/// `k mod 10 = 5`, with a required anti-affinity on the hostname against
+/// `app: svc-{(k + 25) mod 50}`.
+pub fn running_pod(k: usize, nodes: usize) -> Pod {
+    let name = format!("run-{k:05}");
+    let app = format!("svc-{}", k % APPS);
+    let mut request: BTreeMap<String, Quantity> =
+        [("cpu".to_string(), q("4")), ("memory".to_string(), q("16Gi"))].into_iter().collect();
+    if k % 3 != 0 {
+        request.insert("nvidia.com/gpu".into(), q(&(k % 3).to_string()));
+    }
+    let ours = k % 4 != 1;
+    let annotations = ours.then(|| [(crd::GROUP_NAME_ANNOTATION.to_string(), app.clone())].into());
+    let affinity = (k % 10 == 5).then(|| Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![affinity_term(
+                "app",
+                &format!("svc-{}", (k + 25) % APPS),
+                HOSTNAME_KEY,
+            )]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some("bench".into()),
+            uid: Some(format!("bench-{name}")),
+            labels: Some([("app".to_string(), app)].into()),
+            annotations,
+            creation_timestamp: Some(time(1_650_000_000 + k as i64)),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(if ours { SCHEDULER_NAME } else { OTHER_SCHEDULER_NAME }.into()),
+            node_name: Some(format!("node-{:05}", k % nodes)),
+            affinity,
+            containers: vec![Container {
+                name: "main".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(request.clone()),
+                    limits: Some(request),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus { phase: Some("Running".into()), ..Default::default() }),
+    }
+}
+
+/// Job `j` of `spread-5k`: job `j` of `gang-P` whose pods are labelled `job: job-{j:06}`
+/// and `app: svc-{j mod 50}` and carry the rule of family `j mod 3`: (0) a required
+/// anti-affinity to their own job on the hostname, (1) a `DoNotSchedule` zone spread of
+/// their own job with `maxSkew` 1, (2) a preferred affinity (weight 100) to their own job on
+/// the hostname.
+pub fn spread_job(j: usize) -> Job {
+    let mut job = job(j);
+    let name = format!("job-{j:06}");
+    let own = || affinity_term("job", &name, HOSTNAME_KEY);
+    for pod in &mut job.pods {
+        pod.metadata.labels =
+            Some([("job".to_string(), name.clone()), ("app".to_string(), format!("svc-{}", j % APPS))].into());
+        let spec = pod.spec.as_mut().expect("job pods have a spec");
+        match j % 3 {
+            0 => {
+                spec.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![own()]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
+            1 => {
+                spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: ZONE_KEY.into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(match_labels("job", &name)),
+                    ..Default::default()
+                }])
+            }
+            _ => {
+                spec.affinity = Some(Affinity {
+                    pod_affinity: Some(PodAffinity {
+                        preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                            weight: 100,
+                            pod_affinity_term: own(),
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
+        }
+    }
+    job
+}
+
+/// The objects of `spread-5k` at any size: `nodes` nodes of the `spread-N` cluster,
+/// `running` running pods (and their PodGroups `svc-*`), and the jobs of `gang-P` with
+/// `P = pending`, built by [`spread_job`].
+pub fn spread_objects(nodes: usize, running: usize, pending: usize) -> ClusterObjects {
+    let mut jobs = Vec::new();
+    let mut total = 0usize;
+    for j in 0.. {
+        let size = SIZES[j % 8] as usize;
+        if total + size > pending {
+            break;
+        }
+        total += size;
+        jobs.push(spread_job(j));
+    }
+    let mut o = objects(0, jobs);
+    o.nodes = (0..nodes).map(|i| Arc::new(spread_node(i))).collect();
+    o.pod_groups.extend(service_pod_groups(running).into_iter().map(Arc::new));
+    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes))));
+    o
+}
+
 /// A standard case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
@@ -197,11 +382,15 @@ pub enum Case {
     Backlog5k,
     /// gpu-5k with gang-30000 running, then 2,000 new pending pods.
     Steady5k,
+    /// gpu-5k with hostname labels, 20,000 running pods with app labels, gang-10000 pending
+    /// with inter-pod (anti-)affinity and topology spread.
+    Spread5k,
 }
 
 impl Case {
     /// Every case, in the order of docs/performance.md.
-    pub const ALL: [Case; 5] = [Case::Fill1k, Case::Fill5k, Case::Fill10k, Case::Backlog5k, Case::Steady5k];
+    pub const ALL: [Case; 6] =
+        [Case::Fill1k, Case::Fill5k, Case::Fill10k, Case::Backlog5k, Case::Steady5k, Case::Spread5k];
 
     /// The case's name.
     pub fn name(self) -> &'static str {
@@ -211,6 +400,7 @@ impl Case {
             Case::Fill10k => "fill-10k",
             Case::Backlog5k => "backlog-5k",
             Case::Steady5k => "steady-5k",
+            Case::Spread5k => "spread-5k",
         }
     }
 
@@ -223,7 +413,7 @@ impl Case {
     pub fn nodes(self) -> usize {
         match self {
             Case::Fill1k => 1_000,
-            Case::Fill5k | Case::Backlog5k | Case::Steady5k => 5_000,
+            Case::Fill5k | Case::Backlog5k | Case::Steady5k | Case::Spread5k => 5_000,
             Case::Fill10k => 10_000,
         }
     }
@@ -236,6 +426,16 @@ impl Case {
             Case::Fill10k => 64_000,
             Case::Backlog5k => 80_000,
             Case::Steady5k => 2_000,
+            Case::Spread5k => 10_000,
+        }
+    }
+
+    /// Pods already running at the start of the case that no earlier session of the bench
+    /// placed (`spread-5k`'s 20,000; steady-5k's running pods are placed by the bench).
+    pub fn running_pods(self) -> usize {
+        match self {
+            Case::Spread5k => 20_000,
+            _ => 0,
         }
     }
 }
@@ -264,5 +464,51 @@ mod tests {
         let labels = n.metadata.labels.unwrap();
         assert_eq!(labels["volcano.sh/gpu-model"], "H100");
         assert_eq!(labels["topology.kubernetes.io/zone"], "zone-2");
+        assert!(!labels.contains_key(HOSTNAME_KEY));
+    }
+
+    #[test]
+    fn spread_objects_follow_the_spec() {
+        let o = spread_objects(50, 200, 400);
+        assert_eq!(o.nodes.len(), 50);
+        let labels = o.nodes[7].metadata.labels.as_ref().unwrap();
+        assert_eq!(labels[HOSTNAME_KEY], "node-00007");
+        assert_eq!(labels[ZONE_KEY], "zone-3");
+        let pod = |name: &str| o.pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)).unwrap();
+        // Running pods: node k mod N, app svc-{k mod 50}, k mod 3 GPUs, another scheduler when
+        // k mod 4 = 1, an anti-affinity when k mod 10 = 5.
+        let r = pod("run-00105");
+        let spec = r.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("node-00005"));
+        assert_eq!(spec.scheduler_name.as_deref(), Some(OTHER_SCHEDULER_NAME));
+        assert_eq!(r.metadata.labels.as_ref().unwrap()["app"], "svc-5");
+        let requests = spec.containers[0].resources.as_ref().unwrap().requests.as_ref().unwrap();
+        assert!(!requests.contains_key("nvidia.com/gpu"));
+        let terms = spec.affinity.as_ref().unwrap().pod_anti_affinity.as_ref().unwrap();
+        let term = &terms.required_during_scheduling_ignored_during_execution.as_ref().unwrap()[0];
+        assert_eq!(term.label_selector.as_ref().unwrap().match_labels.as_ref().unwrap()["app"], "svc-30");
+        let r = pod("run-00002");
+        assert_eq!(r.spec.as_ref().unwrap().scheduler_name.as_deref(), Some(SCHEDULER_NAME));
+        assert_eq!(r.metadata.annotations.as_ref().unwrap()[crd::GROUP_NAME_ANNOTATION], "svc-2");
+        assert!(r.spec.as_ref().unwrap().affinity.is_none());
+        // Pending jobs: gang-400 (the running pods and their 50 PodGroups aside).
+        let pending: Vec<_> = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_none()).collect();
+        assert_eq!(pending.len(), 2 * 135 + 1 + 2 + 4 + 8 + 8 + 16 + 32);
+        assert_eq!(o.pod_groups.len(), 23 + APPS);
+        let (a, s, p) = (pod("job-000003-0"), pod("job-000004-0"), pod("job-000005-0"));
+        assert_eq!(a.metadata.labels.as_ref().unwrap()["job"], "job-000003");
+        assert_eq!(a.metadata.labels.as_ref().unwrap()["app"], "svc-3");
+        let anti = a.spec.as_ref().unwrap().affinity.as_ref().unwrap().pod_anti_affinity.as_ref().unwrap();
+        assert_eq!(
+            anti.required_during_scheduling_ignored_during_execution.as_ref().unwrap()[0].topology_key,
+            HOSTNAME_KEY
+        );
+        let c = &s.spec.as_ref().unwrap().topology_spread_constraints.as_ref().unwrap()[0];
+        assert_eq!(
+            (c.max_skew, c.topology_key.as_str(), c.when_unsatisfiable.as_str()),
+            (1, ZONE_KEY, "DoNotSchedule")
+        );
+        let pref = p.spec.as_ref().unwrap().affinity.as_ref().unwrap().pod_affinity.as_ref().unwrap();
+        assert_eq!(pref.preferred_during_scheduling_ignored_during_execution.as_ref().unwrap()[0].weight, 100);
     }
 }

@@ -265,7 +265,7 @@ fn scheduler(args: &SchedulerArgs) -> ExitCode {
 
 #[derive(Args, Debug)]
 struct BenchArgs {
-    /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k.
+    /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k, spread-5k.
     #[arg(value_name = "CASE", required_unless_present = "all")]
     cases: Vec<String>,
     /// Run every case.
