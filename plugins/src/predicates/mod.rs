@@ -11,6 +11,9 @@
 //!    affinity.
 //! 3. TaintToleration (`predicate.TaintTolerationEnable`): every `NoSchedule` and
 //!    `NoExecute` taint must be tolerated.
+//!    Then the volume checks ([`volumes`]): VolumeBinding (`predicate.VolumeBindingEnable`)
+//!    and VolumeZone (`predicate.VolumeZoneEnable`), `UnschedulableAndUnresolvable`, then
+//!    NodeVolumeLimits (`predicate.NodeVolumeLimitsEnable`), `Unschedulable`.
 //! 4. Required inter-pod (anti-)affinity (`predicate.PodAffinityEnable`) and `DoNotSchedule`
 //!    topology spread (`predicate.PodTopologySpreadEnable`) are not implemented yet: pods
 //!    that need them fit no node, rather than being placed without the check.
@@ -30,6 +33,7 @@ use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, Snapsho
 mod args;
 #[cfg(test)]
 mod tests;
+pub mod volumes;
 
 pub(crate) use args::unknown_key;
 pub use args::{Args, Enabled, ShapePoint, KEYS};
@@ -142,6 +146,8 @@ impl Plugin for Predicates {
                 return Err(Status::unresolvable(NAME, reason));
             }
         }
+
+        volumes::check(self.enabled, snap, task, n)?;
 
         if let Some(spec) = spec {
             if self.enabled.pod_affinity && matching::has_required_pod_affinity(spec) {
