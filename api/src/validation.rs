@@ -441,10 +441,7 @@ fn volumes(volumes: &[Volume]) -> Check {
 fn access_modes(path: &str, modes: Option<&Vec<String>>) -> Check {
     let modes = modes.map(Vec::as_slice).unwrap_or_default();
     if modes.is_empty() {
-        return Err(FieldError::new(
-            path,
-            format!("required: at least one access mode ({})", ACCESS_MODES.join(", ")),
-        ));
+        return Err(FieldError::new(path, format!("required: at least one access mode ({})", ACCESS_MODES.join(", "))));
     }
     for (i, m) in modes.iter().enumerate() {
         if !ACCESS_MODES.contains(&m.as_str()) {

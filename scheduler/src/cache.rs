@@ -951,7 +951,10 @@ mod tests {
         assert!(snap.tasks.iter().any(|t| t.name() == "p1"));
         // An invalid claim (no access mode) is left out with the field named.
         c.apply_pvc(Event::Apply(PersistentVolumeClaim { metadata: meta(Some("ml"), "bad"), ..Default::default() }));
-        assert_eq!(c.pvcs.invalid().get("ml/bad").map(String::as_str), Some("spec: required: access modes and a storage request"));
+        assert_eq!(
+            c.pvcs.invalid().get("ml/bad").map(String::as_str),
+            Some("spec: required: access modes and a storage request")
+        );
         assert!(c.snapshot().unwrap().extras().pvc("ml", "bad").is_none());
     }
 

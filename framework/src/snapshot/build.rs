@@ -506,7 +506,10 @@ fn same_volumes(a: &TaskInfo, x: &PodSpec, b: &TaskInfo, y: &PodSpec) -> bool {
             (None, None) => return true,
             (Some(v), Some(w)) => {
                 let (cv, cw) = (&v.persistent_volume_claim, &w.persistent_volume_claim);
-                if cv.as_ref().map(|c| &c.claim_name) != cw.as_ref().map(|c| &c.claim_name) || v.csi != w.csi || v.ephemeral.is_some() != w.ephemeral.is_some() {
+                if cv.as_ref().map(|c| &c.claim_name) != cw.as_ref().map(|c| &c.claim_name)
+                    || v.csi != w.csi
+                    || v.ephemeral.is_some() != w.ephemeral.is_some()
+                {
                     return false;
                 }
                 if v.ephemeral.is_some() && (v.name != w.name || a.key != b.key) {
@@ -1016,7 +1019,8 @@ mod tests {
         add("i", &[("cpu", "1")], &|s| s.volumes = Some(vec![claim("data-0")]));
         // Volumes the volume checks do not read leave the shape alone.
         add("j", &[("cpu", "1")], &|s| {
-            s.volumes = Some(vec![Volume { name: "tmp".into(), empty_dir: Some(Default::default()), ..Default::default() }])
+            s.volumes =
+                Some(vec![Volume { name: "tmp".into(), empty_dir: Some(Default::default()), ..Default::default() }])
         });
         let ephemeral = || Volume { name: "scratch".into(), ephemeral: Some(Default::default()), ..Default::default() };
         add("k", &[("cpu", "1")], &|s| s.volumes = Some(vec![ephemeral()]));

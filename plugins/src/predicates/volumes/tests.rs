@@ -16,7 +16,8 @@ use super::*;
 use crate::predicates::{factory, NAME};
 
 fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
-    let opt = PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() };
+    let opt =
+        PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() };
     factory(&opt).expect("valid arguments").build()
 }
 
@@ -198,7 +199,8 @@ fn a_claim_being_deleted_or_lost_is_refused() {
 fn an_unbound_immediate_claim_is_refused() {
     for classes in [vec![], vec![class("fast", "Immediate", "csi.example.com")]] {
         for class_name in [None, Some("fast")] {
-            let v = Volumes { pvcs: vec![pvc("data", None, class_name)], classes: classes.clone(), ..Default::default() };
+            let v =
+                Volumes { pvcs: vec![pvc("data", None, class_name)], classes: classes.clone(), ..Default::default() };
             let snap = snapshot(vec![n1()], vec![with_claims(p(), &["data"])], v);
             assert_eq!(run(json!({}), &snap), unresolvable(REASON_UNBOUND_IMMEDIATE), "{class_name:?}");
         }
@@ -236,7 +238,8 @@ fn a_bound_volume_must_exist_and_its_node_affinity_match() {
     let mut local = pv("pv1");
     affinity(&mut local, "kubernetes.io/hostname", &["n2"]);
     let v = Volumes { pvcs: vec![pvc("data", Some("pv1"), None)], pvs: vec![local], ..Default::default() };
-    let nodes = vec![n1().label("kubernetes.io/hostname", "n1"), node("n2", "8", "16Gi").label("kubernetes.io/hostname", "n2")];
+    let nodes =
+        vec![n1().label("kubernetes.io/hostname", "n1"), node("n2", "8", "16Gi").label("kubernetes.io/hostname", "n2")];
     let snap = snapshot(nodes, vec![with_claims(p(), &["data"])], v);
     assert_eq!(run(json!({}), &snap), unresolvable(REASON_VOLUME_NODE_AFFINITY));
     let on_n2 = plugin(json!({})).predicate(&snap, task(&snap, "p"), snap.node_id("n2").unwrap());
@@ -262,10 +265,7 @@ fn an_ephemeral_volume_needs_its_claim_owned_by_the_pod() {
     let mut claim = pvc("p-scratch", Some("pv1"), None);
     let v = Volumes { pvcs: vec![claim.clone()], pvs: vec![pv("pv1")], ..Default::default() };
     let snap = snapshot(vec![n1()], vec![ephemeral.clone()], v);
-    assert_eq!(
-        run(json!({}), &snap),
-        unresolvable("PVC ns/p-scratch was not created for pod ns/p (pod is not owner)")
-    );
+    assert_eq!(run(json!({}), &snap), unresolvable("PVC ns/p-scratch was not created for pod ns/p (pod is not owner)"));
     claim.metadata.owner_references = Some(vec![OwnerReference {
         api_version: "v1".into(),
         kind: "Pod".into(),
@@ -323,7 +323,10 @@ fn volume_zone_alone_reports_unbound_claims_as_kube_scheduler_does() {
     let zone_only = json!({"predicate.VolumeBindingEnable": false, "predicate.NodeVolumeLimitsEnable": false});
     let v = Volumes { pvcs: vec![pvc("data", None, None)], ..Default::default() };
     let snap = snapshot(vec![n1()], vec![with_claims(p(), &["data"])], v);
-    assert_eq!(run(zone_only.clone(), &snap), unresolvable("PersistentVolumeClaim had no pv name and storageClass name"));
+    assert_eq!(
+        run(zone_only.clone(), &snap),
+        unresolvable("PersistentVolumeClaim had no pv name and storageClass name")
+    );
     let v = Volumes {
         pvcs: vec![pvc("data", None, Some("local"))],
         classes: vec![class("local", "WaitForFirstConsumer", "x")],
