@@ -10,9 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Taint, Toleration,
+    Container, Namespace, Node, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim,
+    Pod, PodSpec, Taint, Toleration, Volume,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::crd::{
@@ -78,6 +80,15 @@ pub const NODE_SELECTOR_OPERATORS: [&str; 6] = ["In", "NotIn", "Exists", "DoesNo
 
 /// The weights of a preferred node affinity term.
 pub const PREFERRED_TERM_WEIGHTS: std::ops::RangeInclusive<i32> = 1..=100;
+
+/// The access modes of PersistentVolumes and PersistentVolumeClaims.
+pub const ACCESS_MODES: [&str; 4] = ["ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod"];
+
+/// The volume binding modes of a StorageClass.
+pub const VOLUME_BINDING_MODES: [&str; 2] = ["Immediate", "WaitForFirstConsumer"];
+
+/// The reclaim policies of a StorageClass.
+pub const RECLAIM_POLICIES: [&str; 2] = ["Delete", "Retain"];
 
 /// The modes of a PodGroup's network topology constraint.
 pub const NETWORK_TOPOLOGY_MODES: [&str; 2] = ["hard", "soft"];
@@ -394,7 +405,166 @@ pub fn pod(p: &Pod) -> Check {
         toleration(&format!("spec.tolerations[{i}]"), t)?;
     }
     preemption_policy("spec.preemptionPolicy", spec.preemption_policy.as_deref())?;
+    volumes(spec.volumes.as_deref().unwrap_or_default())?;
     node_affinity(spec)
+}
+
+/// A pod's volumes: unique DNS-1123 label names; a claim name for PersistentVolumeClaim
+/// volumes and a driver for inline CSI volumes. Other volume sources are not read.
+fn volumes(volumes: &[Volume]) -> Check {
+    let mut names = BTreeSet::new();
+    for (i, v) in volumes.iter().enumerate() {
+        let path = format!("spec.volumes[{i}]");
+        dns1123_label(&v.name).map_err(|e| FieldError::new(format!("{path}.name"), e))?;
+        if !names.insert(v.name.as_str()) {
+            return Err(FieldError::new(
+                format!("{path}.name"),
+                format!("duplicate volume name {:?}: volume names are unique in a pod", v.name),
+            ));
+        }
+        if let Some(c) = &v.persistent_volume_claim {
+            if c.claim_name.is_empty() {
+                return Err(FieldError::new(
+                    format!("{path}.persistentVolumeClaim.claimName"),
+                    "required: the name of a PersistentVolumeClaim in the pod's namespace",
+                ));
+            }
+        }
+        if v.csi.as_ref().is_some_and(|c| c.driver.is_empty()) {
+            return Err(FieldError::new(format!("{path}.csi.driver"), "required: the name of a CSI driver"));
+        }
+    }
+    Ok(())
+}
+
+/// Access modes: at least one, each known.
+fn access_modes(path: &str, modes: Option<&Vec<String>>) -> Check {
+    let modes = modes.map(Vec::as_slice).unwrap_or_default();
+    if modes.is_empty() {
+        return Err(FieldError::new(path, format!("required: at least one access mode ({})", ACCESS_MODES.join(", "))));
+    }
+    for (i, m) in modes.iter().enumerate() {
+        if !ACCESS_MODES.contains(&m.as_str()) {
+            return Err(FieldError::new(
+                format!("{path}[{i}]"),
+                format!("unknown access mode {m:?}; expected one of {}", ACCESS_MODES.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A storage quantity that must be there.
+fn storage(path: &str, list: Option<&ResourceList>) -> Check {
+    if list.is_none_or(|l| !l.contains_key("storage")) {
+        return Err(FieldError::new(format!("{path}[storage]"), "required: a storage quantity such as 10Gi"));
+    }
+    self::list(path, list)
+}
+
+/// A Namespace, as the API server validates it: a DNS-1123 label name.
+pub fn namespace(ns: &Namespace) -> Check {
+    meta(&ns.metadata, false)?;
+    dns1123_label(ns.metadata.name.as_deref().unwrap_or_default()).map_err(|e| FieldError::new("metadata.name", e))
+}
+
+/// A PersistentVolumeClaim, as the API server validates it: access modes and a storage
+/// request.
+pub fn persistent_volume_claim(pvc: &PersistentVolumeClaim) -> Check {
+    meta(&pvc.metadata, true)?;
+    let Some(spec) = &pvc.spec else {
+        return Err(FieldError::new("spec", "required: access modes and a storage request"));
+    };
+    access_modes("spec.accessModes", spec.access_modes.as_ref())?;
+    storage("spec.resources.requests", spec.resources.as_ref().and_then(|r| r.requests.as_ref()))?;
+    if let Some(name) = spec.volume_name.as_deref().filter(|n| !n.is_empty()) {
+        dns1123_subdomain(name).map_err(|e| FieldError::new("spec.volumeName", e))?;
+    }
+    Ok(())
+}
+
+/// A PersistentVolume, as the API server validates it: access modes, a storage capacity,
+/// a CSI source's driver and volume handle, and required node affinity terms.
+pub fn persistent_volume(pv: &PersistentVolume) -> Check {
+    meta(&pv.metadata, false)?;
+    let Some(spec) = &pv.spec else {
+        return Err(FieldError::new("spec", "required: access modes, a capacity and a volume source"));
+    };
+    access_modes("spec.accessModes", spec.access_modes.as_ref())?;
+    storage("spec.capacity", spec.capacity.as_ref())?;
+    if let Some(csi) = &spec.csi {
+        if csi.driver.is_empty() {
+            return Err(FieldError::new("spec.csi.driver", "required: the name of a CSI driver"));
+        }
+        if csi.volume_handle.is_empty() {
+            return Err(FieldError::new("spec.csi.volumeHandle", "required: the volume's id for its driver"));
+        }
+    }
+    if let Some(required) = spec.node_affinity.as_ref().and_then(|a| a.required.as_ref()) {
+        let terms = "spec.nodeAffinity.required.nodeSelectorTerms";
+        if required.node_selector_terms.is_empty() {
+            return Err(FieldError::new(terms, "required: at least one node selector term"));
+        }
+        for (i, t) in required.node_selector_terms.iter().enumerate() {
+            node_selector_term(&format!("{terms}[{i}]"), t)?;
+        }
+    }
+    Ok(())
+}
+
+/// A StorageClass, as the API server validates it: a provisioner, a known binding mode and
+/// reclaim policy.
+pub fn storage_class(sc: &StorageClass) -> Check {
+    meta(&sc.metadata, false)?;
+    if sc.provisioner.is_empty() {
+        return Err(FieldError::new("provisioner", "required: the name of the volume provisioner"));
+    }
+    if let Some(mode) = sc.volume_binding_mode.as_deref() {
+        if !VOLUME_BINDING_MODES.contains(&mode) {
+            return Err(FieldError::new(
+                "volumeBindingMode",
+                format!("unknown mode {mode:?}; expected one of {}", VOLUME_BINDING_MODES.join(", ")),
+            ));
+        }
+    }
+    if let Some(policy) = sc.reclaim_policy.as_deref() {
+        if !RECLAIM_POLICIES.contains(&policy) {
+            return Err(FieldError::new(
+                "reclaimPolicy",
+                format!("unknown policy {policy:?}; expected one of {}", RECLAIM_POLICIES.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A CSINode, as the API server validates it: each driver named once, with a node id and a
+/// volume limit that is not negative.
+pub fn csi_node(c: &CSINode) -> Check {
+    meta(&c.metadata, false)?;
+    let mut names = BTreeSet::new();
+    for (i, d) in c.spec.drivers.iter().enumerate() {
+        let path = format!("spec.drivers[{i}]");
+        if d.name.is_empty() {
+            return Err(FieldError::new(format!("{path}.name"), "required: the name of a CSI driver"));
+        }
+        if !names.insert(d.name.as_str()) {
+            return Err(FieldError::new(
+                format!("{path}.name"),
+                format!("duplicate driver {:?}: each driver is listed once", d.name),
+            ));
+        }
+        if d.node_id.is_empty() {
+            return Err(FieldError::new(format!("{path}.nodeID"), "required: the node's id for this driver"));
+        }
+        if let Some(count) = d.allocatable.as_ref().and_then(|a| a.count).filter(|c| *c < 0) {
+            return Err(FieldError::new(
+                format!("{path}.allocatable.count"),
+                format!("{count} is negative; expected the number of volumes the node can attach, ≥ 0"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A container's name: a DNS-1123 label, unique among the pod's containers, init containers

@@ -44,6 +44,6 @@ pub use resource::{DimensionDefault, Resource};
 pub use session::select::{self, NodeChoice};
 pub use session::worklist::Worklist;
 pub use session::{Session, SessionOptions};
-pub use snapshot::{Changes, ClusterObjects, Snapshot, SnapshotError};
+pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};
 pub use statement::Statement;
 pub use status::{Code, FitErrors, Status};

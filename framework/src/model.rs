@@ -153,7 +153,10 @@ pub struct TaskInfo {
     /// [`crate::Snapshot::build`]: tasks of a snapshot with the same shape have the same
     /// requests (`resreq`, non-zero cpu and memory), node selector, affinity, tolerations,
     /// topology spread constraints, namespace, host ports (and container restart
-    /// policies) and container images. The node index ([`crate::session::select`]) shares its answers within a shape.
+    /// policies), container images and volumes that scheduling reads (the claims of
+    /// PersistentVolumeClaim volumes, inline CSI sources, and generic ephemeral volumes,
+    /// which no other pod shares). The node index ([`crate::session::select`]) shares its
+    /// answers within a shape.
     pub shape: u32,
     /// Task priority.
     pub priority: i32,

@@ -271,8 +271,9 @@ pub trait Plugin: Send + Sync {
     /// Whether, for this task, the plugin's predicates and node scores depend only on the
     /// node's state and on the task's requests ([`crate::TaskInfo::resreq`] and the non-zero
     /// cpu and memory), node selector, affinity, tolerations, topology spread constraints,
-    /// namespace, host ports (with the restart policy of each container) and container
-    /// images — so equivalent
+    /// namespace, host ports (with the restart policy of each container), container
+    /// images and volumes (PersistentVolumeClaim claims, inline CSI sources, generic
+    /// ephemeral volumes) — so equivalent
     /// tasks get equal answers and the session may use its incremental node index
     /// ([`crate::session::select`]). The default (false) makes the session scan every node for the
     /// task; a plugin whose answer depends on the task's job (say) returns false only for

@@ -77,8 +77,8 @@ pub struct SchedulerOptions {
     /// Schedule only nodes with this label (`key:value`, repeatable: a node with any of them).
     #[arg(long = "node-selector", value_name = "KEY:VALUE")]
     pub node_selector: Vec<String>,
-    /// How long to wait for the first lists of nodes, pods, PodGroups, queues and
-    /// PriorityClasses before giving up (0: wait for ever).
+    /// How long to wait for the first lists of nodes, pods, PodGroups, queues,
+    /// PriorityClasses, Namespaces and volume objects before giving up (0: wait for ever).
     #[arg(long = "resource-sync-timeout", value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub resource_sync_timeout: Duration,
     /// Binds (and evictions) in flight at once.

@@ -15,7 +15,9 @@
 //!
 //! **What is kept of a pod.** The cache keeps only what scheduling reads (see [`slim`]):
 //! metadata without managed fields and finalizers; the spec's scheduling fields and, of
-//! each container, its name, image, ports, requests and limits and restart policy; the
+//! each container, its name, image, ports, requests and limits and restart policy; of the
+//! volumes, those the volume checks read (a PersistentVolumeClaim's claim name, that a
+//! volume is generic ephemeral, an inline CSI volume's driver; see [`slim_volume`]); the
 //! status's phase, conditions and nominated node. Both the protobuf list and the JSON watch
 //! produce exactly that set, so an object does not change shape when it is relisted, and
 //! 140,000 cached pods cost a fraction of their full size.
@@ -94,6 +96,23 @@ fn slim_container(c: core::Container) -> core::Container {
     }
 }
 
+/// A volume as the cache keeps it: its name and, for the sources the volume checks read,
+/// a PersistentVolumeClaim's claim name, that the volume is generic ephemeral (its claim is
+/// named after the pod) and an inline CSI volume's driver. Other volumes are dropped.
+fn slim_volume(name: String, claim: Option<String>, ephemeral: bool, csi: Option<String>) -> Option<core::Volume> {
+    if claim.is_none() && !ephemeral && csi.is_none() {
+        return None;
+    }
+    Some(core::Volume {
+        name,
+        persistent_volume_claim: claim
+            .map(|claim_name| core::PersistentVolumeClaimVolumeSource { claim_name, read_only: None }),
+        ephemeral: ephemeral.then(core::EphemeralVolumeSource::default),
+        csi: csi.map(|driver| core::CSIVolumeSource { driver, ..Default::default() }),
+        ..Default::default()
+    })
+}
+
 /// The pod with only the fields the scheduler reads (and writes back): everything else is
 /// dropped, and empty lists and maps become absent (as the protobuf encoding cannot tell
 /// them apart).
@@ -136,6 +155,14 @@ pub fn slim(p: core::Pod) -> core::Pod {
         restart_policy: s.restart_policy,
         hostname: s.hostname,
         subdomain: s.subdomain,
+        volumes: none_if_empty(s.volumes.map(|vs| {
+            vs.into_iter()
+                .filter_map(|v| {
+                    let claim = v.persistent_volume_claim.map(|c| c.claim_name);
+                    slim_volume(v.name, claim, v.ephemeral.is_some(), v.csi.map(|c| c.driver))
+                })
+                .collect()
+        })),
         ..Default::default()
     });
     let status = p.status.map(|s| core::PodStatus {
@@ -379,6 +406,17 @@ pub fn from_protobuf(p: pb::Pod) -> core::Pod {
         restart_policy: s(sp.restart_policy),
         hostname: s(sp.hostname),
         subdomain: s(sp.subdomain),
+        volumes: none_if_empty(Some(
+            sp.volumes
+                .into_iter()
+                .filter_map(|v| {
+                    let source = v.volume_source.unwrap_or_default();
+                    let claim = source.persistent_volume_claim.map(|c| req(c.claim_name));
+                    let csi = source.csi.map(|c| req(c.driver));
+                    slim_volume(req(v.name), claim, source.ephemeral.is_some(), csi)
+                })
+                .collect(),
+        )),
         ..Default::default()
     });
     let status = p.status.map(|st| core::PodStatus {
@@ -837,6 +875,44 @@ mod tests {
                 }],
                 scheduling_gates: vec![pb::PodSchedulingGate { name: Some("wait".into()) }],
                 enable_service_links: Some(true),
+                volumes: vec![
+                    pb::Volume {
+                        name: Some("data".into()),
+                        volume_source: Some(pb::VolumeSource {
+                            persistent_volume_claim: Some(pb::PersistentVolumeClaimVolumeSource {
+                                claim_name: Some("data-0".into()),
+                                read_only: Some(false),
+                            }),
+                            ..Default::default()
+                        }),
+                    },
+                    pb::Volume {
+                        name: Some("tmp".into()),
+                        volume_source: Some(pb::VolumeSource {
+                            empty_dir: Some(pb::EmptyDirVolumeSource::default()),
+                            ..Default::default()
+                        }),
+                    },
+                    pb::Volume {
+                        name: Some("scratch".into()),
+                        volume_source: Some(pb::VolumeSource {
+                            ephemeral: Some(pb::EphemeralVolumeSource { volume_claim_template: None }),
+                            ..Default::default()
+                        }),
+                    },
+                    pb::Volume {
+                        name: Some("inline".into()),
+                        volume_source: Some(pb::VolumeSource {
+                            csi: Some(pb::CSIVolumeSource {
+                                driver: Some("csi.example.com".into()),
+                                read_only: Some(false),
+                                fs_type: Some(String::new()),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                    },
+                ],
                 ..Default::default()
             }),
             status: Some(pb::PodStatus {
@@ -900,7 +976,13 @@ mod tests {
                 "overhead": {"cpu": "100m"},
                 "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": selector, "minDomains": 2, "nodeTaintsPolicy": "Honor", "matchLabelKeys": ["pod-template-hash"]}],
                 "schedulingGates": [{"name": "wait"}],
-                "enableServiceLinks": true
+                "enableServiceLinks": true,
+                "volumes": [
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                    {"name": "tmp", "emptyDir": {}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+                    {"name": "inline", "csi": {"driver": "csi.example.com", "readOnly": false}}
+                ]
             },
             "status": {
                 "phase": "Pending",
@@ -928,6 +1010,15 @@ mod tests {
         assert_eq!(v["spec"]["priority"], json!(0));
         assert!(v["spec"].get("nodeName").is_none());
         assert!(v["status"]["conditions"][0].get("lastProbeTime").is_none());
+        // Volumes: only what the volume checks read.
+        assert_eq!(
+            v["spec"]["volumes"],
+            json!([
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data-0"}},
+                {"name": "scratch", "ephemeral": {}},
+                {"name": "inline", "csi": {"driver": "csi.example.com"}}
+            ])
+        );
     }
 
     fn encoded_list(pods: &[pb::Pod]) -> Vec<u8> {

@@ -18,8 +18,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -127,7 +128,9 @@ where
     })
 }
 
-/// Starts the watches of the five kinds the scheduler reads; abort the handles to stop them.
+/// Starts the watches of the kinds the scheduler reads (Nodes, Pods, PodGroups, Queues,
+/// PriorityClasses, Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+/// CSINodes); abort the handles to stop them.
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node),
@@ -135,6 +138,11 @@ pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<t
         watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group),
         watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue),
         watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class),
+        watch(Api::<Namespace>::all(client.clone()), cache.clone(), ClusterCache::apply_namespace),
+        watch(Api::<PersistentVolumeClaim>::all(client.clone()), cache.clone(), ClusterCache::apply_pvc),
+        watch(Api::<PersistentVolume>::all(client.clone()), cache.clone(), ClusterCache::apply_pv),
+        watch(Api::<StorageClass>::all(client.clone()), cache.clone(), ClusterCache::apply_storage_class),
+        watch(Api::<CSINode>::all(client.clone()), cache.clone(), ClusterCache::apply_csi_node),
     ]
 }
 

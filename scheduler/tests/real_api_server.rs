@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    Container, Event as CoreEvent, Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
+    Container, Event as CoreEvent, Node, NodeSpec, NodeStatus, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec,
+    PodStatus, ResourceRequirements,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -245,6 +246,60 @@ async fn plain_pod(server: &ApiServer) {
     let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
     let pg = pgs.get(&format!("podgroup-{uid}")).await.expect("the PodGroup made for the pod");
     assert_eq!(pg.spec.min_member, 1);
+    running.stop().await;
+}
+
+/// A pod whose claim does not exist yet waits with the claim named in its condition; once the
+/// claim appears, bound to a local volume of the second node, the pod goes there (the watch
+/// on claims refreshes the next snapshot).
+async fn volumes(server: &ApiServer) {
+    let (ns, sched) = ("volumes", "volcano-rs-volumes");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in ["volumes-n1", "volumes-n2"] {
+        create_node(&client, name, ns, 0).await;
+        let labels = serde_json::json!({"metadata": {"labels": {"kubernetes.io/hostname": name}}});
+        nodes.patch(name, &PatchParams::default(), &Patch::Merge(labels)).await.expect("node labels");
+    }
+    let pvs: Api<PersistentVolume> = Api::all(client.clone());
+    let pv: PersistentVolume = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "volumes-local-n2"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}, "storageClassName": "",
+            "local": {"path": "/mnt/disk"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["volumes-n2"]}
+            ]}]}}
+        }
+    }))
+    .unwrap();
+    pvs.create(&PostParams::default(), &pv).await.expect("PersistentVolume created");
+    let running = start(options(server, sched, ns)).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let mut db = pod(ns, "db", sched, None, 0);
+    db.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(serde_json::json!(
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+    ))
+    .unwrap()]);
+    pods.create(&PostParams::default(), &db).await.unwrap();
+    eventually(WAIT, "PodScheduled=False naming the missing claim", || async {
+        let p = pods.get("db").await.ok()?;
+        let c = p.status?.conditions?.into_iter().find(|c| c.type_ == "PodScheduled")?;
+        c.message?.contains("persistentvolumeclaim \"data\" not found").then_some(())
+    })
+    .await;
+    assert_eq!(node_of(&client, ns, "db").await, None);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "data", "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "storageClassName": "", "volumeName": "volumes-local-n2"}
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.expect("claim created");
+    let node = eventually(WAIT, "db bound once its claim exists", || async { node_of(&client, ns, "db").await }).await;
+    assert_eq!(node, "volumes-n2", "the node of the claim's local volume");
     running.stop().await;
 }
 
@@ -541,6 +596,9 @@ async fn real_api_server_suite() {
     }
     if run("plain_pod") {
         plain_pod(&server).await;
+    }
+    if run("volumes") {
+        volumes(&server).await;
     }
     if run("preemption") {
         preemption(&server).await;

@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Namespace, Node, Pod, PodSpec,
+    ContainerState, ContainerStateRunning, ContainerStatus, Namespace, Node, PersistentVolume, PersistentVolumeClaim,
+    Pod, PodSpec,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
 use volcano_api::names::pod_condition;
@@ -31,6 +33,14 @@ pub struct Cluster {
     pub priority_classes: BTreeMap<String, Arc<PriorityClass>>,
     /// Namespaces by name.
     pub namespaces: BTreeMap<String, Arc<Namespace>>,
+    /// PersistentVolumeClaims by `namespace/name`.
+    pub pvcs: BTreeMap<String, Arc<PersistentVolumeClaim>>,
+    /// PersistentVolumes by name.
+    pub pvs: BTreeMap<String, Arc<PersistentVolume>>,
+    /// StorageClasses by name.
+    pub storage_classes: BTreeMap<String, Arc<StorageClass>>,
+    /// CSINodes by name.
+    pub csi_nodes: BTreeMap<String, Arc<CSINode>>,
     /// Volcano Jobs of the input by `namespace/name`, as planned (their PodGroups and pods
     /// are in `pod_groups` and `pods`; the scheduler does not see the jobs themselves).
     pub jobs: BTreeMap<String, crate::job::SimJob>,
@@ -183,13 +193,28 @@ impl Cluster {
 
     /// Adds objects, replacing those with the same key.
     pub fn insert_objects(&mut self, objects: ClusterObjects) {
-        let ClusterObjects { nodes, pods, pod_groups, queues, priority_classes, namespaces } = objects;
+        let ClusterObjects {
+            nodes,
+            pods,
+            pod_groups,
+            queues,
+            priority_classes,
+            namespaces,
+            pvcs,
+            pvs,
+            storage_classes,
+            csi_nodes,
+        } = objects;
         self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
         self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
         self.pod_groups.extend(pod_groups.into_iter().map(|o| (key(&o.metadata), o)));
         self.queues.extend(queues.into_iter().map(|o| (key(&o.metadata), o)));
         self.priority_classes.extend(priority_classes.into_iter().map(|o| (key(&o.metadata), o)));
         self.namespaces.extend(namespaces.into_iter().map(|o| (key(&o.metadata), o)));
+        self.pvcs.extend(pvcs.into_iter().map(|o| (key(&o.metadata), o)));
+        self.pvs.extend(pvs.into_iter().map(|o| (key(&o.metadata), o)));
+        self.storage_classes.extend(storage_classes.into_iter().map(|o| (key(&o.metadata), o)));
+        self.csi_nodes.extend(csi_nodes.into_iter().map(|o| (key(&o.metadata), o)));
     }
 
     /// The objects a snapshot is built from (shared, not copied).
@@ -201,6 +226,10 @@ impl Cluster {
             queues: self.queues.values().cloned().collect(),
             priority_classes: self.priority_classes.values().cloned().collect(),
             namespaces: self.namespaces.values().cloned().collect(),
+            pvcs: self.pvcs.values().cloned().collect(),
+            pvs: self.pvs.values().cloned().collect(),
+            storage_classes: self.storage_classes.values().cloned().collect(),
+            csi_nodes: self.csi_nodes.values().cloned().collect(),
         }
     }
 

@@ -9,8 +9,9 @@ use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -21,7 +22,8 @@ use volcano_api::job::Job;
 use crate::error::InputError;
 
 /// The kinds the simulator reads, in words (for error messages).
-pub const SUPPORTED_KINDS: &str = "v1 Node, Pod and List, scheduling.k8s.io/v1 PriorityClass, \
+pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume and List, \
+     scheduling.k8s.io/v1 PriorityClass, storage.k8s.io/v1 StorageClass and CSINode, \
      scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
 
 /// Where an object was written.
@@ -65,17 +67,32 @@ pub enum ObjectKind {
     Queue,
     /// `batch.volcano.sh/v1alpha1` Job (Volcano's): expanded into its PodGroup and pods.
     Job,
+    /// `v1` Namespace (its labels answer namespace selectors).
+    Namespace,
+    /// `v1` PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// `v1` PersistentVolume.
+    PersistentVolume,
+    /// `storage.k8s.io/v1` StorageClass.
+    StorageClass,
+    /// `storage.k8s.io/v1` CSINode (a node's CSI drivers and their volume limits).
+    CSINode,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 6] = [
+    pub const ALL: [ObjectKind; 11] = [
         ObjectKind::Node,
         ObjectKind::Pod,
         ObjectKind::PriorityClass,
         ObjectKind::PodGroup,
         ObjectKind::Queue,
         ObjectKind::Job,
+        ObjectKind::Namespace,
+        ObjectKind::PersistentVolumeClaim,
+        ObjectKind::PersistentVolume,
+        ObjectKind::StorageClass,
+        ObjectKind::CSINode,
     ];
 
     /// The kind as written in manifests.
@@ -87,13 +104,23 @@ impl ObjectKind {
             ObjectKind::PodGroup => "PodGroup",
             ObjectKind::Queue => "Queue",
             ObjectKind::Job => "Job",
+            ObjectKind::Namespace => "Namespace",
+            ObjectKind::PersistentVolumeClaim => "PersistentVolumeClaim",
+            ObjectKind::PersistentVolume => "PersistentVolume",
+            ObjectKind::StorageClass => "StorageClass",
+            ObjectKind::CSINode => "CSINode",
         }
     }
 
     /// The apiVersion the simulator reads for this kind.
     pub fn api_version(self) -> &'static str {
         match self {
-            ObjectKind::Node | ObjectKind::Pod => "v1",
+            ObjectKind::Node
+            | ObjectKind::Pod
+            | ObjectKind::Namespace
+            | ObjectKind::PersistentVolumeClaim
+            | ObjectKind::PersistentVolume => "v1",
+            ObjectKind::StorageClass | ObjectKind::CSINode => "storage.k8s.io/v1",
             ObjectKind::PriorityClass => "scheduling.k8s.io/v1",
             ObjectKind::PodGroup | ObjectKind::Queue => "scheduling.volcano.sh/v1beta1",
             ObjectKind::Job => "batch.volcano.sh/v1alpha1",
@@ -102,7 +129,7 @@ impl ObjectKind {
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::Job)
+        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::Job | ObjectKind::PersistentVolumeClaim)
     }
 
     /// The kind with this name (as in [`ObjectKind::as_str`]).
@@ -130,6 +157,16 @@ pub enum Object {
     Queue(Box<Queue>),
     /// A Volcano Job.
     Job(Box<Job>),
+    /// A namespace.
+    Namespace(Box<Namespace>),
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    /// A PersistentVolume.
+    PersistentVolume(Box<PersistentVolume>),
+    /// A StorageClass.
+    StorageClass(Box<StorageClass>),
+    /// A CSINode.
+    CSINode(Box<CSINode>),
 }
 
 impl Object {
@@ -142,6 +179,11 @@ impl Object {
             Object::PodGroup(_) => ObjectKind::PodGroup,
             Object::Queue(_) => ObjectKind::Queue,
             Object::Job(_) => ObjectKind::Job,
+            Object::Namespace(_) => ObjectKind::Namespace,
+            Object::PersistentVolumeClaim(_) => ObjectKind::PersistentVolumeClaim,
+            Object::PersistentVolume(_) => ObjectKind::PersistentVolume,
+            Object::StorageClass(_) => ObjectKind::StorageClass,
+            Object::CSINode(_) => ObjectKind::CSINode,
         }
     }
 
@@ -154,6 +196,11 @@ impl Object {
             Object::PodGroup(o) => &o.metadata,
             Object::Queue(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
+            Object::Namespace(o) => &o.metadata,
+            Object::PersistentVolumeClaim(o) => &o.metadata,
+            Object::PersistentVolume(o) => &o.metadata,
+            Object::StorageClass(o) => &o.metadata,
+            Object::CSINode(o) => &o.metadata,
         }
     }
 
@@ -166,6 +213,11 @@ impl Object {
             Object::PodGroup(o) => &mut o.metadata,
             Object::Queue(o) => &mut o.metadata,
             Object::Job(o) => &mut o.metadata,
+            Object::Namespace(o) => &mut o.metadata,
+            Object::PersistentVolumeClaim(o) => &mut o.metadata,
+            Object::PersistentVolume(o) => &mut o.metadata,
+            Object::StorageClass(o) => &mut o.metadata,
+            Object::CSINode(o) => &mut o.metadata,
         }
     }
 
@@ -235,12 +287,9 @@ pub const SKIPPED_KINDS: &[(&str, &[&str])] = &[
             "Service",
             "Endpoints",
             "ServiceAccount",
-            "Namespace",
             "Event",
             "LimitRange",
             "ResourceQuota",
-            "PersistentVolumeClaim",
-            "PersistentVolume",
             "ReplicationController",
             "PodTemplate",
             "ComponentStatus",
@@ -255,7 +304,7 @@ pub const SKIPPED_KINDS: &[(&str, &[&str])] = &[
     ("coordination.k8s.io", &["Lease"]),
     ("events.k8s.io", &["Event"]),
     ("rbac.authorization.k8s.io", &["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"]),
-    ("storage.k8s.io", &["StorageClass", "CSINode", "CSIDriver", "VolumeAttachment", "CSIStorageCapacity"]),
+    ("storage.k8s.io", &["CSIDriver", "VolumeAttachment", "CSIStorageCapacity"]),
     ("node.k8s.io", &["RuntimeClass"]),
     ("apiextensions.k8s.io", &["CustomResourceDefinition"]),
     (
@@ -430,6 +479,15 @@ impl Manifest {
             ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
             ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
             ObjectKind::Job => Object::Job(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::Namespace => Object::Namespace(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::PersistentVolumeClaim => {
+                Object::PersistentVolumeClaim(decode(&origin, k, &display, value, &mut unknown)?)
+            }
+            ObjectKind::PersistentVolume => {
+                Object::PersistentVolume(decode(&origin, k, &display, value, &mut unknown)?)
+            }
+            ObjectKind::StorageClass => Object::StorageClass(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::CSINode => Object::CSINode(decode(&origin, k, &display, value, &mut unknown)?),
         };
         if !unknown.is_empty() {
             let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();

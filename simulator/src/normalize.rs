@@ -246,6 +246,23 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 cluster.queues.insert(key, Arc::from(q));
             }
             Object::Job(job) => jobs.push((origin, job)),
+            // Namespaces that objects name without a Namespace manifest are accepted as
+            // before (a dump of one namespace holds none); a Namespace adds its labels.
+            Object::Namespace(ns) => {
+                cluster.namespaces.insert(key, Arc::from(ns));
+            }
+            Object::PersistentVolumeClaim(pvc) => {
+                cluster.pvcs.insert(key, Arc::from(pvc));
+            }
+            Object::PersistentVolume(pv) => {
+                cluster.pvs.insert(key, Arc::from(pv));
+            }
+            Object::StorageClass(sc) => {
+                cluster.storage_classes.insert(key, Arc::from(sc));
+            }
+            Object::CSINode(c) => {
+                cluster.csi_nodes.insert(key, Arc::from(c));
+            }
         }
     }
 
@@ -376,6 +393,11 @@ fn validate(object: &Object) -> Result<(), FieldError> {
         Object::PodGroup(pg) => validation::pod_group(pg),
         Object::Queue(q) => validation::queue(q),
         Object::PriorityClass(pc) => validation::priority_class(pc),
+        Object::Namespace(ns) => validation::namespace(ns),
+        Object::PersistentVolumeClaim(pvc) => validation::persistent_volume_claim(pvc),
+        Object::PersistentVolume(pv) => validation::persistent_volume(pv),
+        Object::StorageClass(sc) => validation::storage_class(sc),
+        Object::CSINode(c) => validation::csi_node(c),
         // Volcano's job webhook admits it when it is planned.
         Object::Job(_) => Ok(()),
     }

@@ -157,3 +157,69 @@ fn explicit_times_and_uids_are_kept() {
     assert_eq!(node.metadata.creation_timestamp.clone().unwrap().0.to_string(), "2027-03-01T10:00:00Z");
     assert_eq!(n.latest_creation_ms, node.metadata.creation_timestamp.clone().unwrap().0.as_millisecond());
 }
+
+#[test]
+fn namespaces_and_volume_objects_are_read_and_kept() {
+    let n = norm(&docs(&[
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ml, labels: {team: a}}\n".into(),
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}, volumeName: pv1}\n".into(),
+        "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv1, namespace: ignored}\nspec: {accessModes: [ReadWriteOnce], capacity: {storage: 1Gi}, csi: {driver: d, volumeHandle: h}}\n".into(),
+        "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: fast}\nprovisioner: d\nvolumeBindingMode: WaitForFirstConsumer\n".into(),
+        "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\nspec: {drivers: [{name: d, nodeID: i-1, allocatable: {count: 2}}]}\n".into(),
+        // A pod in a namespace without a Namespace object is accepted, as before.
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: other}\nspec: {containers: [{name: c, image: i}]}\n".into(),
+    ]));
+    let c = &n.cluster;
+    assert_eq!(c.namespaces["ml"].metadata.labels.as_ref().unwrap()["team"], "a");
+    assert!(!c.namespaces.contains_key("other"));
+    assert_eq!(c.pvcs["default/data"].metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(c.pvs["pv1"].metadata.namespace, None);
+    assert!(c.storage_classes.contains_key("fast") && c.csi_nodes.contains_key("n1"));
+    let o = c.objects();
+    assert_eq!(
+        (o.namespaces.len(), o.pvcs.len(), o.pvs.len(), o.storage_classes.len(), o.csi_nodes.len()),
+        (1, 1, 1, 1, 1)
+    );
+}
+
+#[test]
+fn invalid_volume_objects_name_object_field_and_expectation() {
+    let cases = [
+        (
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ml}\nspec: {resources: {requests: {storage: 1Gi}}}\n",
+            ("PersistentVolumeClaim", "ml/data", "spec.accessModes"),
+            "required: at least one access mode",
+        ),
+        (
+            "apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv1}\nspec: {accessModes: [ReadWriteOnce], capacity: {storage: 1Gi}, csi: {driver: d, volumeHandle: \"\"}}\n",
+            ("PersistentVolume", "pv1", "spec.csi.volumeHandle"),
+            "required",
+        ),
+        (
+            "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: fast}\nprovisioner: d\nvolumeBindingMode: Later\n",
+            ("StorageClass", "fast", "volumeBindingMode"),
+            "unknown mode \"Later\"; expected one of Immediate, WaitForFirstConsumer",
+        ),
+        (
+            "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\nspec: {drivers: [{name: d, nodeID: i, allocatable: {count: -1}}]}\n",
+            ("CSINode", "n1", "spec.drivers[0].allocatable.count"),
+            "-1 is negative",
+        ),
+        (
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: Bad.Name}\n",
+            ("Namespace", "Bad.Name", "metadata.name"),
+            "",
+        ),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: i}], volumes: [{name: data, persistentVolumeClaim: {claimName: \"\"}}]}\n",
+            ("Pod", "default/p", "spec.volumes[0].persistentVolumeClaim.claimName"),
+            "required",
+        ),
+    ];
+    for (yaml, (kind, object, field), message) in cases {
+        let err = normalise(manifest(yaml)).err().unwrap_or_else(|| panic!("{yaml}"));
+        let InputError::Field { kind: k, object: o, field: f, message: m, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((*k, o.as_str(), f.as_str()), (kind, object, field), "{err}");
+        assert!(m.starts_with(message), "{m}");
+    }
+}

@@ -4,7 +4,9 @@
 //! Two tasks are equivalent when they have the same shape ([`crate::TaskInfo::shape`]): the
 //! same requests (the snapshot's parsed request and non-zero cpu and memory) and the same
 //! scheduling constraints (node selector, affinity, tolerations, topology spread
-//! constraints, namespace, host ports and the containers' restart policies). For plugins
+//! constraints, namespace, host ports and the containers' restart policies, container
+//! images, and the volumes scheduling reads: PersistentVolumeClaim claims, inline CSI
+//! sources and generic ephemeral volumes). For plugins
 //! that declare their predicates and scores *shape-local* ([`crate::Plugin::shape_local`]),
 //! such tasks get the same answer on every node. A class keeps, per node, whether the task
 //! fits now (idle), fits only once releasing pods are gone (future idle), or why it does not

@@ -5,8 +5,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, Volume,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use rayon::prelude::*;
 use thiserror::Error;
@@ -35,6 +38,14 @@ pub struct ClusterObjects {
     pub priority_classes: Vec<Arc<PriorityClass>>,
     /// Namespaces (their labels answer the namespace selectors of pod affinity terms).
     pub namespaces: Vec<Arc<Namespace>>,
+    /// PersistentVolumeClaims (the `predicates` plugin's volume checks).
+    pub pvcs: Vec<Arc<PersistentVolumeClaim>>,
+    /// PersistentVolumes.
+    pub pvs: Vec<Arc<PersistentVolume>>,
+    /// StorageClasses.
+    pub storage_classes: Vec<Arc<StorageClass>>,
+    /// CSINodes (the volume attach limits of CSI drivers per node).
+    pub csi_nodes: Vec<Arc<CSINode>>,
 }
 
 /// An object that cannot enter the snapshot.
@@ -460,7 +471,54 @@ fn request_key(t: &TaskInfo) -> u64 {
     }
     t.nonzero_cpu.to_le_bytes().into_iter().for_each(&mut mix);
     t.nonzero_memory.to_le_bytes().into_iter().for_each(&mut mix);
+    if let Some(spec) = t.pod.spec.as_ref() {
+        for v in scheduling_volumes(spec) {
+            if let Some(c) = &v.persistent_volume_claim {
+                c.claim_name.bytes().for_each(&mut mix);
+            } else if v.ephemeral.is_some() {
+                // The claim of a generic ephemeral volume is `<pod>-<volume>`.
+                t.name().bytes().for_each(&mut mix);
+                v.name.bytes().for_each(&mut mix);
+            }
+            mix(0xff);
+        }
+    }
     h
+}
+
+/// The volumes of a pod that scheduling reads (the `predicates` plugin's volume checks):
+/// PersistentVolumeClaims, generic ephemeral volumes (whose claim is named after the pod)
+/// and inline CSI volumes.
+fn scheduling_volumes(spec: &PodSpec) -> impl Iterator<Item = &Volume> + '_ {
+    spec.volumes
+        .iter()
+        .flatten()
+        .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some() || v.csi.is_some())
+}
+
+/// Whether two pods have the same [`scheduling_volumes`]: the same claims in the same
+/// order, the same inline CSI sources, and generic ephemeral volumes only if they are the
+/// same pod's (their claims are named after the pod).
+fn same_volumes(a: &TaskInfo, x: &PodSpec, b: &TaskInfo, y: &PodSpec) -> bool {
+    let (mut l, mut r) = (scheduling_volumes(x), scheduling_volumes(y));
+    loop {
+        match (l.next(), r.next()) {
+            (None, None) => return true,
+            (Some(v), Some(w)) => {
+                let (cv, cw) = (&v.persistent_volume_claim, &w.persistent_volume_claim);
+                if cv.as_ref().map(|c| &c.claim_name) != cw.as_ref().map(|c| &c.claim_name)
+                    || v.csi != w.csi
+                    || v.ephemeral.is_some() != w.ephemeral.is_some()
+                {
+                    return false;
+                }
+                if v.ephemeral.is_some() && (v.name != w.name || a.key != b.key) {
+                    return false;
+                }
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// Whether two tasks have the same shape (see [`TaskInfo::shape`]).
@@ -490,6 +548,7 @@ pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
         && a.namespace() == b.namespace()
         && same_ports(&x.containers, &y.containers)
         && same_ports(x.init_containers.as_deref().unwrap_or(&[]), y.init_containers.as_deref().unwrap_or(&[]))
+        && same_volumes(a, x, b, y)
 }
 
 /// Assigns shapes in task order: a task compares with the last shape found first (the pods
@@ -755,7 +814,7 @@ impl Snapshot {
         s.node_by_name = Arc::new(node_by_name);
         s.queue_by_name = Arc::new(queue_by_name);
         s.job_by_key = Arc::new(job_by_key);
-        s.extras = Arc::new(super::Extras::from_objects(&objects.namespaces));
+        s.extras = Arc::new(super::Extras::from_objects(objects));
         s.share();
         Ok(s)
     }
@@ -830,7 +889,9 @@ pub fn parse_duration_ms(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{NodeSpec, NodeStatus, PodSpec, PodStatus, ResourceRequirements, Toleration};
+    use k8s_openapi::api::core::v1::{
+        NodeSpec, NodeStatus, PersistentVolumeClaimVolumeSource, PodSpec, PodStatus, ResourceRequirements, Toleration,
+    };
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use volcano_api::crd::{PodGroupSpec, QueueSpec};
 
@@ -945,15 +1006,40 @@ mod tests {
             let r = s.containers[0].resources.as_mut().unwrap();
             r.limits = r.requests.take();
         });
+        let claim = |name: &str| Volume {
+            name: "data".into(),
+            persistent_volume_claim: Some(PersistentVolumeClaimVolumeSource {
+                claim_name: name.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        add("g", &[("cpu", "1")], &|s| s.volumes = Some(vec![claim("data-0")]));
+        add("h", &[("cpu", "1")], &|s| s.volumes = Some(vec![claim("data-1")]));
+        add("i", &[("cpu", "1")], &|s| s.volumes = Some(vec![claim("data-0")]));
+        // Volumes the volume checks do not read leave the shape alone.
+        add("j", &[("cpu", "1")], &|s| {
+            s.volumes =
+                Some(vec![Volume { name: "tmp".into(), empty_dir: Some(Default::default()), ..Default::default() }])
+        });
+        let ephemeral = || Volume { name: "scratch".into(), ephemeral: Some(Default::default()), ..Default::default() };
+        add("k", &[("cpu", "1")], &|s| s.volumes = Some(vec![ephemeral()]));
+        add("l", &[("cpu", "1")], &|s| s.volumes = Some(vec![ephemeral()]));
         let snap = Snapshot::build(&o, &["volcano-rs"]).unwrap();
         let shape = |name: &str| snap.tasks.iter().find(|t| t.name() == name).unwrap().shape;
         assert_eq!(shape("a"), shape("b"));
         assert_eq!(shape("a"), shape("f"));
         // `c` asks for 200Mi of memory and `a` for none: the same non-zero memory, not the
         // same request.
-        for other in ["c", "d", "e"] {
+        for other in ["c", "d", "e", "g", "h", "k"] {
             assert_ne!(shape("a"), shape(other), "{other}");
         }
+        // Pods identical but for their claim differ; the same claim is the same shape.
+        assert_ne!(shape("g"), shape("h"));
+        assert_eq!(shape("g"), shape("i"));
+        assert_eq!(shape("a"), shape("j"));
+        // Generic ephemeral volumes: each pod has its own claim.
+        assert_ne!(shape("k"), shape("l"));
         let a = snap.tasks.iter().find(|t| t.name() == "a").unwrap();
         assert_eq!((a.nonzero_cpu, a.nonzero_memory), (1000, DEFAULT_MEMORY_REQUEST));
     }

@@ -27,7 +27,8 @@ pub struct ShapePoint {
 ///
 /// Every field is optional; [`Args::resolve`] applies Volcano's defaults. Keys marked
 /// "accepted, no effect" are parsed and type-checked so Volcano configurations load
-/// unchanged, but volcano-rs has no volumes, DRA claims or device pools in its snapshot yet.
+/// unchanged, but volcano-rs has no DRA claims or device pools in its snapshot yet, and
+/// does not bind or score volumes.
 #[derive(Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct Args {
     /// `predicate.NodeAffinityEnable` (true): `nodeSelector` and required node affinity.
@@ -47,13 +48,16 @@ pub struct Args {
     /// constraints; volcano-rs rejects such pods instead of placing them without the check.
     #[serde(rename = "predicate.PodTopologySpreadEnable", default, deserialize_with = "args::bool")]
     pub pod_topology_spread_enable: Option<bool>,
-    /// `predicate.NodeVolumeLimitsEnable` (true): accepted, no effect.
+    /// `predicate.NodeVolumeLimitsEnable` (true): the CSI volume attach limits of a node.
     #[serde(rename = "predicate.NodeVolumeLimitsEnable", default, deserialize_with = "args::bool")]
     pub node_volume_limits_enable: Option<bool>,
-    /// `predicate.VolumeZoneEnable` (true): accepted, no effect.
+    /// `predicate.VolumeZoneEnable` (true): the zone and region labels of bound
+    /// PersistentVolumes against the node's.
     #[serde(rename = "predicate.VolumeZoneEnable", default, deserialize_with = "args::bool")]
     pub volume_zone_enable: Option<bool>,
-    /// `predicate.VolumeBindingEnable` (true): accepted, no effect.
+    /// `predicate.VolumeBindingEnable` (true): the pod's claims exist and are bound (or
+    /// refused, for `WaitForFirstConsumer` classes, which volcano-rs does not bind yet), and
+    /// their PersistentVolumes' node affinity matches the node.
     #[serde(rename = "predicate.VolumeBindingEnable", default, deserialize_with = "args::bool")]
     pub volume_binding_enable: Option<bool>,
     /// `predicate.DynamicResourceAllocationEnable` (the DRA feature gate): accepted, no effect.
@@ -132,6 +136,12 @@ pub struct Enabled {
     pub pod_affinity: bool,
     /// Reject pods with `DoNotSchedule` topology spread constraints.
     pub pod_topology_spread: bool,
+    /// VolumeBinding: claims exist and are bound; bound volumes' node affinity.
+    pub volume_binding: bool,
+    /// VolumeZone: zone and region labels of bound volumes.
+    pub volume_zone: bool,
+    /// NodeVolumeLimits: CSI attach limits.
+    pub node_volume_limits: bool,
 }
 
 impl Default for Enabled {
@@ -142,6 +152,9 @@ impl Default for Enabled {
             taint_toleration: true,
             pod_affinity: true,
             pod_topology_spread: true,
+            volume_binding: true,
+            volume_zone: true,
+            node_volume_limits: true,
         }
     }
 }
@@ -180,6 +193,9 @@ impl Args {
             taint_toleration: self.taint_toleration_enable.unwrap_or(d.taint_toleration),
             pod_affinity: self.pod_affinity_enable.unwrap_or(d.pod_affinity),
             pod_topology_spread: self.pod_topology_spread_enable.unwrap_or(d.pod_topology_spread),
+            volume_binding: self.volume_binding_enable.unwrap_or(d.volume_binding),
+            volume_zone: self.volume_zone_enable.unwrap_or(d.volume_zone),
+            node_volume_limits: self.node_volume_limits_enable.unwrap_or(d.node_volume_limits),
         }
     }
 }

@@ -11,6 +11,9 @@
 //!    affinity.
 //! 3. TaintToleration (`predicate.TaintTolerationEnable`): every `NoSchedule` and
 //!    `NoExecute` taint must be tolerated.
+//!    Then the volume checks ([`volumes`]): VolumeBinding (`predicate.VolumeBindingEnable`)
+//!    and VolumeZone (`predicate.VolumeZoneEnable`), `UnschedulableAndUnresolvable`, then
+//!    NodeVolumeLimits (`predicate.NodeVolumeLimitsEnable`), `Unschedulable`.
 //! 4. InterPodAffinity (`predicate.PodAffinityEnable`): required affinity and
 //!    anti-affinity of the pod, and the required anti-affinity of the pods already placed
 //!    (see [`crate::interpod`], which keeps the counts per topology domain for the session).
@@ -32,6 +35,7 @@ use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, Session
 mod args;
 #[cfg(test)]
 mod tests;
+pub mod volumes;
 
 pub(crate) use args::unknown_key;
 pub use args::{Args, Enabled, ShapePoint, KEYS};
@@ -173,6 +177,8 @@ impl Plugin for Predicates {
                 return Err(Status::unresolvable(NAME, reason));
             }
         }
+
+        volumes::check(self.enabled, snap, task, n)?;
 
         if let Some(topology) = &self.topology {
             if self.enabled.pod_affinity {

@@ -556,7 +556,8 @@ fn accepted_volcano_keys_parse() {
     .unwrap();
     assert_eq!(a.volume_binding_shape.as_ref().map(Vec::len), Some(2));
     assert_eq!(a.resources.as_deref(), Some("nvidia.com/gpu"));
-    assert_eq!(a.resolve(), Enabled::default());
+    // The volume switches take effect; the others are accepted without one.
+    assert_eq!(a.resolve(), Enabled { node_volume_limits: false, ..Enabled::default() });
 }
 
 #[test]
