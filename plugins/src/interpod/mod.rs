@@ -778,7 +778,9 @@ impl Topology {
                     Some(_) => {}
                 }
             }
-            if !exist && !(r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0)) {
+            // No pod matches the terms anywhere: a pod matching them itself may start.
+            let first = r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0);
+            if !exist && !first {
                 return Err(Status::unresolvable(crate::predicates::NAME, REASON_AFFINITY));
             }
         }
