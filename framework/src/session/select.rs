@@ -15,6 +15,13 @@
 //! node's accounting is appended to a change log, and a class re-evaluates the logged nodes
 //! before answering. The answer is exactly the one of a full scan: same predicates in the
 //! same order, same scores, ties to the first node by name.
+//!
+//! Inter-pod rules need two more things. Their answers depend on the pod's labels (through
+//! the selectors of the pods around it), so a class is the pair (shape, key), where the key
+//! combines the plugins' [`crate::Plugin::shape_key`]s (0 for most tasks). And placing a pod
+//! changes their answers on other nodes than its own (every node of its zone, say), so the
+//! plugins report those nodes ([`crate::Plugin::drain_touched`]) after each event, and they
+//! join the change log like the node whose accounting changed.
 
 use std::collections::HashMap;
 
