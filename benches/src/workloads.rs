@@ -254,7 +254,7 @@ pub fn running_pod(k: usize, nodes: usize) -> Pod {
     let app = format!("svc-{}", k % APPS);
     let mut request: BTreeMap<String, Quantity> =
         [("cpu".to_string(), q("4")), ("memory".to_string(), q("16Gi"))].into_iter().collect();
-    if k % 3 != 0 {
+    if !k.is_multiple_of(3) {
         request.insert("nvidia.com/gpu".into(), q(&(k % 3).to_string()));
     }
     let ours = k % 4 != 1;

@@ -181,7 +181,7 @@ fn an_evicted_pod_no_longer_counts() {
     let evict = Effect::Evict {
         pod: ObjectRef::namespaced("b", "web", ""),
         node: "n0".into(),
-        action: "preempt".into(),
+        action: "preempt",
         reason: String::new(),
     };
     assert!(check(&o, &[evict, bind("b/p", "n0")]).is_empty());
