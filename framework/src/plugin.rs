@@ -301,6 +301,20 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// For a task whose batch scores are not uniform ([`Plugin::batch_uniform`]): whether
+    /// they are uniform outside a few nodes that [`Plugin::batch_special_nodes`] lists, and
+    /// normalised from the set of raw values only (so that scoring the listed nodes and one
+    /// other node gives them the scores a batch over every feasible node would). The
+    /// session then scores only those nodes and the best other node. Asked once per
+    /// [`crate::TaskInfo::shape`] and [`Plugin::shape_key`] and session.
+    fn batch_sparse(&self, snap: &Snapshot, task: TaskId) -> bool {
+        false
+    }
+
+    /// The nodes outside which the batch scores of a [`Plugin::batch_sparse`] task are
+    /// uniform (now; asked at every query); a plugin whose scores are uniform adds none.
+    fn batch_special_nodes(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {}
+
     /// Nodes whose predicates or scores may have changed for some task, beyond the node
     /// of the task an event handler was just told about (placing a pod in a zone changes
     /// the inter-pod affinity and topology spread answers of every node of the zone). The

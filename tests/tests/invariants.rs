@@ -221,6 +221,114 @@ proptest! {
     }
 }
 
+/// The cluster with inter-pod rules: every node gets its hostname label, every pod the
+/// label `job: <its PodGroup>`, and each job one rule family, by its position: none,
+/// required anti-affinity to its own job on the hostname, `DoNotSchedule` zone spread of
+/// its own job (maxSkew 1), preferred affinity to its own job on the hostname, required
+/// affinity to its own job on the zone, and required anti-affinity on the zone against the
+/// next job with a preferred anti-affinity to it on the hostname (the symmetric rules).
+fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_testkit::scenario::Expanded {
+    use k8s_openapi::api::core::v1::{
+        Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint, WeightedPodAffinityTerm,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let selecting = |job: &str| LabelSelector {
+        match_labels: Some([("job".to_string(), job.to_string())].into_iter().collect()),
+        ..Default::default()
+    };
+    let term = |job: &str, key: &str| PodAffinityTerm {
+        label_selector: Some(selecting(job)),
+        topology_key: key.into(),
+        ..Default::default()
+    };
+    for n in &mut e.nodes {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        n.metadata.labels.get_or_insert_with(Default::default).insert("kubernetes.io/hostname".into(), name);
+    }
+    let jobs: Vec<String> = e.pod_groups.iter().filter_map(|pg| pg.metadata.name.clone()).collect();
+    for pod in &mut e.pods {
+        let Some(job) = pod.metadata.annotations.as_ref().and_then(|a| a.get("scheduling.k8s.io/group-name")).cloned()
+        else {
+            continue;
+        };
+        let index = jobs.iter().position(|j| *j == job).unwrap_or(0);
+        let next = jobs[(index + 1) % jobs.len()].clone();
+        pod.metadata.labels.get_or_insert_with(Default::default).insert("job".into(), job.clone());
+        let spec = pod.spec.as_mut().expect("pods have a spec");
+        match index % 6 {
+            1 => {
+                spec.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![term(
+                            &job,
+                            "kubernetes.io/hostname",
+                        )]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
+            2 => {
+                spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "zone".into(),
+                    when_unsatisfiable: "DoNotSchedule".into(),
+                    label_selector: Some(selecting(&job)),
+                    ..Default::default()
+                }])
+            }
+            3 => {
+                spec.affinity = Some(Affinity {
+                    pod_affinity: Some(PodAffinity {
+                        preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                            weight: 50,
+                            pod_affinity_term: term(&job, "kubernetes.io/hostname"),
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
+            4 => {
+                spec.affinity = Some(Affinity {
+                    pod_affinity: Some(PodAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![term(&job, "zone")]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
+            5 => {
+                spec.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![term(&next, "zone")]),
+                        preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                            weight: 30,
+                            pod_affinity_term: term(&next, "kubernetes.io/hostname"),
+                        }]),
+                    }),
+                    ..Default::default()
+                })
+            }
+            _ => {}
+        }
+    }
+    e
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6166_6669), failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster()) {
+        let yaml = with_inter_pod_rules(cluster.expand()).to_yaml();
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    }
+}
+
 const PREEMPT_CONF: &str = r#"
 actions: "enqueue, allocate, preempt, backfill"
 tiers:

@@ -108,6 +108,8 @@ impl BestTree {
 
 struct Class {
     representative: TaskId,
+    /// The batch scores are sparse ([`crate::Plugin::batch_sparse`]), not uniform.
+    sparse: bool,
     cursor: usize,
     fits: Vec<Fit>,
     tree: BestTree,
@@ -163,8 +165,11 @@ pub(crate) struct NodeIndex {
     /// Per task: its plugins' combined [`crate::Plugin::shape_key`] (valid once `usable`
     /// is 1).
     keys: Vec<u64>,
-    /// Per (shape, key): whether the batch scores are uniform.
-    batch_uniform: HashMap<(u32, u64), bool>,
+    /// Per (shape, key): 1 when the batch scores are uniform, 2 when sparse
+    /// ([`crate::Plugin::batch_sparse`]), 3 when neither.
+    batch_modes: HashMap<(u32, u64), u8>,
+    /// Reused buffer of special nodes.
+    special: Vec<NodeId>,
     /// Reused buffer of changed nodes.
     changed: Vec<NodeId>,
     /// Nodes the plugins reported through [`crate::Plugin::drain_touched`].
@@ -259,8 +264,10 @@ impl Session {
         } else {
             (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32))).collect()
         };
+        let sparse = self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2);
         let mut class = Class {
             representative: t,
+            sparse,
             cursor: self.index.log.len(),
             fits: Vec::with_capacity(nodes),
             tree: BestTree::new(&[]),
@@ -319,6 +326,11 @@ impl Session {
             self.index.changed = changed;
             self.index.classes[c].cursor = end;
         }
+        if self.index.classes[c].sparse {
+            if let Some(choice) = self.sparse_choice(c, t) {
+                return Ok(choice);
+            }
+        }
         let class = &self.index.classes[c];
         let best = class.tree.best();
         match key_rank(best) {
@@ -337,6 +349,66 @@ impl Session {
 }
 
 impl Session {
+    /// The choice of a class whose batch scores are uniform outside a few special nodes:
+    /// the best of the special nodes and of the best other node (by the node-local scores),
+    /// among those of the best fit rank, by their node-local and batch scores; ties to the
+    /// first node, as a scan. `None` when no node fits.
+    fn sparse_choice(&mut self, c: usize, t: TaskId) -> Option<NodeChoice> {
+        let mut special = std::mem::take(&mut self.index.special);
+        special.clear();
+        for p in self.batch_plugins() {
+            p.batch_special_nodes(&self.snap, t, &mut special);
+        }
+        special.sort_unstable();
+        special.dedup();
+        let class = &mut self.index.classes[c];
+        // The best other node: the special ones masked for one query.
+        for &n in &special {
+            class.tree.set(n.0, Fit::No(0));
+        }
+        let other = class.tree.best();
+        for &n in &special {
+            class.tree.set(n.0, class.fits[n.idx()]);
+        }
+        let rank = |f: Fit| match f {
+            Fit::Idle(_) => 2,
+            Fit::Future(_) => 1,
+            Fit::No(_) => 0,
+        };
+        let top = special.iter().map(|n| rank(class.fits[n.idx()])).max().unwrap_or(0).max(key_rank(other));
+        if top == 0 {
+            self.index.special = special;
+            return None;
+        }
+        let mut candidates: Vec<NodeId> =
+            special.iter().copied().filter(|n| rank(class.fits[n.idx()]) == top).collect();
+        if key_rank(other) == top {
+            candidates.push(key_node(other));
+            candidates.sort_unstable();
+        }
+        let mut scores: Vec<f64> = candidates
+            .iter()
+            .map(|n| match class.fits[n.idx()] {
+                Fit::Idle(s) | Fit::Future(s) => s,
+                Fit::No(_) => unreachable!("candidates fit"),
+            })
+            .collect();
+        if candidates.len() > 1 {
+            for p in self.batch_plugins() {
+                p.batch_node_order(&self.snap, t, &candidates, &mut scores);
+            }
+        }
+        let mut best = 0;
+        for i in 1..candidates.len() {
+            if scores[i] > scores[best] {
+                best = i;
+            }
+        }
+        self.index.special = special;
+        let n = candidates[best];
+        Some(if top == 2 { NodeChoice::Idle(n) } else { NodeChoice::Future(n) })
+    }
+
     /// Whether the index gives the same answer as a scan for this task: every plugin that
     /// filters or scores nodes is shape-local (asked once per task and session), and batch
     /// scores are uniform for the task's shape (asked once per shape).
@@ -373,16 +445,24 @@ impl Session {
         }
     }
 
-    /// Whether the batch scores are uniform for a shape-local task: the answer depends on
-    /// its shape and key only, so it is asked once per (shape, key).
+    /// Whether the batch scores are uniform, or sparse, for a shape-local task: the answer
+    /// depends on its shape and key only, so it is asked once per (shape, key).
     fn batch_uniform(&mut self, t: TaskId, key: u64) -> bool {
         let shape = self.snap.task(t).shape;
-        if let Some(&uniform) = self.index.batch_uniform.get(&(shape, key)) {
-            return uniform;
+        if let Some(&mode) = self.index.batch_modes.get(&(shape, key)) {
+            return mode != 3;
         }
-        let uniform = self.batch_plugins().all(|p| p.batch_uniform(&self.snap, t));
-        self.index.batch_uniform.insert((shape, key), uniform);
-        uniform
+        let mut mode = 1;
+        for p in self.batch_plugins() {
+            if !p.batch_uniform(&self.snap, t) {
+                mode = if p.batch_sparse(&self.snap, t) { 2 } else { 3 };
+                if mode == 3 {
+                    break;
+                }
+            }
+        }
+        self.index.batch_modes.insert((shape, key), mode);
+        mode != 3
     }
 
     /// The same answer as [`Session::find_node`], by checking and scoring every node.

@@ -65,6 +65,9 @@ pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
 const NONE: u32 = u32::MAX;
 
+/// Nodes whose pods and domains a spread constraint counts, with a hash of them.
+type Eligible = (u64, Arc<Vec<bool>>);
+
 /// What a [`Topology`] is built for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -215,6 +218,12 @@ pub struct Topology {
     placed: HashMap<TaskId, NodeId>,
     /// Nodes whose answers changed since the last drain.
     touched: Vec<NodeId>,
+    /// Eligible nodes by (task shape, keys, node affinity honoured, taints honoured): the
+    /// pods of a job share them.
+    eligible_cache: HashMap<(u32, Vec<u32>, bool, bool), Eligible>,
+    /// Whether changes are reported ([`Topology::drain_touched`]): the filters' answers are
+    /// kept by the node index, the scores are batch scores it never keeps.
+    report_touched: bool,
 }
 
 /// Whether a task holds a node for the counts at session open.
@@ -271,7 +280,7 @@ fn has_rules(spec: &PodSpec) -> bool {
 impl Topology {
     /// The state of a session over `snap`.
     pub fn open(snap: &Snapshot, mode: Mode) -> Topology {
-        let mut t = Topology::default();
+        let mut t = Topology { report_touched: mode == Mode::Filter, ..Default::default() };
         // Terms held by any pod (placed now or later in the session).
         for (i, task) in snap.tasks.iter().enumerate() {
             let Some(spec) = task.pod.spec.as_ref().filter(|s| has_rules(s)) else { continue };
@@ -357,7 +366,7 @@ impl Topology {
         counted: Counted,
         key: u32,
         skip_terminating: bool,
-        eligible: Option<(u64, Arc<Vec<bool>>)>,
+        eligible: Option<Eligible>,
         spread_domains: bool,
     ) -> u32 {
         let id_key =
@@ -479,7 +488,15 @@ impl Topology {
         keys: &[u32],
         honor_affinity: bool,
         honor_taints: bool,
-    ) -> (u64, Arc<Vec<bool>>) {
+    ) -> Eligible {
+        // The node selector, affinity and tolerations are part of the shape (when the
+        // snapshot has shapes).
+        let cache_key = (task.shape, keys.to_vec(), honor_affinity, honor_taints);
+        if snap.shape_count() > 0 {
+            if let Some(hit) = self.eligible_cache.get(&cache_key) {
+                return hit.clone();
+            }
+        }
         let spec = task.pod.spec.as_ref();
         let tolerations = matching::pod_tolerations(&task.pod);
         let eligible: Vec<bool> = snap
@@ -501,7 +518,11 @@ impl Topology {
             .collect();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         eligible.hash(&mut h);
-        (h.finish() | 1, Arc::new(eligible))
+        let result = (h.finish() | 1, Arc::new(eligible));
+        if snap.shape_count() > 0 {
+            self.eligible_cache.insert(cache_key, result.clone());
+        }
+        result
     }
 
     fn compile_rules(&mut self, snap: &Snapshot, task: &TaskInfo, mode: Mode) -> Rules {
@@ -727,14 +748,14 @@ impl Topology {
         }
         let Some(node) = snap.task(t).node else { return };
         if self.placed.insert(t, node).is_none() {
-            self.add(snap, t, node, 1, true);
+            self.add(snap, t, node, 1, self.report_touched);
         }
     }
 
     /// A task was evicted (or a placement undone): it no longer counts.
     pub fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
         if let Some(node) = self.placed.remove(&t) {
-            self.add(snap, t, node, -1, true);
+            self.add(snap, t, node, -1, self.report_touched);
         }
     }
 
@@ -819,6 +840,32 @@ impl Topology {
     /// Whether the task has score terms (its own or other pods' matching it).
     pub fn has_affinity_scores(&self, t: TaskId) -> bool {
         self.rules(t).is_some_and(|r| !r.soft.is_empty())
+    }
+
+    /// Whether the task's score terms are all on keys whose domains are single nodes (the
+    /// hostname): its InterPodAffinity score is then 0 outside the nodes that
+    /// [`Topology::affinity_nodes`] lists.
+    pub fn affinity_scores_node_local(&self, t: TaskId) -> bool {
+        self.rules(t)
+            .is_some_and(|r| r.soft.iter().all(|&(c, _)| self.keys[self.counters[c as usize].key as usize].node_local))
+    }
+
+    /// The nodes where a term of the task's score counts a pod (every other node scores 0
+    /// before normalisation).
+    pub fn affinity_nodes(&self, t: TaskId, out: &mut Vec<NodeId>) {
+        let Some(r) = self.rules(t) else { return };
+        for &(c, _) in &r.soft {
+            let counter = &self.counters[c as usize];
+            if counter.total == 0 {
+                continue;
+            }
+            let key = &self.keys[counter.key as usize];
+            for (v, &n) in counter.counts.iter().enumerate() {
+                if n > 0 {
+                    out.extend_from_slice(&key.nodes_of_value[v]);
+                }
+            }
+        }
     }
 
     /// Whether the task has ScheduleAnyway constraints.

@@ -561,6 +561,29 @@ impl Plugin for NodeOrder {
         affinity_uniform && taints_uniform && topology_uniform
     }
 
+    fn batch_sparse(&self, snap: &Snapshot, task: TaskId) -> bool {
+        // Only InterPodAffinity on the hostname is not uniform: it is 0 (before
+        // normalisation, which reads only the set of raw values) outside the nodes that hold
+        // the pods its terms count.
+        let pod = &snap.task(task).pod;
+        let affinity_uniform = self.weights.node_affinity == 0
+            || pod.spec.as_ref().is_none_or(|s| matching::preferred_terms(s).is_empty());
+        let taints_uniform = self.weights.taint_toleration == 0 || !self.any_prefer_no_schedule;
+        let Some(t) = &self.topology else { return false };
+        affinity_uniform
+            && taints_uniform
+            && (self.weights.pod_topology_spread == 0 || !t.has_spread_scores(task))
+            && t.affinity_scores_node_local(task)
+    }
+
+    fn batch_special_nodes(&self, _snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {
+        if self.weights.pod_affinity != 0 {
+            if let Some(t) = &self.topology {
+                t.affinity_nodes(task, out);
+            }
+        }
+    }
+
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
         let pod = &snap.task(task).pod;
         let w = &self.weights;
