@@ -225,8 +225,9 @@ proptest! {
 /// label `job: <its PodGroup>`, and each job one rule family, by its position: none,
 /// required anti-affinity to its own job on the hostname, `DoNotSchedule` zone spread of
 /// its own job (maxSkew 1), preferred affinity to its own job on the hostname, required
-/// affinity to its own job on the zone, and required anti-affinity on the zone against the
-/// next job with a preferred anti-affinity to it on the hostname (the symmetric rules).
+/// affinity to its own job on the zone, required anti-affinity on the zone against the
+/// next job with a preferred anti-affinity to it on the hostname (the symmetric rules), and
+/// preferred anti-affinity to its own job on the hostname.
 fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_testkit::scenario::Expanded {
     use k8s_openapi::api::core::v1::{
         Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint, WeightedPodAffinityTerm,
@@ -255,7 +256,7 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
         let next = jobs[(index + 1) % jobs.len()].clone();
         pod.metadata.labels.get_or_insert_with(Default::default).insert("job".into(), job.clone());
         let spec = pod.spec.as_mut().expect("pods have a spec");
-        match index % 6 {
+        match index % 7 {
             1 => {
                 spec.affinity = Some(Affinity {
                     pod_anti_affinity: Some(PodAntiAffinity {
@@ -306,6 +307,18 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
                             weight: 30,
                             pod_affinity_term: term(&next, "kubernetes.io/hostname"),
                         }]),
+                    }),
+                    ..Default::default()
+                })
+            }
+            6 => {
+                spec.affinity = Some(Affinity {
+                    pod_anti_affinity: Some(PodAntiAffinity {
+                        preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
+                            weight: 80,
+                            pod_affinity_term: term(&job, "kubernetes.io/hostname"),
+                        }]),
+                        ..Default::default()
                     }),
                     ..Default::default()
                 })
