@@ -315,6 +315,17 @@ pub trait Plugin: Send + Sync {
     /// uniform (now; asked at every query); a plugin whose scores are uniform adds none.
     fn batch_special_nodes(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {}
 
+    /// For a [`Plugin::shape_local`] task: the nodes where its predicates and node scores
+    /// may differ from those of a task whose shape differs only in inter-pod rules (pod
+    /// affinity and anti-affinity, topology spread constraints) — the nodes its own rules
+    /// and those of the other task may fail on, now. The node index then builds the task's
+    /// class from the other's answers, re-evaluating only these nodes. Returns false when
+    /// the nodes cannot be listed (the class is then built by evaluating every node). The
+    /// default lists none: a plugin that reads no inter-pod rule answers alike for both.
+    fn rule_exceptions(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) -> bool {
+        true
+    }
+
     /// Nodes whose predicates or scores may have changed for some task, beyond the node
     /// of the task an event handler was just told about (placing a pod in a zone changes
     /// the inter-pod affinity and topology spread answers of every node of the zone). The

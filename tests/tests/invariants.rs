@@ -121,7 +121,12 @@ prop_compose! {
 }
 
 fn arb_cluster() -> impl Strategy<Value = (Cluster, usize)> {
-    (1usize..7, 1usize..4, 1usize..10, 0usize..3).prop_flat_map(|(nodes, queues, jobs, config)| {
+    arb_cluster_of(10)
+}
+
+/// Random clusters with fewer than `max_jobs` jobs.
+fn arb_cluster_of(max_jobs: usize) -> impl Strategy<Value = (Cluster, usize)> {
+    (1usize..7, 1usize..4, 1usize..max_jobs, 0usize..3).prop_flat_map(|(nodes, queues, jobs, config)| {
         let node_s: Vec<_> = (0..nodes).map(arb_node).collect();
         let job_s: Vec<_> = (0..jobs).map(|i| arb_job(i, queues)).collect();
         let queue_s: Vec<_> = (0..queues)
@@ -226,8 +231,9 @@ proptest! {
 /// required anti-affinity to its own job on the hostname, `DoNotSchedule` zone spread of
 /// its own job (maxSkew 1), preferred affinity to its own job on the hostname, required
 /// affinity to its own job on the zone, required anti-affinity on the zone against the
-/// next job with a preferred anti-affinity to it on the hostname (the symmetric rules), and
-/// preferred anti-affinity to its own job on the hostname.
+/// next job with a preferred anti-affinity to it on the hostname (the symmetric rules),
+/// preferred anti-affinity to its own job on the hostname, and required affinity to its own
+/// job on the hostname (a self-affine gang on one node).
 fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_testkit::scenario::Expanded {
     use k8s_openapi::api::core::v1::{
         Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint, WeightedPodAffinityTerm,
@@ -256,7 +262,7 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
         let next = jobs[(index + 1) % jobs.len()].clone();
         pod.metadata.labels.get_or_insert_with(Default::default).insert("job".into(), job.clone());
         let spec = pod.spec.as_mut().expect("pods have a spec");
-        match index % 7 {
+        match index % 8 {
             1 => {
                 spec.affinity = Some(Affinity {
                     pod_anti_affinity: Some(PodAntiAffinity {
@@ -323,6 +329,15 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
                     ..Default::default()
                 })
             }
+            7 => {
+                spec.affinity = Some(Affinity {
+                    pod_affinity: Some(PodAffinity {
+                        required_during_scheduling_ignored_during_execution: Some(vec![term(&job, "kubernetes.io/hostname")]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+            }
             _ => {}
         }
     }
@@ -333,7 +348,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6166_6669), failure_persistence: None, .. ProptestConfig::default() })]
 
     #[test]
-    fn inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster()) {
+    fn inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
         let yaml = with_inter_pod_rules(cluster.expand()).to_yaml();
         let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
         let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })

@@ -170,6 +170,8 @@ pub(crate) struct NodeIndex {
     batch_modes: HashMap<(u32, u64), u8>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
+    /// Reused buffer of rule exceptions.
+    exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes.
     changed: Vec<NodeId>,
     /// Nodes the plugins reported through [`crate::Plugin::drain_touched`].
@@ -257,7 +259,90 @@ impl Session {
         c
     }
 
+    /// Re-evaluates the nodes that changed since the class last looked.
+    fn refresh(&mut self, c: usize) {
+        let start = self.index.classes[c].cursor;
+        let end = self.index.log.len();
+        if start < end {
+            let mut changed = std::mem::take(&mut self.index.changed);
+            changed.clear();
+            changed.extend_from_slice(&self.index.log[start..end]);
+            changed.sort_unstable();
+            changed.dedup();
+            self.reevaluate(c, &changed);
+            self.index.changed = changed;
+            self.index.classes[c].cursor = end;
+        }
+    }
+
+    /// Re-evaluates these nodes (sorted, distinct) for a class.
+    fn reevaluate(&mut self, c: usize, nodes: &[NodeId]) {
+        let rep = self.index.classes[c].representative;
+        for &n in nodes {
+            let r = self.evaluate(rep, n);
+            let class = &mut self.index.classes[c];
+            let fit = class.fit_of(self.snap.task(rep), r);
+            let old = class.fits[n.idx()];
+            if old != fit {
+                if let Fit::No(r) = old {
+                    class.reason_counts[r as usize] -= 1;
+                }
+                if let Fit::No(r) = fit {
+                    class.reason_counts[r as usize] += 1;
+                }
+                class.fits[n.idx()] = fit;
+                class.tree.set(n.0, fit);
+            }
+        }
+    }
+
+    /// A class built from a recent class whose shape differs only in inter-pod rules: its
+    /// answers, with the nodes where either task's rules may fail now re-evaluated (see
+    /// [`crate::Plugin::rule_exceptions`]). `None` when there is no such class, or the nodes
+    /// cannot be listed, or they are most of the cluster.
+    fn derive_class(&mut self, t: TaskId) -> Option<usize> {
+        const RECENT: usize = 16;
+        let first = self.index.classes.len().saturating_sub(RECENT);
+        let donor = (first..self.index.classes.len()).rev().find(|&d| {
+            let rep = self.snap.task(self.index.classes[d].representative);
+            crate::snapshot::build::same_base_shape(rep, self.snap.task(t))
+        })?;
+        self.refresh(donor);
+        let rep = self.index.classes[donor].representative;
+        let mut nodes = std::mem::take(&mut self.index.exceptions);
+        nodes.clear();
+        let listed = self
+            .node_plugins()
+            .all(|p| p.rule_exceptions(&self.snap, t, &mut nodes) && p.rule_exceptions(&self.snap, rep, &mut nodes));
+        if !listed || nodes.len() > self.snap.nodes.len() / 2 {
+            self.index.exceptions = nodes;
+            return None;
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        let d = &self.index.classes[donor];
+        let class = Class {
+            representative: t,
+            sparse: self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2),
+            cursor: d.cursor,
+            fits: d.fits.clone(),
+            tree: BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() },
+            reasons: d.reasons.clone(),
+            reason_ids: d.reason_ids.clone(),
+            insufficient_ids: d.insufficient_ids.clone(),
+            reason_counts: d.reason_counts.clone(),
+        };
+        self.index.classes.push(class);
+        let c = self.index.classes.len() - 1;
+        self.reevaluate(c, &nodes);
+        self.index.exceptions = nodes;
+        Some(c)
+    }
+
     fn build_class(&mut self, t: TaskId) -> usize {
+        if let Some(c) = self.derive_class(t) {
+            return c;
+        }
         let nodes = self.snap.nodes.len();
         let results: Vec<Evaluation> = if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32))).collect()
@@ -297,35 +382,7 @@ impl Session {
             return self.find_node_by_scan(t);
         }
         let c = self.class_of(t);
-        // Re-evaluate the nodes that changed since this class last looked.
-        let start = self.index.classes[c].cursor;
-        let end = self.index.log.len();
-        if start < end {
-            let rep = self.index.classes[c].representative;
-            let mut changed = std::mem::take(&mut self.index.changed);
-            changed.clear();
-            changed.extend_from_slice(&self.index.log[start..end]);
-            changed.sort_unstable();
-            changed.dedup();
-            for &n in &changed {
-                let r = self.evaluate(rep, n);
-                let class = &mut self.index.classes[c];
-                let fit = class.fit_of(self.snap.task(rep), r);
-                let old = class.fits[n.idx()];
-                if old != fit {
-                    if let Fit::No(r) = old {
-                        class.reason_counts[r as usize] -= 1;
-                    }
-                    if let Fit::No(r) = fit {
-                        class.reason_counts[r as usize] += 1;
-                    }
-                    class.fits[n.idx()] = fit;
-                    class.tree.set(n.0, fit);
-                }
-            }
-            self.index.changed = changed;
-            self.index.classes[c].cursor = end;
-        }
+        self.refresh(c);
         if self.index.classes[c].sparse {
             if let Some(choice) = self.sparse_choice(c, t) {
                 return Ok(choice);

@@ -523,6 +523,17 @@ fn same_volumes(a: &TaskInfo, x: &PodSpec, b: &TaskInfo, y: &PodSpec) -> bool {
 
 /// Whether two tasks have the same shape (see [`TaskInfo::shape`]).
 pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
+    same_shape_with(a, b, true)
+}
+
+/// Whether two tasks have the same shape but for their inter-pod rules (pod affinity and
+/// anti-affinity, topology spread constraints): what a plugin's
+/// [`crate::Plugin::rule_exceptions`] compares with.
+pub(crate) fn same_base_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
+    same_shape_with(a, b, false)
+}
+
+fn same_shape_with(a: &TaskInfo, b: &TaskInfo, pod_rules: bool) -> bool {
     use k8s_openapi::api::core::v1::ContainerPort;
     if a.resreq != b.resreq || a.nonzero_cpu != b.nonzero_cpu || a.nonzero_memory != b.nonzero_memory {
         return false;
@@ -541,10 +552,15 @@ pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
                 c.restart_policy == d.restart_policy && c.image == d.image && host_ports(c).eq(host_ports(d))
             })
     };
+    let same_affinity = if pod_rules {
+        x.affinity == y.affinity && x.topology_spread_constraints == y.topology_spread_constraints
+    } else {
+        x.affinity.as_ref().and_then(|a| a.node_affinity.as_ref())
+            == y.affinity.as_ref().and_then(|a| a.node_affinity.as_ref())
+    };
     x.node_selector == y.node_selector
-        && x.affinity == y.affinity
+        && same_affinity
         && x.tolerations == y.tolerations
-        && x.topology_spread_constraints == y.topology_spread_constraints
         && a.namespace() == b.namespace()
         && same_ports(&x.containers, &y.containers)
         && same_ports(x.init_containers.as_deref().unwrap_or(&[]), y.init_containers.as_deref().unwrap_or(&[]))

@@ -87,6 +87,8 @@ struct Key {
     nodes_of_value: Vec<Vec<NodeId>>,
     /// Every value names one node (say `kubernetes.io/hostname`): a domain is a node.
     node_local: bool,
+    /// Nodes without the label.
+    missing: Vec<NodeId>,
 }
 
 /// What a counter counts.
@@ -339,8 +341,9 @@ impl Topology {
             }
         }
         let node_local = nodes_of_value.iter().all(|n| n.len() == 1);
+        let missing = (0..node_value.len()).filter(|&i| node_value[i] == NONE).map(|i| NodeId(i as u32)).collect();
         let id = self.keys.len() as u32;
-        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local });
+        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local, missing });
         self.key_ids.insert(name.to_string(), id);
         id
     }
@@ -722,12 +725,15 @@ impl Topology {
                 continue;
             }
             counter.counts[v as usize] = new;
+            let was_empty = counter.total == 0;
             counter.total = (counter.total as i64 + i64::from(new as i32 - old as i32)) as u64;
-            let mut all = false;
+            // The first pod of a self-affine group may start anywhere only while no pod
+            // matches its terms: the answers of every node change when that flips.
+            let mut all = was_empty != (counter.total == 0);
             if let Some(d) = counter.domains.as_mut().filter(|d| d.is_domain[v as usize]) {
                 let before = d.min();
                 d.moved(old, new);
-                all = d.min() != before;
+                all |= d.min() != before;
             }
             if touch {
                 if all {
@@ -830,6 +836,49 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// The nodes where the task's required rules may fail now (see
+    /// [`volcano_framework::Plugin::rule_exceptions`]); false when they cannot be listed
+    /// (required affinity fails wherever no matching pod is, most of the cluster).
+    pub fn rule_exceptions(&self, t: TaskId, out: &mut Vec<NodeId>) -> bool {
+        let Some(r) = self.rules(t) else { return true };
+        let nonzero = |c: u32, out: &mut Vec<NodeId>| {
+            let counter = &self.counters[c as usize];
+            if counter.total == 0 {
+                return;
+            }
+            let key = &self.keys[counter.key as usize];
+            for (v, &n) in counter.counts.iter().enumerate() {
+                if n > 0 {
+                    out.extend_from_slice(&key.nodes_of_value[v]);
+                }
+            }
+        };
+        if !r.affinity.is_empty() {
+            if !(r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0)) {
+                return false;
+            }
+            for &c in &r.affinity {
+                out.extend_from_slice(&self.keys[self.counters[c as usize].key as usize].missing);
+            }
+        }
+        for &c in r.anti.iter().chain(&r.existing) {
+            nonzero(c, out);
+        }
+        for s in &r.spread {
+            let counter = &self.counters[s.counter as usize];
+            let key = &self.keys[counter.key as usize];
+            out.extend_from_slice(&key.missing);
+            let d = counter.domains.as_ref().expect("hard spread counters keep domains");
+            let min = if d.count < s.min_domains { 0 } else { d.min() };
+            for (v, &n) in counter.counts.iter().enumerate() {
+                if i64::from(n) + i64::from(s.self_match) - i64::from(min) > s.max_skew {
+                    out.extend_from_slice(&key.nodes_of_value[v]);
+                }
+            }
+        }
+        true
     }
 
     /// Whether the task has required inter-pod affinity rules (own or of other pods).

@@ -141,6 +141,10 @@ impl Plugin for Predicates {
         true
     }
 
+    fn rule_exceptions(&self, _snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) -> bool {
+        self.topology.as_ref().is_none_or(|t| t.rule_exceptions(task, out))
+    }
+
     fn shape_key(&self, _snap: &Snapshot, task: TaskId) -> u64 {
         self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
