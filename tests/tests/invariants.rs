@@ -332,7 +332,10 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
             7 => {
                 spec.affinity = Some(Affinity {
                     pod_affinity: Some(PodAffinity {
-                        required_during_scheduling_ignored_during_execution: Some(vec![term(&job, "kubernetes.io/hostname")]),
+                        required_during_scheduling_ignored_during_execution: Some(vec![term(
+                            &job,
+                            "kubernetes.io/hostname",
+                        )]),
                         ..Default::default()
                     }),
                     ..Default::default()

@@ -583,6 +583,17 @@ pub(super) struct ShapeIndex {
     by_request: HashMap<u64, Vec<(u32, TaskInfo)>>,
     /// Number of shapes when the snapshot was built.
     pub(super) built: u32,
+    /// Whether a shape has inter-pod rules (pod affinity or anti-affinity, topology spread
+    /// constraints); it stays true once a shape had them.
+    pub(super) pod_rules: bool,
+}
+
+/// Whether the pod has inter-pod rules (part of its shape).
+fn has_pod_rules(task: &TaskInfo) -> bool {
+    task.pod.spec.as_ref().is_some_and(|s| {
+        s.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+            || s.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
+    })
 }
 
 impl ShapeIndex {
@@ -591,8 +602,9 @@ impl ShapeIndex {
             .by_request
             .into_iter()
             .map(|(h, reps)| (h, reps.into_iter().map(|(shape, t)| (shape, tasks[t.idx()].clone())).collect()))
-            .collect();
-        ShapeIndex { by_request, built: shapes.count }
+            .collect::<HashMap<u64, Vec<(u32, TaskInfo)>>>();
+        let pod_rules = by_request.values().flatten().any(|(_, rep)| has_pod_rules(rep));
+        ShapeIndex { by_request, built: shapes.count, pod_rules }
     }
 
     /// The shape of `task`: an existing one, or `*count` (which is then counted).
@@ -604,6 +616,7 @@ impl ShapeIndex {
         let shape = *count;
         *count += 1;
         candidates.push((shape, task.clone()));
+        self.pod_rules |= has_pod_rules(task);
         shape
     }
 }

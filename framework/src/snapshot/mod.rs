@@ -80,6 +80,13 @@ impl Snapshot {
         self.tainted_nodes > 0
     }
 
+    /// Whether a pod of the snapshot may have inter-pod rules (pod affinity or
+    /// anti-affinity, topology spread constraints): false only when no shape ever had them,
+    /// so plugins can skip their inter-pod work without looking at every pod.
+    pub fn may_have_pod_rules(&self) -> bool {
+        self.shapes == 0 || self.shape_index.pod_rules
+    }
+
     /// The objects the snapshot reads but does not schedule (namespaces).
     pub fn extras(&self) -> &Extras {
         &self.extras

@@ -283,6 +283,10 @@ impl Topology {
     /// The state of a session over `snap`.
     pub fn open(snap: &Snapshot, mode: Mode) -> Topology {
         let mut t = Topology { report_touched: mode == Mode::Filter, ..Default::default() };
+        // Most clusters have no inter-pod rule at all: one pass over the pods says so.
+        if !snap.may_have_pod_rules() || !snap.tasks.iter().any(|task| task.pod.spec.as_ref().is_some_and(has_rules)) {
+            return t;
+        }
         // Terms held by any pod (placed now or later in the session).
         for (i, task) in snap.tasks.iter().enumerate() {
             let Some(spec) = task.pod.spec.as_ref().filter(|s| has_rules(s)) else { continue };
