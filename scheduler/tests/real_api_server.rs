@@ -188,6 +188,76 @@ async fn gang_binds(server: &ApiServer) {
     running.stop().await;
 }
 
+/// Inter-pod rules through the API: a pod bound by another scheduler with a required
+/// anti-affinity against `app: batch` keeps the batch pod off its node, although the other
+/// node is nearly full (least-requested would pick the guard's node); and the two pods of a
+/// gang with anti-affinity to each other on the hostname land on two nodes in one cycle.
+async fn inter_pod_rules(server: &ApiServer) {
+    use k8s_openapi::api::core::v1::{Affinity, PodAffinityTerm, PodAntiAffinity};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let (ns, sched) = ("interpod", "volcano-rs-interpod");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in ["interpod-n1", "interpod-n2"] {
+        create_node(&client, n, ns, 8).await;
+        let labels = serde_json::json!({"metadata": {"labels": {"kubernetes.io/hostname": n}}});
+        nodes.patch(n, &PatchParams::default(), &Patch::Merge(labels)).await.expect("hostname label");
+    }
+    let anti = |key: &str, value: &str| Affinity {
+        pod_anti_affinity: Some(PodAntiAffinity {
+            required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                label_selector: Some(LabelSelector {
+                    match_labels: Some([(key.to_string(), value.to_string())].into_iter().collect()),
+                    ..Default::default()
+                }),
+                topology_key: "kubernetes.io/hostname".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    // Bound by another scheduler: the guard (anti-affinity against app=batch) on n1, a
+    // filler of 30 cpus on n2.
+    let mut guard = pod(ns, "guard", "default-scheduler", None, 0);
+    guard.spec.as_mut().unwrap().node_name = Some("interpod-n1".into());
+    guard.spec.as_mut().unwrap().affinity = Some(anti("app", "batch"));
+    let mut filler = pod(ns, "filler", "default-scheduler", None, 0);
+    filler.spec.as_mut().unwrap().node_name = Some("interpod-n2".into());
+    filler.spec.as_mut().unwrap().containers[0].resources.as_mut().unwrap().requests =
+        Some(quantities(&[("cpu", "30"), ("memory", "1Gi")]));
+    for p in [guard, filler] {
+        let name = p.metadata.name.clone().unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+        let running = serde_json::json!({"status": PodStatus { phase: Some("Running".into()), ..Default::default() }});
+        pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(running)).await.unwrap();
+    }
+    let running = start(options(server, sched, ns)).await;
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    pgs.create(&PostParams::default(), &pod_group(ns, "batch", 1, "default")).await.unwrap();
+    let mut batch = pod(ns, "batch-0", sched, Some("batch"), 0);
+    batch.metadata.labels = Some([("app".to_string(), "batch".to_string())].into_iter().collect());
+    pods.create(&PostParams::default(), &batch).await.unwrap();
+    let node = eventually(WAIT, "batch pod bound", || async { node_of(&client, ns, "batch-0").await }).await;
+    assert_eq!(node, "interpod-n2", "the guard's anti-affinity keeps the batch pod off interpod-n1");
+
+    pgs.create(&PostParams::default(), &pod_group(ns, "ring", 2, "default")).await.unwrap();
+    for i in 0..2 {
+        let mut p = pod(ns, &format!("ring-{i}"), sched, Some("ring"), 1);
+        p.metadata.labels = Some([("job".to_string(), "ring".to_string())].into_iter().collect());
+        p.spec.as_mut().unwrap().affinity = Some(anti("job", "ring"));
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let (a, b) = eventually(WAIT, "both ring pods bound", || async {
+        Some((node_of(&client, ns, "ring-0").await?, node_of(&client, ns, "ring-1").await?))
+    })
+    .await;
+    assert_ne!(a, b, "anti-affinity within the gang: one pod per node");
+    running.stop().await;
+}
+
 /// A gang that cannot fit: nothing is bound, the PodGroup gets an Unschedulable condition
 /// and the pods a PodScheduled=False condition with a FailedScheduling event.
 async fn unschedulable_gang(server: &ApiServer) {
@@ -599,6 +669,9 @@ async fn real_api_server_suite() {
     }
     if run("volumes") {
         volumes(&server).await;
+    }
+    if run("inter_pod_rules") {
+        inter_pod_rules(&server).await;
     }
     if run("preemption") {
         preemption(&server).await;
