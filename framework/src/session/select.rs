@@ -21,7 +21,11 @@
 //! combines the plugins' [`crate::Plugin::shape_key`]s (0 for most tasks). And placing a pod
 //! changes their answers on other nodes than its own (every node of its zone, say), so the
 //! plugins report those nodes ([`crate::Plugin::drain_touched`]) after each event, and they
-//! join the change log like the node whose accounting changed.
+//! join the change log like the node whose accounting changed. A new class whose shape
+//! differs from a recent class's only in inter-pod rules copies that class's answers and
+//! re-evaluates the nodes where either task's rules may fail ([`crate::Plugin::rule_exceptions`]);
+//! batch scores uniform outside a few nodes ([`crate::Plugin::batch_sparse`]) are computed
+//! on those nodes and the best other node only.
 
 use std::collections::HashMap;
 
