@@ -357,15 +357,17 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
                     .args(["bench", "--in-process", "--runs", "1", "--json", case.name()])
                     .output()
                     .context("cannot run a bench child process")?;
-                anyhow::ensure!(
-                    out.status.success(),
-                    "bench child for {} failed: {}",
-                    case.name(),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let mut parsed: Vec<CaseReport> =
-                    serde_json::from_slice(&out.stdout).context("cannot read the bench child's report")?;
-                parsed.pop().context("the bench child reported nothing")?
+                // A child whose checks failed prints its report and exits non-zero: the
+                // report (with the failures) is kept, so its figures are shown too.
+                let report = serde_json::from_slice::<Vec<CaseReport>>(&out.stdout).ok().and_then(|mut v| v.pop());
+                match report {
+                    Some(r) if out.status.success() || !r.checks_passed => r,
+                    _ => anyhow::bail!(
+                        "bench child for {} failed: {}",
+                        case.name(),
+                        String::from_utf8_lossy(&out.stderr)
+                    ),
+                }
             };
             results.push(report);
         }
