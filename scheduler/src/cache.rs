@@ -399,6 +399,22 @@ impl ClusterCache {
         Pending::record(&mut self.pending.rebuild, &mut self.pending.queues, changed);
     }
 
+    /// Marks the read-only kinds (Namespaces, PersistentVolumeClaims, PersistentVolumes,
+    /// StorageClasses, CSINodes) listed with none of them: for tests and tools that feed the
+    /// cache without a cluster.
+    pub fn list_no_extras(&mut self) {
+        self.apply_namespace(Event::Init);
+        self.apply_namespace(Event::InitDone);
+        self.apply_pvc(Event::Init);
+        self.apply_pvc(Event::InitDone);
+        self.apply_pv(Event::Init);
+        self.apply_pv(Event::InitDone);
+        self.apply_storage_class(Event::Init);
+        self.apply_storage_class(Event::InitDone);
+        self.apply_csi_node(Event::Init);
+        self.apply_csi_node(Event::InitDone);
+    }
+
     /// Applies a PriorityClass event.
     pub fn apply_priority_class(&mut self, e: Event<PriorityClass>) {
         // Priorities are resolved when tasks and jobs are built: any change rebuilds.
@@ -811,16 +827,7 @@ mod tests {
         c.apply_queue(Event::InitDone);
         c.apply_priority_class(Event::Init);
         c.apply_priority_class(Event::InitDone);
-        c.apply_namespace(Event::Init);
-        c.apply_namespace(Event::InitDone);
-        c.apply_pvc(Event::Init);
-        c.apply_pvc(Event::InitDone);
-        c.apply_pv(Event::Init);
-        c.apply_pv(Event::InitDone);
-        c.apply_storage_class(Event::Init);
-        c.apply_storage_class(Event::InitDone);
-        c.apply_csi_node(Event::Init);
-        c.apply_csi_node(Event::InitDone);
+        c.list_no_extras();
         c
     }
 

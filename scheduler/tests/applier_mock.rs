@@ -149,16 +149,7 @@ fn cache(nodes: Vec<Node>, pods: Vec<Pod>, groups: Vec<PodGroup>) -> Arc<Mutex<C
     c.apply_priority_class(Event::Init);
     c.apply_priority_class(Event::InitDone);
     // Namespaces and volume objects: none.
-    c.apply_namespace(Event::Init);
-    c.apply_namespace(Event::InitDone);
-    c.apply_pvc(Event::Init);
-    c.apply_pvc(Event::InitDone);
-    c.apply_pv(Event::Init);
-    c.apply_pv(Event::InitDone);
-    c.apply_storage_class(Event::Init);
-    c.apply_storage_class(Event::InitDone);
-    c.apply_csi_node(Event::Init);
-    c.apply_csi_node(Event::InitDone);
+    c.list_no_extras();
     assert!(c.synced());
     Arc::new(Mutex::new(c))
 }

@@ -14,11 +14,11 @@ fn opt(args: serde_json::Value) -> PluginOption {
     PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
 }
 
-fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
+pub(super) fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
     factory(&opt(args)).expect("valid arguments").build()
 }
 
-fn task(snap: &Snapshot, name: &str) -> TaskId {
+pub(super) fn task(snap: &Snapshot, name: &str) -> TaskId {
     TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
 }
 
@@ -66,19 +66,19 @@ fn check(n: NodeBuilder, p: PodBuilder) -> Result<(), Status> {
     check_with(json!({}), n, vec![], p)
 }
 
-fn n1() -> NodeBuilder {
+pub(super) fn n1() -> NodeBuilder {
     node("n1", "8", "16Gi")
 }
 
-fn p() -> PodBuilder {
+pub(super) fn p() -> PodBuilder {
     pod("ns", "p").cpu_mem("1", "1Gi")
 }
 
-fn unresolvable(reason: &str) -> Result<(), Status> {
+pub(super) fn unresolvable(reason: &str) -> Result<(), Status> {
     Err(Status { code: Code::UnschedulableAndUnresolvable, reason: reason.into(), plugin: NAME })
 }
 
-fn unschedulable(reason: &str) -> Result<(), Status> {
+pub(super) fn unschedulable(reason: &str) -> Result<(), Status> {
     Err(Status { code: Code::Unschedulable, reason: reason.into(), plugin: NAME })
 }
 

@@ -8,18 +8,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, StorageClass, VolumeNodeResources};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde_json::json;
-use volcano_api::conf::PluginOption;
-use volcano_framework::{Code, Plugin, Snapshot, Status, TaskId};
+use volcano_framework::{Snapshot, Status};
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
-use crate::predicates::{factory, NAME};
-
-fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
-    let opt =
-        PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() };
-    factory(&opt).expect("valid arguments").build()
-}
+use crate::predicates::tests::{n1, p, plugin, task, unresolvable, unschedulable};
 
 fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), namespace: ns.map(Into::into), ..Default::default() }
@@ -110,29 +103,9 @@ fn snapshot(nodes: Vec<NodeBuilder>, pods: Vec<PodBuilder>, v: Volumes) -> Snaps
     objs.snapshot()
 }
 
-fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
-}
-
 /// The predicate of pending pod `p` on node `n1`.
 fn run(args: serde_json::Value, snap: &Snapshot) -> Result<(), Status> {
     plugin(args).predicate(snap, task(snap, "p"), snap.node_id("n1").unwrap())
-}
-
-fn n1() -> NodeBuilder {
-    node("n1", "8", "16Gi")
-}
-
-fn p() -> PodBuilder {
-    pod("ns", "p").cpu_mem("1", "1Gi")
-}
-
-fn unresolvable(reason: &str) -> Result<(), Status> {
-    Err(Status { code: Code::UnschedulableAndUnresolvable, reason: reason.into(), plugin: NAME })
-}
-
-fn unschedulable(reason: &str) -> Result<(), Status> {
-    Err(Status { code: Code::Unschedulable, reason: reason.into(), plugin: NAME })
 }
 
 fn affinity(pv: &mut PersistentVolume, key: &str, values: &[&str]) {
