@@ -35,7 +35,9 @@ pub use cycle::{run_cycle, CycleContext, NoObserver, Observer};
 pub use effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
-pub use plugin::{Admission, CloseOutput, Hooks, InvalidJob, JobVerdict, Plugin, QueueReport, SessionContext, Vote};
+pub use plugin::{
+    Admission, CloseOutput, Hooks, InvalidJob, JobVerdict, NodeDomains, Plugin, QueueReport, SessionContext, Vote,
+};
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{
     parse_args, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry, Registries,

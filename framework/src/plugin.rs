@@ -8,7 +8,9 @@
 //! Hooks get the session's [`Snapshot`] read-only; event handlers (`on_allocate`,
 //! `on_deallocate`) and `job_enqueued` get `&mut self` to update the plugin's own state.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bitflags::bitflags;
 
@@ -326,6 +328,33 @@ pub trait Plugin: Send + Sync {
         true
     }
 
+    /// For a [`Plugin::shape_local`] task: the partition of the nodes into topology domains
+    /// (the values of one node label, say the zone) when some of the plugin's predicates
+    /// for the task depend on the node only through its domain — topology spread over
+    /// zones, zone anti-affinity. The node index then keeps the task's answers without
+    /// those rules ([`Plugin::predicate_without_domain_rules`]) and applies
+    /// [`Plugin::domain_verdicts`] per domain at each query, so that placing a pod in a
+    /// zone costs the index nothing per node of the zone. `None` (the default) when the
+    /// plugin has no such rules for the task. Asked once per task and session; the answer
+    /// must not change while the session runs, and must be the same for tasks of equal
+    /// shape and [`Plugin::shape_key`]. At most one plugin may split a task (the session
+    /// scans every node for a task two plugins split).
+    fn domain_rules(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
+        None
+    }
+
+    /// For a task of [`Plugin::domain_rules`]: the verdict of its domain rules now, per
+    /// domain: `out[d]` for domain `d` and `out[count]` for the nodes without the label,
+    /// each `None` (the session's initial value) when the rules allow it, else the reason
+    /// the predicate would give on a node that passes its other checks.
+    fn domain_verdicts(&self, snap: &Snapshot, task: TaskId, out: &mut [Option<Cow<'static, str>>]) {}
+
+    /// [`Plugin::predicate`] with the task's [`Plugin::domain_rules`] taken as passing (so
+    /// the same answer as `predicate` on a node whose domain they allow).
+    fn predicate_without_domain_rules(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        self.predicate(snap, task, node)
+    }
+
     /// Nodes whose predicates or scores may have changed for some task, beyond the node
     /// of the task an event handler was just told about (placing a pod in a zone changes
     /// the inter-pod affinity and topology spread answers of every node of the zone). The
@@ -338,4 +367,19 @@ pub trait Plugin: Send + Sync {
 
     /// A task was evicted (or an allocation was undone).
     fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
+}
+
+/// A partition of the nodes into topology domains (see [`Plugin::domain_rules`]).
+#[derive(Debug)]
+pub struct NodeDomains {
+    /// The domain of each node, by node index; [`NodeDomains::NONE`] for a node without
+    /// the label.
+    pub of_node: Vec<u32>,
+    /// Number of domains.
+    pub count: u32,
+}
+
+impl NodeDomains {
+    /// The domain of a node without the label.
+    pub const NONE: u32 = u32::MAX;
 }

@@ -232,8 +232,9 @@ proptest! {
 /// its own job (maxSkew 1), preferred affinity to its own job on the hostname, required
 /// affinity to its own job on the zone, required anti-affinity on the zone against the
 /// next job with a preferred anti-affinity to it on the hostname (the symmetric rules),
-/// preferred anti-affinity to its own job on the hostname, and required affinity to its own
-/// job on the hostname (a self-affine gang on one node).
+/// preferred anti-affinity to its own job on the hostname, required affinity to its own
+/// job on the hostname (a self-affine gang on one node), and both required anti-affinity to
+/// its own job on the hostname and zone spread (a node may fail both).
 fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_testkit::scenario::Expanded {
     use k8s_openapi::api::core::v1::{
         Affinity, PodAffinity, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint, WeightedPodAffinityTerm,
@@ -262,28 +263,30 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
         let next = jobs[(index + 1) % jobs.len()].clone();
         pod.metadata.labels.get_or_insert_with(Default::default).insert("job".into(), job.clone());
         let spec = pod.spec.as_mut().expect("pods have a spec");
-        match index % 8 {
-            1 => {
-                spec.affinity = Some(Affinity {
-                    pod_anti_affinity: Some(PodAntiAffinity {
-                        required_during_scheduling_ignored_during_execution: Some(vec![term(
-                            &job,
-                            "kubernetes.io/hostname",
-                        )]),
-                        ..Default::default()
-                    }),
+        let spread = |job: &str| {
+            Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: "zone".into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(selecting(job)),
+                ..Default::default()
+            }])
+        };
+        let anti_self = |job: &str| {
+            Some(Affinity {
+                pod_anti_affinity: Some(PodAntiAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(vec![term(
+                        job,
+                        "kubernetes.io/hostname",
+                    )]),
                     ..Default::default()
-                })
-            }
-            2 => {
-                spec.topology_spread_constraints = Some(vec![TopologySpreadConstraint {
-                    max_skew: 1,
-                    topology_key: "zone".into(),
-                    when_unsatisfiable: "DoNotSchedule".into(),
-                    label_selector: Some(selecting(&job)),
-                    ..Default::default()
-                }])
-            }
+                }),
+                ..Default::default()
+            })
+        };
+        match index % 9 {
+            1 => spec.affinity = anti_self(&job),
+            2 => spec.topology_spread_constraints = spread(&job),
             3 => {
                 spec.affinity = Some(Affinity {
                     pod_affinity: Some(PodAffinity {
@@ -340,6 +343,10 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
                     }),
                     ..Default::default()
                 })
+            }
+            8 => {
+                spec.affinity = anti_self(&job);
+                spec.topology_spread_constraints = spread(&job);
             }
             _ => {}
         }

@@ -224,6 +224,15 @@ impl Session {
         Ok(())
     }
 
+    /// [`Session::predicate`] with the task's domain rules taken as passing (see
+    /// [`Plugin::domain_rules`]).
+    pub(crate) fn predicate_without_domain_rules(&self, t: TaskId, n: NodeId) -> Result<(), Status> {
+        for p in self.active(Hooks::PREDICATE) {
+            p.predicate_without_domain_rules(&self.snap, t, n)?;
+        }
+        Ok(())
+    }
+
     /// The predicates as preempt and reclaim use them: only a failure that evicting pods
     /// cannot cure (`UnschedulableAndUnresolvable`) rules the node out.
     pub fn predicate_for_eviction(&self, t: TaskId, n: NodeId) -> Result<(), Status> {

@@ -27,11 +27,14 @@
 //! batch scores uniform outside a few nodes ([`crate::Plugin::batch_sparse`]) are computed
 //! on those nodes and the best other node only.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 
 use crate::model::{NodeId, NodeInfo, TaskId, TaskInfo};
+use crate::plugin::NodeDomains;
 use crate::resource::DimensionDefault;
 use crate::session::Session;
 use crate::status::FitErrors;
@@ -79,11 +82,14 @@ struct BestTree {
 }
 
 impl BestTree {
-    fn new(fits: &[Fit]) -> BestTree {
+    /// The tree of these fits (by node index), node `i` at leaf `i`, or at its leaf of the
+    /// layout.
+    fn new(fits: &[Fit], layout: Option<&Layout>) -> BestTree {
         let leaves = fits.len().next_power_of_two().max(1);
         let mut keys = vec![0u128; 2 * leaves];
         for (i, fit) in fits.iter().enumerate() {
-            keys[leaves + i] = tree_key(i as u32, *fit);
+            let leaf = layout.map_or(i, |l| l.leaf[i] as usize);
+            keys[leaves + leaf] = tree_key(i as u32, *fit);
         }
         for i in (1..leaves).rev() {
             keys[i] = keys[2 * i].max(keys[2 * i + 1]);
@@ -91,8 +97,8 @@ impl BestTree {
         BestTree { leaves, keys }
     }
 
-    fn set(&mut self, node: u32, fit: Fit) {
-        let mut i = self.leaves + node as usize;
+    fn set(&mut self, leaf: usize, node: u32, fit: Fit) {
+        let mut i = self.leaves + leaf;
         self.keys[i] = tree_key(node, fit);
         while i > 1 {
             i /= 2;
@@ -108,12 +114,76 @@ impl BestTree {
     fn best(&self) -> u128 {
         self.keys.get(1).copied().unwrap_or(0)
     }
+
+    /// The key of the best node of the leaves `start..end` (0 when none).
+    fn best_in(&self, start: usize, end: usize) -> u128 {
+        let (mut l, mut r) = (start + self.leaves, end + self.leaves);
+        let mut best = 0;
+        while l < r {
+            if l & 1 == 1 {
+                best = best.max(self.keys[l]);
+                l += 1;
+            }
+            if r & 1 == 1 {
+                r -= 1;
+                best = best.max(self.keys[r]);
+            }
+            l /= 2;
+            r /= 2;
+        }
+        best
+    }
+}
+
+/// The leaf order of the tree of a class with domain rules ([`crate::Plugin::domain_rules`]):
+/// the nodes of each domain on consecutive leaves, so that the best node of the domains
+/// the rules allow is the best of a few ranges.
+struct Layout {
+    /// The leaf of each node.
+    leaf: Vec<u32>,
+    /// The leaves `start..end` of each domain, then of the nodes without the label.
+    ranges: Vec<(u32, u32)>,
+}
+
+impl Layout {
+    fn new(domains: &NodeDomains) -> Layout {
+        let slot = |d: u32| if d == NodeDomains::NONE { domains.count as usize } else { d as usize };
+        let mut ranges = vec![(0u32, 0u32); domains.count as usize + 1];
+        for &d in &domains.of_node {
+            ranges[slot(d)].1 += 1;
+        }
+        let mut start = 0;
+        for r in &mut ranges {
+            let len = r.1;
+            *r = (start, start);
+            start += len;
+        }
+        let leaf = domains
+            .of_node
+            .iter()
+            .map(|&d| {
+                let r = &mut ranges[slot(d)];
+                r.1 += 1;
+                r.1 - 1
+            })
+            .collect();
+        Layout { leaf, ranges }
+    }
+}
+
+/// The domain rules of a class: the nodes' domains and the tree's leaf order.
+struct Split {
+    domains: Arc<NodeDomains>,
+    layout: Arc<Layout>,
 }
 
 struct Class {
     representative: TaskId,
     /// The batch scores are sparse ([`crate::Plugin::batch_sparse`]), not uniform.
     sparse: bool,
+    /// The task's domain rules, when a plugin has some: `fits` are then the answers
+    /// without them ([`crate::Plugin::predicate_without_domain_rules`]).
+    split: Option<Split>,
     cursor: usize,
     fits: Vec<Fit>,
     tree: BestTree,
@@ -178,6 +248,10 @@ pub(crate) struct NodeIndex {
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes.
     changed: Vec<NodeId>,
+    /// The leaf orders of the node partitions of domain rules met so far.
+    layouts: Vec<(Arc<NodeDomains>, Arc<Layout>)>,
+    /// The domain verdicts of the current query ([`crate::Plugin::domain_verdicts`]).
+    verdicts: Vec<Option<Cow<'static, str>>>,
     /// Nodes the plugins reported through [`crate::Plugin::drain_touched`].
     pub(crate) touched: Vec<NodeId>,
 }
@@ -222,7 +296,9 @@ fn fit_check(task: &TaskInfo, node: &NodeInfo) -> Result<bool, Option<u64>> {
 }
 
 impl Session {
-    fn evaluate(&self, t: TaskId, n: NodeId) -> Evaluation {
+    /// A node's answer for a task; without the task's domain rules when `split` (see
+    /// [`crate::Plugin::domain_rules`]).
+    fn evaluate(&self, t: TaskId, n: NodeId, split: bool) -> Evaluation {
         let task = self.snap.task(t);
         let node = self.snap.node(n);
         let idle = match fit_check(task, node) {
@@ -232,7 +308,11 @@ impl Session {
                 return Err(Reason::Predicate(Session::fits_future_idle(task, node).expect_err("does not fit").reason))
             }
         };
-        self.predicate(t, n).map_err(|s| Reason::Predicate(s.reason))?;
+        if split {
+            self.predicate_without_domain_rules(t, n).map_err(|s| Reason::Predicate(s.reason))?;
+        } else {
+            self.predicate(t, n).map_err(|s| Reason::Predicate(s.reason))?;
+        }
         let score: f64 = self.node_order_sum(t, n);
         let score = if score == 0.0 { 0.0 } else { score };
         Ok((idle, score))
@@ -282,8 +362,9 @@ impl Session {
     /// Re-evaluates these nodes (sorted, distinct) for a class.
     fn reevaluate(&mut self, c: usize, nodes: &[NodeId]) {
         let rep = self.index.classes[c].representative;
+        let split = self.index.classes[c].split.is_some();
         for &n in nodes {
-            let r = self.evaluate(rep, n);
+            let r = self.evaluate(rep, n, split);
             let class = &mut self.index.classes[c];
             let fit = class.fit_of(self.snap.task(rep), r);
             let old = class.fits[n.idx()];
@@ -295,22 +376,49 @@ impl Session {
                     class.reason_counts[r as usize] += 1;
                 }
                 class.fits[n.idx()] = fit;
-                class.tree.set(n.0, fit);
+                let leaf = class.leaf(n);
+                class.tree.set(leaf, n.0, fit);
             }
         }
+    }
+
+    /// The domain rules of a task (see [`crate::Plugin::domain_rules`]), with the leaf
+    /// order of their partition. `Err` when more than one plugin has some.
+    fn split_of(&mut self, t: TaskId) -> Result<Option<Split>, ()> {
+        let mut found = None;
+        for p in self.node_plugins() {
+            if let Some(d) = p.domain_rules(&self.snap, t) {
+                if found.is_some() {
+                    return Err(());
+                }
+                found = Some(d);
+            }
+        }
+        let Some(domains) = found else { return Ok(None) };
+        let layout = match self.index.layouts.iter().find(|(d, _)| Arc::ptr_eq(d, &domains)) {
+            Some((_, l)) => l.clone(),
+            None => {
+                let l = Arc::new(Layout::new(&domains));
+                self.index.layouts.push((domains.clone(), l.clone()));
+                l
+            }
+        };
+        Ok(Some(Split { domains, layout }))
     }
 
     /// A class built from a recent class whose shape differs only in inter-pod rules: its
     /// answers, with the nodes where either task's rules may fail now re-evaluated (see
     /// [`crate::Plugin::rule_exceptions`]). `None` when there is no such class, or the nodes
     /// cannot be listed, or they are most of the cluster.
-    fn derive_class(&mut self, t: TaskId) -> Option<usize> {
+    fn derive_class(&mut self, t: TaskId, split: Option<Split>) -> Result<usize, Option<Split>> {
         const RECENT: usize = 16;
         let first = self.index.classes.len().saturating_sub(RECENT);
-        let donor = (first..self.index.classes.len()).rev().find(|&d| {
+        let Some(donor) = (first..self.index.classes.len()).rev().find(|&d| {
             let rep = self.snap.task(self.index.classes[d].representative);
             crate::snapshot::build::same_base_shape(rep, self.snap.task(t))
-        })?;
+        }) else {
+            return Err(split);
+        };
         self.refresh(donor);
         let rep = self.index.classes[donor].representative;
         let mut nodes = std::mem::take(&mut self.index.exceptions);
@@ -320,17 +428,24 @@ impl Session {
             .all(|p| p.rule_exceptions(&self.snap, t, &mut nodes) && p.rule_exceptions(&self.snap, rep, &mut nodes));
         if !listed || nodes.len() > self.snap.nodes.len() / 2 {
             self.index.exceptions = nodes;
-            return None;
+            return Err(split);
         }
         nodes.sort_unstable();
         nodes.dedup();
         let d = &self.index.classes[donor];
+        let layout = split.as_ref().map(|s| &s.layout);
+        let tree = if layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout)) {
+            BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() }
+        } else {
+            BestTree::new(&d.fits, layout.map(|l| l.as_ref()))
+        };
         let class = Class {
             representative: t,
             sparse: self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2),
+            split,
             cursor: d.cursor,
             fits: d.fits.clone(),
-            tree: BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() },
+            tree,
             reasons: d.reasons.clone(),
             reason_ids: d.reason_ids.clone(),
             insufficient_ids: d.insufficient_ids.clone(),
@@ -340,26 +455,30 @@ impl Session {
         let c = self.index.classes.len() - 1;
         self.reevaluate(c, &nodes);
         self.index.exceptions = nodes;
-        Some(c)
+        Ok(c)
     }
 
     fn build_class(&mut self, t: TaskId) -> usize {
-        if let Some(c) = self.derive_class(t) {
-            return c;
-        }
+        let split = self.split_of(t).expect("index_usable refuses tasks that two plugins split");
+        let split = match self.derive_class(t, split) {
+            Ok(c) => return c,
+            Err(split) => split,
+        };
         let nodes = self.snap.nodes.len();
+        let is_split = split.is_some();
         let results: Vec<Evaluation> = if self.parallel(nodes) {
-            (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32))).collect()
+            (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
         } else {
-            (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32))).collect()
+            (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
         };
         let sparse = self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2);
         let mut class = Class {
             representative: t,
             sparse,
+            split,
             cursor: self.index.log.len(),
             fits: Vec::with_capacity(nodes),
-            tree: BestTree::new(&[]),
+            tree: BestTree::new(&[], None),
             reasons: Vec::new(),
             reason_ids: HashMap::new(),
             insufficient_ids: Vec::new(),
@@ -373,7 +492,7 @@ impl Session {
             }
             class.fits.push(fit);
         }
-        class.tree = BestTree::new(&class.fits);
+        class.tree = BestTree::new(&class.fits, class.split.as_ref().map(|s| s.layout.as_ref()));
         self.index.classes.push(class);
         self.index.classes.len() - 1
     }
@@ -387,25 +506,98 @@ impl Session {
         }
         let c = self.class_of(t);
         self.refresh(c);
+        self.fill_verdicts(c, t);
         if self.index.classes[c].sparse {
             if let Some(choice) = self.sparse_choice(c, t) {
                 return Ok(choice);
             }
         }
-        let class = &self.index.classes[c];
-        let best = class.tree.best();
+        let best = self.best_allowed(c);
         match key_rank(best) {
             2 => return Ok(NodeChoice::Idle(key_node(best))),
             1 => return Ok(NodeChoice::Future(key_node(best))),
             _ => {}
         }
-        let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
-        for (i, n) in class.reason_counts.iter().enumerate() {
-            if *n > 0 {
-                errors.reasons.insert(class.reasons[i].clone(), *n);
+        Err(self.class_errors(c, t))
+    }
+
+    /// The domain verdicts of a class's task now, into `index.verdicts` (empty for a class
+    /// without domain rules).
+    fn fill_verdicts(&mut self, c: usize, t: TaskId) {
+        let mut verdicts = std::mem::take(&mut self.index.verdicts);
+        verdicts.clear();
+        if let Some(split) = &self.index.classes[c].split {
+            verdicts.resize(split.domains.count as usize + 1, None);
+            for p in self.node_plugins() {
+                p.domain_verdicts(&self.snap, t, &mut verdicts);
             }
         }
-        Err(errors)
+        self.index.verdicts = verdicts;
+    }
+
+    /// The key of the best node of a class among those its domain verdicts allow.
+    fn best_allowed(&self, c: usize) -> u128 {
+        let class = &self.index.classes[c];
+        match &class.split {
+            None => class.tree.best(),
+            Some(split) => (split.layout.ranges.iter().zip(&self.index.verdicts))
+                .filter(|(_, v)| v.is_none())
+                .map(|(&(start, end), _)| class.tree.best_in(start as usize, end as usize))
+                .max()
+                .unwrap_or(0),
+        }
+    }
+
+    /// The reason of a node's domain verdict (`None` when it is allowed or the class has no
+    /// domain rules).
+    fn domain_refusal(&self, c: usize, n: NodeId) -> Option<&str> {
+        let split = self.index.classes[c].split.as_ref()?;
+        let d = split.domains.of_node[n.idx()];
+        let slot = if d == NodeDomains::NONE { split.domains.count as usize } else { d as usize };
+        self.index.verdicts[slot].as_deref()
+    }
+
+    /// Why no node fits a class's task: per node, the first failure a scan meets.
+    fn class_errors(&mut self, c: usize, t: TaskId) -> FitErrors {
+        let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
+        let mut counts = self.index.classes[c].reason_counts.clone();
+        if self.index.classes[c].split.is_some() {
+            // A node its domain refuses fails with the domain's reason when it passes the
+            // other checks, with a failed resource check (the first check) when it has one,
+            // and with what the full predicate says otherwise.
+            let mut refused: HashMap<String, u32> = HashMap::new();
+            for i in 0..self.snap.nodes.len() {
+                let n = NodeId(i as u32);
+                let Some(reason) = self.domain_refusal(c, n) else { continue };
+                let class = &self.index.classes[c];
+                let reason = match class.fits[i] {
+                    Fit::Idle(_) | Fit::Future(_) => reason.to_string(),
+                    Fit::No(id) => {
+                        if class.insufficient_ids.iter().any(|&(_, r)| r == id) {
+                            continue;
+                        }
+                        counts[id as usize] -= 1;
+                        // (Failing a predicate without the domain rules, it fails one
+                        // with them.)
+                        match self.evaluate(t, n, false) {
+                            Err(Reason::Predicate(r)) => r,
+                            _ => reason.to_string(),
+                        }
+                    }
+                };
+                *refused.entry(reason).or_default() += 1;
+            }
+            for (reason, n) in refused {
+                *errors.reasons.entry(reason).or_default() += n;
+            }
+        }
+        let class = &self.index.classes[c];
+        for (i, n) in counts.iter().enumerate() {
+            if *n > 0 {
+                *errors.reasons.entry(class.reasons[i].clone()).or_default() += *n;
+            }
+        }
+        errors
     }
 }
 
@@ -422,34 +614,44 @@ impl Session {
         }
         special.sort_unstable();
         special.dedup();
-        let class = &mut self.index.classes[c];
         // The best other node: the special ones masked for one query.
         for &n in &special {
-            class.tree.set(n.0, Fit::No(0));
+            let class = &mut self.index.classes[c];
+            let leaf = class.leaf(n);
+            class.tree.set(leaf, n.0, Fit::No(0));
         }
-        let other = class.tree.best();
+        let other = self.best_allowed(c);
         for &n in &special {
-            class.tree.set(n.0, class.fits[n.idx()]);
+            let class = &mut self.index.classes[c];
+            let leaf = class.leaf(n);
+            class.tree.set(leaf, n.0, class.fits[n.idx()]);
         }
         let rank = |f: Fit| match f {
             Fit::Idle(_) => 2,
             Fit::Future(_) => 1,
             Fit::No(_) => 0,
         };
-        let top = special.iter().map(|n| rank(class.fits[n.idx()])).max().unwrap_or(0).max(key_rank(other));
+        // The special nodes' fits, with their domain verdicts.
+        let fit = |n: NodeId| {
+            if self.domain_refusal(c, n).is_some() {
+                Fit::No(0)
+            } else {
+                self.index.classes[c].fits[n.idx()]
+            }
+        };
+        let top = special.iter().map(|&n| rank(fit(n))).max().unwrap_or(0).max(key_rank(other));
         if top == 0 {
             self.index.special = special;
             return None;
         }
-        let mut candidates: Vec<NodeId> =
-            special.iter().copied().filter(|n| rank(class.fits[n.idx()]) == top).collect();
+        let mut candidates: Vec<NodeId> = special.iter().copied().filter(|&n| rank(fit(n)) == top).collect();
         if key_rank(other) == top {
             candidates.push(key_node(other));
             candidates.sort_unstable();
         }
         let mut scores: Vec<f64> = candidates
             .iter()
-            .map(|n| match class.fits[n.idx()] {
+            .map(|&n| match fit(n) {
                 Fit::Idle(s) | Fit::Future(s) => s,
                 Fit::No(_) => unreachable!("candidates fit"),
             })
@@ -471,8 +673,9 @@ impl Session {
     }
 
     /// Whether the index gives the same answer as a scan for this task: every plugin that
-    /// filters or scores nodes is shape-local (asked once per task and session), and batch
-    /// scores are uniform for the task's shape (asked once per shape).
+    /// filters or scores nodes is shape-local (asked once per task and session), batch
+    /// scores are uniform for the task's shape (asked once per shape), and at most one
+    /// plugin has domain rules for it.
     fn index_usable(&mut self, t: TaskId) -> bool {
         // Shapes come from `Snapshot::build`; without them, every task is scanned.
         if !self.index_enabled || self.snap.shape_count() == 0 {
@@ -498,7 +701,8 @@ impl Session {
                         }
                     });
                     self.index.keys[t.idx()] = key;
-                    usable = self.batch_uniform(t, key);
+                    usable = self.batch_uniform(t, key)
+                        && self.node_plugins().filter(|p| p.domain_rules(&self.snap, t).is_some()).count() <= 1;
                 }
                 self.index.usable[t.idx()] = if usable { 1 } else { 2 };
                 usable
@@ -544,6 +748,14 @@ impl Session {
 }
 
 impl Class {
+    /// The leaf of a node in the class's tree.
+    fn leaf(&self, n: NodeId) -> usize {
+        match &self.split {
+            Some(split) => split.layout.leaf[n.idx()] as usize,
+            None => n.idx(),
+        }
+    }
+
     fn intern(&mut self, reason: String) -> u32 {
         if let Some(id) = self.reason_ids.get(&reason) {
             return *id;
@@ -603,16 +815,44 @@ mod tests {
     fn best_tree_follows_updates() {
         let mut fits = vec![Fit::No(0); 5];
         fits[3] = Fit::Future(1.0);
-        let mut tree = BestTree::new(&fits);
+        let mut tree = BestTree::new(&fits, None);
         assert_eq!((key_rank(tree.best()), key_node(tree.best())), (1, NodeId(3)));
-        tree.set(1, Fit::Idle(5.0));
-        tree.set(4, Fit::Idle(5.0));
+        tree.set(1, 1, Fit::Idle(5.0));
+        tree.set(4, 4, Fit::Idle(5.0));
         assert_eq!((key_rank(tree.best()), key_node(tree.best())), (2, NodeId(1)));
-        tree.set(1, Fit::No(0));
+        tree.set(1, 1, Fit::No(0));
         assert_eq!(key_node(tree.best()), NodeId(4));
-        tree.set(4, Fit::No(0));
-        tree.set(3, Fit::No(0));
+        tree.set(4, 4, Fit::No(0));
+        tree.set(3, 3, Fit::No(0));
         assert_eq!(key_rank(tree.best()), 0);
-        assert_eq!(key_rank(BestTree::new(&[]).best()), 0);
+        assert_eq!(key_rank(BestTree::new(&[], None).best()), 0);
+    }
+
+    #[test]
+    fn layout_ranges_hold_each_domain() {
+        // Nodes 0..6 in domains 1, NONE, 0, 1, 0, 1 (2 domains).
+        let none = NodeDomains::NONE;
+        let domains = NodeDomains { of_node: vec![1, none, 0, 1, 0, 1], count: 2 };
+        let layout = Layout::new(&domains);
+        assert_eq!(layout.ranges, vec![(0, 2), (2, 5), (5, 6)]);
+        assert_eq!(layout.leaf, vec![2, 5, 0, 3, 1, 4]);
+        let mut fits = vec![Fit::No(0); 6];
+        fits[0] = Fit::Idle(1.0);
+        fits[4] = Fit::Idle(3.0);
+        fits[1] = Fit::Idle(9.0);
+        let mut tree = BestTree::new(&fits, Some(&layout));
+        let best_of = |tree: &BestTree, d: usize| {
+            let (start, end) = layout.ranges[d];
+            tree.best_in(start as usize, end as usize)
+        };
+        assert_eq!(key_node(best_of(&tree, 0)), NodeId(4));
+        assert_eq!(key_node(best_of(&tree, 1)), NodeId(0));
+        assert_eq!(key_node(best_of(&tree, 2)), NodeId(1));
+        assert_eq!(key_node(tree.best()), NodeId(1));
+        tree.set(layout.leaf[4] as usize, 4, Fit::No(0));
+        assert_eq!(key_rank(best_of(&tree, 0)), 0);
+        tree.set(layout.leaf[3] as usize, 3, Fit::Idle(2.0));
+        assert_eq!(key_node(best_of(&tree, 1)), NodeId(3));
+        assert_eq!(tree.best_in(0, 0), 0);
     }
 }

@@ -42,8 +42,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, PodSpec};
-use volcano_framework::{NodeId, Snapshot, Status, TaskId, TaskInfo, TaskStatus};
+use volcano_framework::{NodeDomains, NodeId, Snapshot, Status, TaskId, TaskInfo, TaskStatus};
 
 use crate::matching;
 pub use selector::{Namespaces, PodMatcher, Selector};
@@ -63,7 +65,16 @@ pub const REASON_SPREAD_MISSING_LABEL: &str =
 /// node gets per existing pod whose required affinity matches the incoming pod.
 pub const HARD_POD_AFFINITY_WEIGHT: i64 = 1;
 
-const NONE: u32 = u32::MAX;
+const NONE: u32 = NodeDomains::NONE;
+
+/// The most domains a key may have for its rules to be domain rules (see
+/// [`Topology::domain_rules`]): a query then reads every domain, while the placement of a
+/// pod changes the answers of the nodes of its domain only, so keys with many small
+/// domains (racks) are better served by re-evaluating those nodes.
+const MAX_SPLIT_DOMAINS: usize = 64;
+
+/// A failed rule: its reason, and whether evicting pods cannot cure it.
+type Refusal = (&'static str, bool);
 
 /// Nodes whose pods and domains a spread constraint counts, with a hash of them.
 type Eligible = (u64, Arc<Vec<bool>>);
@@ -89,6 +100,9 @@ struct Key {
     node_local: bool,
     /// Nodes without the label.
     missing: Vec<NodeId>,
+    /// The nodes' values as a partition, for keys with few values (not node-local, at most
+    /// [`MAX_SPLIT_DOMAINS`]).
+    partition: Option<Arc<NodeDomains>>,
 }
 
 /// What a counter counts.
@@ -142,6 +156,9 @@ struct Counter {
     total: u64,
     /// Spread domains, for DoNotSchedule constraints.
     domains: Option<Domains>,
+    /// Its changes are reported ([`Topology::drain_touched`]): some rule reads it per node
+    /// (not as a domain rule).
+    report: bool,
 }
 
 /// A DoNotSchedule constraint of a pod.
@@ -179,6 +196,9 @@ struct Rules {
     soft_spread: Vec<SoftSpread>,
     /// All keys of the soft constraints must be on a node (else it scores 0).
     soft_keys: Vec<u32>,
+    /// The key of the domain rules ([`Topology::domain_rules`]): the required rules on
+    /// this key, when every required rule on a key that is not node-local is on it.
+    domain_key: Option<u32>,
 }
 
 impl Rules {
@@ -189,6 +209,21 @@ impl Rules {
             && self.spread.is_empty()
             && self.soft.is_empty()
             && self.soft_spread.is_empty()
+    }
+
+    /// The counters of the required rules.
+    fn required(&self) -> impl Iterator<Item = u32> + '_ {
+        self.affinity
+            .iter()
+            .chain(&self.anti)
+            .chain(&self.existing)
+            .copied()
+            .chain(self.spread.iter().map(|s| s.counter))
+    }
+
+    /// Every counter the rules read.
+    fn counters(&self) -> impl Iterator<Item = u32> + '_ {
+        self.required().chain(self.soft.iter().map(|&(c, _)| c)).chain(self.soft_spread.iter().map(|s| s.counter))
     }
 }
 
@@ -300,13 +335,24 @@ impl Topology {
             if task.status != TaskStatus::Pending {
                 continue;
             }
-            let rules = t.compile_rules(snap, task, mode);
+            let mut rules = t.compile_rules(snap, task, mode);
             if !rules.is_empty() {
+                if mode == Mode::Filter {
+                    rules.domain_key = t.domain_key_of(&rules);
+                }
                 t.rules.insert(TaskId(i as u32), Arc::new(rules));
             }
         }
         if t.counters.is_empty() {
             return t;
+        }
+        for r in t.rules.values() {
+            for c in r.counters() {
+                let counter = &mut t.counters[c as usize];
+                if Some(counter.key) != r.domain_key {
+                    counter.report = true;
+                }
+            }
         }
         for (i, task) in snap.tasks.iter().enumerate() {
             if counted_at_open(task) {
@@ -346,8 +392,10 @@ impl Topology {
         }
         let node_local = nodes_of_value.iter().all(|n| n.len() == 1);
         let missing = (0..node_value.len()).filter(|&i| node_value[i] == NONE).map(|i| NodeId(i as u32)).collect();
+        let partition = (!node_local && nodes_of_value.len() <= MAX_SPLIT_DOMAINS)
+            .then(|| Arc::new(NodeDomains { of_node: node_value.clone(), count: nodes_of_value.len() as u32 }));
         let id = self.keys.len() as u32;
-        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local, missing });
+        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local, missing, partition });
         self.key_ids.insert(name.to_string(), id);
         id
     }
@@ -406,6 +454,7 @@ impl Topology {
             counts: vec![0; values],
             total: 0,
             domains,
+            report: false,
         });
         if let Counted::Matching(m) = counted {
             self.counters_of_matcher[m as usize].push(id);
@@ -739,7 +788,7 @@ impl Topology {
                 d.moved(old, new);
                 all |= d.min() != before;
             }
-            if touch {
+            if touch && counter.report {
                 if all {
                     for nodes in &key.nodes_of_value {
                         self.touched.extend_from_slice(nodes);
@@ -797,14 +846,86 @@ impl Topology {
         (v != NONE).then(|| counter.counts[v as usize])
     }
 
-    /// InterPodAffinity's filter.
-    pub fn check_affinity(&self, t: TaskId, node: NodeId) -> Result<(), Status> {
+    /// The key of a pending pod's domain rules: the one key, not node-local and with a
+    /// partition, of its required rules on keys that are not node-local.
+    fn domain_key_of(&self, r: &Rules) -> Option<u32> {
+        let mut key = None;
+        for c in r.required() {
+            let k = self.counters[c as usize].key;
+            if self.keys[k as usize].node_local || key == Some(k) {
+                continue;
+            }
+            if key.is_some() {
+                return None;
+            }
+            key = Some(k);
+        }
+        key.filter(|&k| self.keys[k as usize].partition.is_some())
+    }
+
+    /// The partition of a pending pod's domain rules, when it has some: its required rules
+    /// on one key with few values (the zone), which the node index applies per domain (see
+    /// [`volcano_framework::Plugin::domain_rules`]) instead of per node. The other checks
+    /// then skip them (`base` in [`Topology::check_affinity`] and
+    /// [`Topology::check_spread`]), and placing a pod changes no node's answer through them.
+    pub fn domain_rules(&self, t: TaskId) -> Option<Arc<NodeDomains>> {
+        let k = self.rules(t)?.domain_key?;
+        self.keys[k as usize].partition.clone()
+    }
+
+    /// The verdicts of a pod's domain rules per domain, then for the nodes without the key
+    /// (see [`volcano_framework::Plugin::domain_verdicts`]), with the affinity and the
+    /// spread rules as enabled.
+    pub fn domain_verdicts(&self, t: TaskId, affinity: bool, spread: bool, out: &mut [Option<Cow<'static, str>>]) {
+        let Some(r) = self.rules(t) else { return };
+        let Some(k) = r.domain_key else { return };
+        let uses = |c: u32| self.counters[c as usize].key == k;
+        let count = self.keys[k as usize].nodes_of_value.len();
+        for (slot, verdict) in out.iter_mut().enumerate() {
+            let v = if slot == count { NONE } else { slot as u32 };
+            let at = |c: u32| (v != NONE).then(|| self.counters[c as usize].counts[v as usize]);
+            let refusal = affinity
+                .then(|| self.affinity_refusal(r, at, uses))
+                .flatten()
+                .or_else(|| spread.then(|| self.spread_refusal(r, at, uses)).flatten());
+            if let (Some((reason, _)), true) = (refusal, verdict.is_none()) {
+                *verdict = Some(Cow::Borrowed(reason));
+            }
+        }
+    }
+
+    /// Whether a counter is read per node by a pod's rules (not one of its domain rules).
+    fn per_node(&self, r: &Rules, c: u32) -> bool {
+        Some(self.counters[c as usize].key) != r.domain_key
+    }
+
+    fn status(refusal: Option<Refusal>) -> Result<(), Status> {
+        match refusal {
+            None => Ok(()),
+            Some((reason, true)) => Err(Status::unresolvable(crate::predicates::NAME, reason)),
+            Some((reason, false)) => Err(Status::unschedulable(crate::predicates::NAME, reason)),
+        }
+    }
+
+    /// InterPodAffinity's filter; without the pod's domain rules when `base`.
+    pub fn check_affinity(&self, t: TaskId, node: NodeId, base: bool) -> Result<(), Status> {
         let Some(r) = self.rules(t) else { return Ok(()) };
+        Self::status(self.affinity_refusal(r, |c| self.count_at(c, node), |c| !base || self.per_node(r, c)))
+    }
+
+    /// InterPodAffinity's filter over the counters that `uses` selects, with the count of
+    /// each where the pod would go (`None` without the counter's key).
+    fn affinity_refusal(
+        &self,
+        r: &Rules,
+        at: impl Fn(u32) -> Option<u32>,
+        uses: impl Fn(u32) -> bool,
+    ) -> Option<Refusal> {
         if !r.affinity.is_empty() {
             let mut exist = true;
-            for &c in &r.affinity {
-                match self.count_at(c, node) {
-                    None => return Err(Status::unresolvable(crate::predicates::NAME, REASON_AFFINITY)),
+            for &c in r.affinity.iter().filter(|&&c| uses(c)) {
+                match at(c) {
+                    None => return Some((REASON_AFFINITY, true)),
                     Some(0) => exist = false,
                     Some(_) => {}
                 }
@@ -812,39 +933,51 @@ impl Topology {
             // No pod matches the terms anywhere: a pod matching them itself may start.
             let first = r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0);
             if !exist && !first {
-                return Err(Status::unresolvable(crate::predicates::NAME, REASON_AFFINITY));
+                return Some((REASON_AFFINITY, true));
             }
         }
-        if r.anti.iter().any(|&c| self.count_at(c, node).is_some_and(|n| n > 0)) {
-            return Err(Status::unschedulable(crate::predicates::NAME, REASON_ANTI_AFFINITY));
+        if r.anti.iter().filter(|&&c| uses(c)).any(|&c| at(c).is_some_and(|n| n > 0)) {
+            return Some((REASON_ANTI_AFFINITY, false));
         }
-        if r.existing.iter().any(|&c| self.count_at(c, node).is_some_and(|n| n > 0)) {
-            return Err(Status::unschedulable(crate::predicates::NAME, REASON_EXISTING_ANTI_AFFINITY));
+        if r.existing.iter().filter(|&&c| uses(c)).any(|&c| at(c).is_some_and(|n| n > 0)) {
+            return Some((REASON_EXISTING_ANTI_AFFINITY, false));
         }
-        Ok(())
+        None
     }
 
-    /// PodTopologySpread's filter.
-    pub fn check_spread(&self, t: TaskId, node: NodeId) -> Result<(), Status> {
+    /// PodTopologySpread's filter; without the pod's domain rules when `base`.
+    pub fn check_spread(&self, t: TaskId, node: NodeId, base: bool) -> Result<(), Status> {
         let Some(r) = self.rules(t) else { return Ok(()) };
-        for s in &r.spread {
+        Self::status(self.spread_refusal(r, |c| self.count_at(c, node), |c| !base || self.per_node(r, c)))
+    }
+
+    /// PodTopologySpread's filter over the counters that `uses` selects (see
+    /// [`Topology::affinity_refusal`]).
+    fn spread_refusal(
+        &self,
+        r: &Rules,
+        at: impl Fn(u32) -> Option<u32>,
+        uses: impl Fn(u32) -> bool,
+    ) -> Option<Refusal> {
+        for s in r.spread.iter().filter(|s| uses(s.counter)) {
             let counter = &self.counters[s.counter as usize];
-            let Some(count) = self.count_at(s.counter, node) else {
-                return Err(Status::unresolvable(crate::predicates::NAME, REASON_SPREAD_MISSING_LABEL));
+            let Some(count) = at(s.counter) else {
+                return Some((REASON_SPREAD_MISSING_LABEL, true));
             };
             let d = counter.domains.as_ref().expect("hard spread counters keep domains");
             let min = if d.count < s.min_domains { 0 } else { d.min() };
             let skew = i64::from(count) + i64::from(s.self_match) - i64::from(min);
             if skew > s.max_skew {
-                return Err(Status::unschedulable(crate::predicates::NAME, REASON_SPREAD));
+                return Some((REASON_SPREAD, false));
             }
         }
-        Ok(())
+        None
     }
 
     /// The nodes where the task's required rules may fail now (see
-    /// [`volcano_framework::Plugin::rule_exceptions`]); false when they cannot be listed
-    /// (required affinity fails wherever no matching pod is, most of the cluster).
+    /// [`volcano_framework::Plugin::rule_exceptions`]), its domain rules aside; false when
+    /// they cannot be listed (required affinity fails wherever no matching pod is, most of
+    /// the cluster).
     pub fn rule_exceptions(&self, t: TaskId, out: &mut Vec<NodeId>) -> bool {
         let Some(r) = self.rules(t) else { return true };
         let nonzero = |c: u32, out: &mut Vec<NodeId>| {
@@ -859,18 +992,19 @@ impl Topology {
                 }
             }
         };
-        if !r.affinity.is_empty() {
+        let per_node = |c: &u32| self.per_node(r, *c);
+        if r.affinity.iter().any(per_node) {
             if !(r.affinity_self && r.affinity.iter().all(|&c| self.counters[c as usize].total == 0)) {
                 return false;
             }
-            for &c in &r.affinity {
+            for &c in r.affinity.iter().filter(|c| per_node(c)) {
                 out.extend_from_slice(&self.keys[self.counters[c as usize].key as usize].missing);
             }
         }
-        for &c in r.anti.iter().chain(&r.existing) {
+        for &c in r.anti.iter().chain(&r.existing).filter(|c| per_node(c)) {
             nonzero(c, out);
         }
-        for s in &r.spread {
+        for s in r.spread.iter().filter(|s| per_node(&s.counter)) {
             let counter = &self.counters[s.counter as usize];
             let key = &self.keys[counter.key as usize];
             out.extend_from_slice(&key.missing);

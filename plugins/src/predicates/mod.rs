@@ -29,8 +29,11 @@ use crate::interpod::{Mode, Topology};
 use crate::matching;
 use std::sync::Arc;
 
+use std::borrow::Cow;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{ArgsError, Hooks, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status, TaskId};
+use volcano_framework::{
+    ArgsError, Hooks, NodeDomains, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status, TaskId,
+};
 
 mod args;
 #[cfg(test)]
@@ -149,7 +152,32 @@ impl Plugin for Predicates {
         self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
 
+    fn domain_rules(&self, _snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
+        if !(self.enabled.pod_affinity || self.enabled.pod_topology_spread) {
+            return None;
+        }
+        self.topology.as_ref()?.domain_rules(task)
+    }
+
+    fn domain_verdicts(&self, _snap: &Snapshot, task: TaskId, out: &mut [Option<Cow<'static, str>>]) {
+        if let Some(t) = &self.topology {
+            t.domain_verdicts(task, self.enabled.pod_affinity, self.enabled.pod_topology_spread, out);
+        }
+    }
+
     fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        self.check(snap, task, node, false)
+    }
+
+    fn predicate_without_domain_rules(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        self.check(snap, task, node, true)
+    }
+}
+
+impl Predicates {
+    /// The predicate; without the task's domain rules when `base` (see
+    /// [`Topology::domain_rules`]).
+    fn check(&self, snap: &Snapshot, task: TaskId, node: NodeId, base: bool) -> Result<(), Status> {
         let t = snap.task(task);
         let n = snap.node(node);
         let spec = t.pod.spec.as_ref();
@@ -186,10 +214,10 @@ impl Plugin for Predicates {
 
         if let Some(topology) = &self.topology {
             if self.enabled.pod_affinity {
-                topology.check_affinity(task, node)?;
+                topology.check_affinity(task, node, base)?;
             }
             if self.enabled.pod_topology_spread {
-                topology.check_spread(task, node)?;
+                topology.check_spread(task, node, base)?;
             }
         }
 
