@@ -288,17 +288,16 @@ pub trait Plugin: Send + Sync {
     /// For a [`Plugin::shape_local`] task whose answers also depend on a few facts beyond
     /// its shape (inter-pod affinity reads the pod's labels through the selectors of the
     /// pods around it): a key such that tasks of equal shape and equal key get equal
-    /// answers. 0 when the shape alone decides. Asked once per task and session; the keys
-    /// of all plugins are combined.
+    /// predicates (domain rules aside, see [`Plugin::domain_rules`]) and node scores
+    /// ([`Plugin::node_order`]; batch scores are asked per task). 0 when the shape alone
+    /// decides. Asked once per task and session; the keys of all plugins are combined.
     fn shape_key(&self, snap: &Snapshot, task: TaskId) -> u64 {
         0
     }
 
     /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task
     /// (so it cannot change which node wins). Asked only for tasks that every plugin finds
-    /// [`Plugin::shape_local`], once per [`crate::TaskInfo::shape`] and
-    /// [`Plugin::shape_key`] and session: for such tasks the answer must depend on the
-    /// shape and key only.
+    /// [`Plugin::shape_local`], once per task and session.
     fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }
@@ -307,8 +306,8 @@ pub trait Plugin: Send + Sync {
     /// they are uniform outside a few nodes that [`Plugin::batch_special_nodes`] lists, and
     /// normalised from the set of raw values only (so that scoring the listed nodes and one
     /// other node gives them the scores a batch over every feasible node would). The
-    /// session then scores only those nodes and the best other node. Asked once per
-    /// [`crate::TaskInfo::shape`] and [`Plugin::shape_key`] and session.
+    /// session then scores only those nodes and the best other node. Asked once per task
+    /// and session.
     fn batch_sparse(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }

@@ -179,8 +179,6 @@ struct Split {
 
 struct Class {
     representative: TaskId,
-    /// The batch scores are sparse ([`crate::Plugin::batch_sparse`]), not uniform.
-    sparse: bool,
     /// The task's domain rules, when a plugin has some: `fits` are then the answers
     /// without them ([`crate::Plugin::predicate_without_domain_rules`]).
     split: Option<Split>,
@@ -224,6 +222,14 @@ impl NodeChoice {
     }
 }
 
+/// [`NodeIndex::usable`]: the index answers, and the batch scores are uniform.
+const UNIFORM: u8 = 1;
+/// [`NodeIndex::usable`]: the index answers, and the batch scores are sparse
+/// ([`crate::Plugin::batch_sparse`]).
+const SPARSE: u8 = 2;
+/// [`NodeIndex::usable`]: the task is scanned.
+const SCAN: u8 = 3;
+
 /// The per-session node index (see the module docs).
 #[derive(Default)]
 pub(crate) struct NodeIndex {
@@ -232,16 +238,22 @@ pub(crate) struct NodeIndex {
     /// Class of each task shape with key 0 ([`crate::Plugin::shape_key`]), `u32::MAX` when
     /// not built yet.
     class_of_shape: Vec<u32>,
-    /// Class of each (shape, key) with a non-zero key.
+    /// Class of each (base shape, key) with a non-zero key: the key stands for the
+    /// inter-pod rules, so tasks of different shapes share a class when their shapes
+    /// differ only in inter-pod rules and their keys are equal (the pods of many jobs, each
+    /// spread over the zones by its own label).
     class_of_keyed: HashMap<(u32, u64), u32>,
-    /// Per task: 0 when not asked yet, 1 when the index may answer for it, 2 when not.
+    /// Base shape of each task shape (`u32::MAX` when not known yet): shapes equal but for
+    /// their inter-pod rules have the same base shape.
+    base_of_shape: Vec<u32>,
+    /// A task of each base shape.
+    base_reps: Vec<TaskId>,
+    /// Per task: 0 when not asked yet, [`UNIFORM`] or [`SPARSE`] when the index may answer
+    /// for it (its batch scores are uniform, or sparse), [`SCAN`] when not.
     usable: Vec<u8>,
     /// Per task: its plugins' combined [`crate::Plugin::shape_key`] (valid once `usable`
     /// is 1).
     keys: Vec<u64>,
-    /// Per (shape, key): 1 when the batch scores are uniform, 2 when sparse
-    /// ([`crate::Plugin::batch_sparse`]), 3 when neither.
-    batch_modes: HashMap<(u32, u64), u8>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
     /// Reused buffer of rule exceptions.
@@ -321,12 +333,12 @@ impl Session {
     fn class_of(&mut self, t: TaskId) -> usize {
         let key = self.index.keys[t.idx()];
         if key != 0 {
-            let shape = self.snap.task(t).shape;
-            if let Some(&c) = self.index.class_of_keyed.get(&(shape, key)) {
+            let base = self.base_shape(t);
+            if let Some(&c) = self.index.class_of_keyed.get(&(base, key)) {
                 return c as usize;
             }
             let c = self.build_class(t);
-            self.index.class_of_keyed.insert((shape, key), c as u32);
+            self.index.class_of_keyed.insert((base, key), c as u32);
             return c;
         }
         let shape = self.snap.task(t).shape as usize;
@@ -341,6 +353,29 @@ impl Session {
         let c = self.build_class(t);
         self.index.class_of_shape[shape] = c as u32;
         c
+    }
+
+    /// The base shape of a task (see [`NodeIndex::base_of_shape`]).
+    fn base_shape(&mut self, t: TaskId) -> u32 {
+        let task = self.snap.task(t);
+        let shape = task.shape as usize;
+        if self.index.base_of_shape.len() <= shape {
+            let len = (self.snap.shape_count() as usize).max(shape + 1);
+            self.index.base_of_shape.resize(len, u32::MAX);
+        }
+        if self.index.base_of_shape[shape] == u32::MAX {
+            let base = match (self.index.base_reps.iter())
+                .position(|&r| crate::snapshot::build::same_base_shape(self.snap.task(r), task))
+            {
+                Some(b) => b as u32,
+                None => {
+                    self.index.base_reps.push(t);
+                    self.index.base_reps.len() as u32 - 1
+                }
+            };
+            self.index.base_of_shape[shape] = base;
+        }
+        self.index.base_of_shape[shape]
     }
 
     /// Re-evaluates the nodes that changed since the class last looked.
@@ -441,7 +476,6 @@ impl Session {
         };
         let class = Class {
             representative: t,
-            sparse: self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2),
             split,
             cursor: d.cursor,
             fits: d.fits.clone(),
@@ -471,10 +505,8 @@ impl Session {
         } else {
             (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
         };
-        let sparse = self.index.batch_modes.get(&(self.snap.task(t).shape, self.index.keys[t.idx()])) == Some(&2);
         let mut class = Class {
             representative: t,
-            sparse,
             split,
             cursor: self.index.log.len(),
             fits: Vec::with_capacity(nodes),
@@ -507,7 +539,7 @@ impl Session {
         let c = self.class_of(t);
         self.refresh(c);
         self.fill_verdicts(c, t);
-        if self.index.classes[c].sparse {
+        if self.index.usable[t.idx()] == SPARSE {
             if let Some(choice) = self.sparse_choice(c, t) {
                 return Ok(choice);
             }
@@ -686,10 +718,10 @@ impl Session {
             self.index.keys.resize(self.snap.tasks.len(), 0);
         }
         match self.index.usable[t.idx()] {
-            1 => true,
-            2 => false,
+            UNIFORM | SPARSE => true,
+            SCAN => false,
             _ => {
-                let mut usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t));
+                let usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t));
                 if usable {
                     // Combined so that different keys of different plugins stay apart.
                     let key = self.node_plugins().fold(0u64, |acc, p| {
@@ -701,33 +733,32 @@ impl Session {
                         }
                     });
                     self.index.keys[t.idx()] = key;
-                    usable = self.batch_uniform(t, key)
-                        && self.node_plugins().filter(|p| p.domain_rules(&self.snap, t).is_some()).count() <= 1;
                 }
-                self.index.usable[t.idx()] = if usable { 1 } else { 2 };
-                usable
+                let mode =
+                    if usable && self.node_plugins().filter(|p| p.domain_rules(&self.snap, t).is_some()).count() <= 1 {
+                        self.batch_mode(t)
+                    } else {
+                        SCAN
+                    };
+                self.index.usable[t.idx()] = mode;
+                mode != SCAN
             }
         }
     }
 
-    /// Whether the batch scores are uniform, or sparse, for a shape-local task: the answer
-    /// depends on its shape and key only, so it is asked once per (shape, key).
-    fn batch_uniform(&mut self, t: TaskId, key: u64) -> bool {
-        let shape = self.snap.task(t).shape;
-        if let Some(&mode) = self.index.batch_modes.get(&(shape, key)) {
-            return mode != 3;
-        }
-        let mut mode = 1;
+    /// Whether the batch scores of a shape-local task are uniform ([`UNIFORM`]), sparse
+    /// ([`SPARSE`]) or neither ([`SCAN`]).
+    fn batch_mode(&self, t: TaskId) -> u8 {
+        let mut mode = UNIFORM;
         for p in self.batch_plugins() {
             if !p.batch_uniform(&self.snap, t) {
-                mode = if p.batch_sparse(&self.snap, t) { 2 } else { 3 };
-                if mode == 3 {
-                    break;
+                if !p.batch_sparse(&self.snap, t) {
+                    return SCAN;
                 }
+                mode = SPARSE;
             }
         }
-        self.index.batch_modes.insert((shape, key), mode);
-        mode != 3
+        mode
     }
 
     /// The same answer as [`Session::find_node`], by checking and scoring every node.

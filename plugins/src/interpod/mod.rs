@@ -159,6 +159,9 @@ struct Counter {
     /// Its changes are reported ([`Topology::drain_touched`]): some rule reads it per node
     /// (not as a domain rule).
     report: bool,
+    /// Whether it is empty decides, for some pod, whether its required affinity lets it
+    /// start anywhere (the first pod of a self-affine group), per node.
+    decides_first: bool,
 }
 
 /// A DoNotSchedule constraint of a pod.
@@ -178,7 +181,7 @@ struct SoftSpread {
 }
 
 /// The rules of one pending pod, as counters.
-#[derive(Clone, Debug, Default, Hash)]
+#[derive(Clone, Debug, Default)]
 struct Rules {
     /// Required affinity: (counter of pods matching all terms, key) per term.
     affinity: Vec<u32>,
@@ -353,6 +356,11 @@ impl Topology {
                     counter.report = true;
                 }
             }
+            if r.affinity_self && r.affinity.iter().any(|&c| Some(t.counters[c as usize].key) != r.domain_key) {
+                for &c in &r.affinity {
+                    t.counters[c as usize].decides_first = true;
+                }
+            }
         }
         for (i, task) in snap.tasks.iter().enumerate() {
             if counted_at_open(task) {
@@ -455,6 +463,7 @@ impl Topology {
             total: 0,
             domains,
             report: false,
+            decides_first: false,
         });
         if let Counted::Matching(m) = counted {
             self.counters_of_matcher[m as usize].push(id);
@@ -782,18 +791,18 @@ impl Topology {
             counter.total = (counter.total as i64 + i64::from(new as i32 - old as i32)) as u64;
             // The first pod of a self-affine group may start anywhere only while no pod
             // matches its terms: the answers of every node change when that flips.
-            let mut all = was_empty != (counter.total == 0);
+            let mut all = counter.decides_first && was_empty != (counter.total == 0);
             if let Some(d) = counter.domains.as_mut().filter(|d| d.is_domain[v as usize]) {
                 let before = d.min();
                 d.moved(old, new);
-                all |= d.min() != before;
+                all |= counter.report && d.min() != before;
             }
-            if touch && counter.report {
+            if touch {
                 if all {
                     for nodes in &key.nodes_of_value {
                         self.touched.extend_from_slice(nodes);
                     }
-                } else if !key.node_local {
+                } else if counter.report && !key.node_local {
                     self.touched.extend_from_slice(&key.nodes_of_value[v as usize]);
                 }
             }
@@ -827,17 +836,24 @@ impl Topology {
         self.rules.get(&t).map(|r| r.as_ref())
     }
 
-    /// Whether the task has a rule of this session (a key for the node index: tasks of one
-    /// shape with equal rules get equal answers).
+    /// A key of the task's required rules as the node index keeps their answers (tasks of
+    /// one shape and equal keys get equal answers per node): the rules read per node, and
+    /// the key of the domain rules, whose verdicts are asked per task (0 without rules).
+    /// The pods of many jobs with one zone spread constraint each share a key.
     pub fn shape_key(&self, t: TaskId) -> u64 {
-        match self.rules(t) {
-            None => 0,
-            Some(r) => {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                r.hash(&mut h);
-                h.finish() | 1
-            }
+        let Some(r) = self.rules(t) else { return 0 };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let per_node = |c: &u32| self.per_node(r, *c);
+        // Whether the first pod may start anywhere reads every affinity term.
+        if r.affinity.iter().any(per_node) {
+            (&r.affinity, r.affinity_self).hash(&mut h);
         }
+        for list in [&r.anti, &r.existing] {
+            list.iter().filter(|c| per_node(c)).collect::<Vec<_>>().hash(&mut h);
+        }
+        r.spread.iter().filter(|s| per_node(&s.counter)).collect::<Vec<_>>().hash(&mut h);
+        (&r.soft, &r.soft_spread, &r.soft_keys, r.domain_key).hash(&mut h);
+        h.finish() | 1
     }
 
     fn count_at(&self, c: u32, node: NodeId) -> Option<u32> {

@@ -496,10 +496,6 @@ impl Plugin for NodeOrder {
         }
     }
 
-    fn shape_key(&self, _snap: &Snapshot, task: TaskId) -> u64 {
-        self.topology.as_ref().map_or(0, |t| t.shape_key(task))
-    }
-
     fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
         if let Some(t) = self.topology.as_mut() {
             t.on_allocate(snap, task);
