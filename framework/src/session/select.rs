@@ -16,16 +16,27 @@
 //! before answering. The answer is exactly the one of a full scan: same predicates in the
 //! same order, same scores, ties to the first node by name.
 //!
-//! Inter-pod rules need two more things. Their answers depend on the pod's labels (through
-//! the selectors of the pods around it), so a class is the pair (shape, key), where the key
-//! combines the plugins' [`crate::Plugin::shape_key`]s (0 for most tasks). And placing a pod
-//! changes their answers on other nodes than its own (every node of its zone, say), so the
-//! plugins report those nodes ([`crate::Plugin::drain_touched`]) after each event, and they
-//! join the change log like the node whose accounting changed. A new class whose shape
-//! differs from a recent class's only in inter-pod rules copies that class's answers and
-//! re-evaluates the nodes where either task's rules may fail ([`crate::Plugin::rule_exceptions`]);
-//! batch scores uniform outside a few nodes ([`crate::Plugin::batch_sparse`]) are computed
-//! on those nodes and the best other node only.
+//! Inter-pod rules need more. Their answers depend on the pod's labels (through the
+//! selectors of the pods around it), so a task with a non-zero key (the plugins'
+//! [`crate::Plugin::shape_key`]s combined, 0 for most tasks) belongs to the class of its
+//! (base shape, key): the base shape leaves the inter-pod rules out, and the key stands for
+//! the rules as the class keeps their answers, so the pods of many jobs share a class when
+//! their rules read the same counters per node. Placing a pod changes their answers on
+//! other nodes than its own (every node of its hostname's or rack's domain), so the plugins
+//! report those nodes ([`crate::Plugin::drain_touched`]) after each event, and they join the
+//! change log like the node whose accounting changed. Rules that depend on a node only
+//! through its domain of a key with few values (zone spread, zone anti-affinity:
+//! [`crate::Plugin::domain_rules`]) are left out of a class's answers instead and applied
+//! per domain at each query, from the querying task's own verdicts
+//! ([`crate::Plugin::domain_verdicts`]): the class's tree keeps each domain's nodes on
+//! consecutive leaves, so the best node of the allowed domains is the best of a few
+//! ranges, and a placement that closes a zone costs nothing per node of the zone. A new
+//! class whose shape differs from a recent class's only in inter-pod rules copies that
+//! class's answers and re-evaluates the nodes where either task's rules may fail
+//! ([`crate::Plugin::rule_exceptions`]); batch scores uniform outside a few nodes
+//! ([`crate::Plugin::batch_sparse`]) are computed on those nodes and the best other node
+//! only. When no node fits a task with domain rules, each node gets the reason a scan
+//! would give: its own failure, its domain's, or (when both fail) the full predicate's.
 
 use std::borrow::Cow;
 use std::collections::HashMap;

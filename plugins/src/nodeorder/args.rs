@@ -38,7 +38,7 @@ pub struct Args {
     #[serde(rename = "podtopologyspread.weight", default, deserialize_with = "args::int")]
     pub pod_topology_spread: Option<i64>,
     /// `selectorspread.weight` (0): SelectorSpread of Volcano releases before 1.9; accepted,
-    /// no effect.
+    /// no effect (as in Volcano 1.9 and later), a non-zero value logged.
     #[serde(rename = "selectorspread.weight", default, deserialize_with = "args::int")]
     pub selector_spread: Option<i64>,
 }
@@ -86,8 +86,16 @@ impl Args {
         parse_args(arguments)
     }
 
-    /// The weights, Volcano's defaults applied.
+    /// The weights, Volcano's defaults applied. A non-zero `selectorspread.weight` is
+    /// logged as having no effect, once per configuration load.
     pub fn resolve(&self) -> Weights {
+        if let Some(w) = self.selector_spread.filter(|w| *w != 0) {
+            tracing::warn!(
+                weight = w,
+                "nodeorder: selectorspread.weight has no effect: SelectorSpread left kube-scheduler (1.29) and \
+                 Volcano (1.9); spread pods with topologySpreadConstraints (podtopologyspread.weight) instead"
+            );
+        }
         let d = Weights::default();
         Weights {
             least_requested: self.least_requested.unwrap_or(d.least_requested),
