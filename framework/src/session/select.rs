@@ -240,6 +240,9 @@ const UNIFORM: u8 = 1;
 const SPARSE: u8 = 2;
 /// [`NodeIndex::usable`]: the task is scanned.
 const SCAN: u8 = 3;
+/// The key of a task with inter-pod rules that no plugin reads per node (preferred pod
+/// affinity, whose scores are batch scores): even, so no combined key equals it.
+const NO_RULES_READ: u64 = 2;
 
 /// The per-session node index (see the module docs).
 #[derive(Default)]
@@ -252,7 +255,8 @@ pub(crate) struct NodeIndex {
     /// Class of each (base shape, key) with a non-zero key: the key stands for the
     /// inter-pod rules, so tasks of different shapes share a class when their shapes
     /// differ only in inter-pod rules and their keys are equal (the pods of many jobs, each
-    /// spread over the zones by its own label).
+    /// spread over the zones by its own label; [`NO_RULES_READ`] for tasks whose rules no
+    /// plugin reads per node).
     class_of_keyed: HashMap<(u32, u64), u32>,
     /// Base shape of each task shape (`u32::MAX` when not known yet): shapes equal but for
     /// their inter-pod rules have the same base shape.
@@ -743,6 +747,13 @@ impl Session {
                             (acc ^ k).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) | 1
                         }
                     });
+                    // A task whose inter-pod rules no plugin reads per node belongs to the
+                    // class of its base shape too.
+                    let key = if key == 0 && crate::snapshot::build::has_pod_rules(self.snap.task(t)) {
+                        NO_RULES_READ
+                    } else {
+                        key
+                    };
                     self.index.keys[t.idx()] = key;
                 }
                 let mode =

@@ -589,7 +589,7 @@ pub(super) struct ShapeIndex {
 }
 
 /// Whether the pod has inter-pod rules (part of its shape).
-fn has_pod_rules(task: &TaskInfo) -> bool {
+pub(crate) fn has_pod_rules(task: &TaskInfo) -> bool {
     task.pod.spec.as_ref().is_some_and(|s| {
         s.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
             || s.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
