@@ -73,6 +73,9 @@ const NONE: u32 = NodeDomains::NONE;
 /// domains (racks) are better served by re-evaluating those nodes.
 const MAX_SPLIT_DOMAINS: usize = 64;
 
+/// Entries by a label pair (key, then value), looked up without allocating.
+type PairIndex<T> = HashMap<String, HashMap<String, Vec<T>>>;
+
 /// A failed rule: its reason, and whether evicting pods cannot cure it.
 type Refusal = (&'static str, bool);
 
@@ -152,6 +155,8 @@ struct Counter {
     eligible: Option<Arc<Vec<bool>>>,
     /// Per value id.
     counts: Vec<u32>,
+    /// The value ids whose count is not 0, in no order.
+    nonzero: Vec<u32>,
     /// Σ counts.
     total: u64,
     /// Spread domains, for DoNotSchedule constraints.
@@ -238,7 +243,7 @@ pub struct Topology {
     matchers: Vec<Vec<PodMatcher>>,
     matcher_ids: HashMap<Vec<PodMatcher>, u32>,
     /// Matchers by a (label key, value) that every pod they match has.
-    matchers_by_pair: HashMap<(String, String), Vec<u32>>,
+    matchers_by_pair: PairIndex<u32>,
     /// Matchers without such a pair (checked for every pod).
     matchers_unindexed: Vec<u32>,
     /// Counters of each matcher.
@@ -248,7 +253,7 @@ pub struct Topology {
     /// Terms held by pods: (matcher, key, weight) → holding counter.
     held_ids: HashMap<(u32, u32, i64), u32>,
     /// Holding counters by the pair index of their matcher.
-    held_by_pair: HashMap<(String, String), Vec<(u32, i64)>>,
+    held_by_pair: PairIndex<(u32, i64)>,
     held_unindexed: Vec<(u32, i64)>,
     /// Holding counters of each task that holds terms.
     held_by_task: HashMap<TaskId, Vec<u32>>,
@@ -414,7 +419,9 @@ impl Topology {
         }
         let id = self.matchers.len() as u32;
         match m.first().and_then(|f| f.selector.index_pair()) {
-            Some((k, v)) => self.matchers_by_pair.entry((k.to_string(), v.to_string())).or_default().push(id),
+            Some((k, v)) => {
+                self.matchers_by_pair.entry(k.to_string()).or_default().entry(v.to_string()).or_default().push(id)
+            }
             None => self.matchers_unindexed.push(id),
         }
         self.matchers.push(m.clone());
@@ -460,6 +467,7 @@ impl Topology {
             skip_terminating,
             eligible,
             counts: vec![0; values],
+            nonzero: Vec::new(),
             total: 0,
             domains,
             report: false,
@@ -533,7 +541,13 @@ impl Topology {
                     let c = self.counter(Counted::Holding(m, weight), key, false, None, false);
                     self.held_ids.insert((m, key, weight), c);
                     match &index {
-                        Some(pair) => self.held_by_pair.entry(pair.clone()).or_default().push((c, weight)),
+                        Some((k, v)) => self
+                            .held_by_pair
+                            .entry(k.clone())
+                            .or_default()
+                            .entry(v.clone())
+                            .or_default()
+                            .push((c, weight)),
                         None => self.held_unindexed.push((c, weight)),
                     }
                     c
@@ -599,7 +613,7 @@ impl Topology {
         if !self.held_ids.is_empty() {
             let mut hits: Vec<(u32, i64)> = Vec::new();
             for (k, v) in labels {
-                if let Some(list) = self.held_by_pair.get(&(k.clone(), v.clone())) {
+                if let Some(list) = self.held_by_pair.get(k).and_then(|values| values.get(v)) {
                     hits.extend(list.iter().copied());
                 }
             }
@@ -750,7 +764,7 @@ impl Topology {
         let terminating = task.status == TaskStatus::Releasing || task.pod.metadata.deletion_timestamp.is_some();
         let mut hit: Vec<u32> = Vec::new();
         for (k, v) in labels {
-            if let Some(list) = self.matchers_by_pair.get(&(k.clone(), v.clone())) {
+            if let Some(list) = self.matchers_by_pair.get(k).and_then(|values| values.get(v)) {
                 for &m in list {
                     if self.matchers[m as usize].iter().all(|x| x.matches(ns, labels, ns_labels)) {
                         hit.extend(self.counters_of_matcher[m as usize].iter().copied());
@@ -787,6 +801,12 @@ impl Topology {
                 continue;
             }
             counter.counts[v as usize] = new;
+            if old == 0 {
+                counter.nonzero.push(v);
+            } else if new == 0 {
+                let i = counter.nonzero.iter().position(|&x| x == v).expect("a counted value is listed");
+                counter.nonzero.swap_remove(i);
+            }
             let was_empty = counter.total == 0;
             counter.total = (counter.total as i64 + i64::from(new as i32 - old as i32)) as u64;
             // The first pod of a self-affine group may start anywhere only while no pod
@@ -998,14 +1018,9 @@ impl Topology {
         let Some(r) = self.rules(t) else { return true };
         let nonzero = |c: u32, out: &mut Vec<NodeId>| {
             let counter = &self.counters[c as usize];
-            if counter.total == 0 {
-                return;
-            }
             let key = &self.keys[counter.key as usize];
-            for (v, &n) in counter.counts.iter().enumerate() {
-                if n > 0 {
-                    out.extend_from_slice(&key.nodes_of_value[v]);
-                }
+            for &v in &counter.nonzero {
+                out.extend_from_slice(&key.nodes_of_value[v as usize]);
             }
         };
         let per_node = |c: &u32| self.per_node(r, *c);
@@ -1059,14 +1074,9 @@ impl Topology {
         let Some(r) = self.rules(t) else { return };
         for &(c, _) in &r.soft {
             let counter = &self.counters[c as usize];
-            if counter.total == 0 {
-                continue;
-            }
             let key = &self.keys[counter.key as usize];
-            for (v, &n) in counter.counts.iter().enumerate() {
-                if n > 0 {
-                    out.extend_from_slice(&key.nodes_of_value[v]);
-                }
+            for &v in &counter.nonzero {
+                out.extend_from_slice(&key.nodes_of_value[v as usize]);
             }
         }
     }
