@@ -266,8 +266,8 @@ pub(crate) struct NodeIndex {
     /// Per task: 0 when not asked yet, [`UNIFORM`] or [`SPARSE`] when the index may answer
     /// for it (its batch scores are uniform, or sparse), [`SCAN`] when not.
     usable: Vec<u8>,
-    /// Per task: its plugins' combined [`crate::Plugin::shape_key`] (valid once `usable`
-    /// is 1).
+    /// Per task: its plugins' combined [`crate::Plugin::shape_key`], or [`NO_RULES_READ`]
+    /// (valid once `usable` is [`UNIFORM`] or [`SPARSE`]).
     keys: Vec<u64>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
@@ -432,19 +432,11 @@ impl Session {
         }
     }
 
-    /// The domain rules of a task (see [`crate::Plugin::domain_rules`]), with the leaf
-    /// order of their partition. `Err` when more than one plugin has some.
-    fn split_of(&mut self, t: TaskId) -> Result<Option<Split>, ()> {
-        let mut found = None;
-        for p in self.node_plugins() {
-            if let Some(d) = p.domain_rules(&self.snap, t) {
-                if found.is_some() {
-                    return Err(());
-                }
-                found = Some(d);
-            }
-        }
-        let Some(domains) = found else { return Ok(None) };
+    /// The domain rules of a task (see [`crate::Plugin::domain_rules`]; one plugin at
+    /// most has some, see [`Session::index_usable`]), with the leaf order of their
+    /// partition.
+    fn split_of(&mut self, t: TaskId) -> Option<Split> {
+        let domains = self.node_plugins().find_map(|p| p.domain_rules(&self.snap, t))?;
         let layout = match self.index.layouts.iter().find(|(d, _)| Arc::ptr_eq(d, &domains)) {
             Some((_, l)) => l.clone(),
             None => {
@@ -453,7 +445,7 @@ impl Session {
                 l
             }
         };
-        Ok(Some(Split { domains, layout }))
+        Some(Split { domains, layout })
     }
 
     /// A class built from a recent class whose shape differs only in inter-pod rules: its
@@ -508,7 +500,7 @@ impl Session {
     }
 
     fn build_class(&mut self, t: TaskId) -> usize {
-        let split = self.split_of(t).expect("index_usable refuses tasks that two plugins split");
+        let split = self.split_of(t);
         let split = match self.derive_class(t, split) {
             Ok(c) => return c,
             Err(split) => split,
@@ -605,7 +597,7 @@ impl Session {
     }
 
     /// Why no node fits a class's task: per node, the first failure a scan meets.
-    fn class_errors(&mut self, c: usize, t: TaskId) -> FitErrors {
+    fn class_errors(&self, c: usize, t: TaskId) -> FitErrors {
         let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
         let mut counts = self.index.classes[c].reason_counts.clone();
         if self.index.classes[c].split.is_some() {
