@@ -1,7 +1,10 @@
 //! Runs a benchmark case and reports its figures.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use volcano_api::crd::GROUP_NAME_ANNOTATION;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
@@ -82,6 +85,14 @@ pub struct CaseReport {
     /// What the checks found, if anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub check_failures: Vec<String>,
+    /// `--manifests`: reading and normalising the manifests, seconds (not part of any
+    /// cycle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_seconds: Option<f64>,
+    /// `--manifests`: the wall time of each cycle, in order (`cycle_seconds` is the
+    /// first's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycles_seconds: Vec<f64>,
 }
 
 struct Timer {
@@ -116,6 +127,19 @@ pub fn timed_cycle(objects: &ClusterObjects, profile: &Profile, cycle: u64) -> (
     let start = Instant::now();
     let snap = Snapshot::build(objects, &[SCHEDULER_NAME]).expect("the workload objects are valid");
     timed_session(start, snap, profile, cycle)
+}
+
+/// One measured cold cycle over any objects, scheduling the pods of these scheduler
+/// names; an error when the snapshot refuses the objects.
+pub fn timed_cycle_for(
+    objects: &ClusterObjects,
+    scheduler_names: &[&str],
+    profile: &Profile,
+    cycle: u64,
+) -> Result<(Vec<Effect>, CycleTimes), String> {
+    let start = Instant::now();
+    let snap = Snapshot::build(objects, scheduler_names).map_err(|e| e.to_string())?;
+    Ok(timed_session(start, snap, profile, cycle))
 }
 
 /// One measured warm cycle: the snapshot is a copy of a snapshot kept between cycles, as a
@@ -340,7 +364,105 @@ pub fn run_case(case: Case) -> CaseReport {
         p99_seconds: (case == Case::Steady5k).then(|| percentile(&sorted, 0.99)),
         checks_passed: failures.is_empty(),
         check_failures: failures,
+        parse_seconds: None,
+        cycles_seconds: Vec::new(),
     }
+}
+
+/// Runs `cycles` cold cycles over a user's objects (`volcano-rs bench --manifests`): each
+/// cycle builds its snapshot from the objects, and its effects are applied with the
+/// simulator's applier before the next. The first cycle is checked as a case's is (the
+/// invariant checker, a second identical run, the required rules, the applier); the
+/// report's `cycle_seconds` is the first cycle's, `cycles_seconds` lists them all.
+/// `label` names the report (the files, say); `parse_seconds` is how long reading the
+/// manifests took.
+pub fn run_manifests(
+    label: &str,
+    mut cluster: Cluster,
+    scheduler_names: &[&str],
+    profile: &Profile,
+    cycles: u32,
+    parse_seconds: f64,
+) -> Result<CaseReport, String> {
+    let nodes = cluster.nodes.len();
+    let pending = pending_groups(&cluster, scheduler_names);
+    let pending_pods: usize = pending.values().sum();
+    let mut times = Vec::new();
+    let mut first = None;
+    let mut failures = Vec::new();
+    for c in 0..cycles.max(1) {
+        let cycle = 1 + u64::from(c);
+        let objects = cluster.objects();
+        let (effects, t) = timed_cycle_for(&objects, scheduler_names, profile, cycle)?;
+        times.push(t.total_seconds);
+        if first.is_none() {
+            let snap = Snapshot::build(&objects, scheduler_names).map_err(|e| e.to_string())?;
+            failures.extend(check_cycle(snap, profile, cycle, &effects));
+            failures.extend(check_rules(&objects, &effects, cycle));
+            let groups = bound_groups(&cluster, &effects);
+            let whole = pending.keys().filter(|g| groups.contains(g.as_str())).count();
+            first = Some((t, binds(&effects), whole, pending.len() - whole));
+        }
+        drop(objects);
+        failures.extend(apply(&mut cluster, &effects, cycle));
+    }
+    let (phases, bound, whole, rolled_back) = first.expect("at least one cycle");
+    let cycle_seconds = times[0];
+    Ok(CaseReport {
+        case: label.to_string(),
+        nodes,
+        pending_pods,
+        cycle_seconds,
+        phases,
+        pods_bound: bound,
+        pods_per_second: if cycle_seconds > 0.0 { bound as f64 / cycle_seconds } else { 0.0 },
+        gangs_whole: whole,
+        gangs_rolled_back: rolled_back,
+        peak_rss_bytes: peak_rss_bytes(),
+        p50_seconds: None,
+        p99_seconds: None,
+        checks_passed: failures.is_empty(),
+        check_failures: failures,
+        parse_seconds: Some(parse_seconds),
+        cycles_seconds: times,
+    })
+}
+
+/// The pending pods of the schedulers, by group: their PodGroup
+/// (`scheduling.k8s.io/group-name`), or the pod itself when it has none (a gang of one).
+fn pending_groups(cluster: &Cluster, scheduler_names: &[&str]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for p in cluster.pods.values() {
+        let Some(spec) = p.spec.as_ref() else { continue };
+        let ours = spec.scheduler_name.as_deref().is_some_and(|n| scheduler_names.contains(&n));
+        if ours && spec.node_name.is_none() && p.metadata.deletion_timestamp.is_none() {
+            *m.entry(group_of(p)).or_default() += 1;
+        }
+    }
+    m
+}
+
+/// The group of a pod (see [`pending_groups`]): `namespace/name`.
+fn group_of(p: &Pod) -> String {
+    let ns = p.metadata.namespace.as_deref().unwrap_or("default");
+    let group = p.metadata.annotations.as_ref().and_then(|a| a.get(GROUP_NAME_ANNOTATION));
+    match group {
+        Some(g) => format!("{ns}/{g}"),
+        None => format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default()),
+    }
+}
+
+/// The groups with a pod bound by these effects.
+fn bound_groups(cluster: &Cluster, effects: &[Effect]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in effects {
+        if let Effect::Bind { pod, .. } = e {
+            if let Some(p) = cluster.pods.get(pod.key()) {
+                out.insert(group_of(p));
+            }
+        }
+    }
+    out
 }
 
 /// Picks the run with the median cycle time of several runs of one case (peak memory is
@@ -372,6 +494,13 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
         let _ = writeln!(out, "  cycle        {}  ({:.1})", ms(r.cycle_seconds), r.phases);
         if let (Some(p50), Some(p99)) = (r.p50_seconds, r.p99_seconds) {
             let _ = writeln!(out, "  p50 / p99    {} / {}", ms(p50), ms(p99));
+        }
+        if r.cycles_seconds.len() > 1 {
+            let all: Vec<String> = r.cycles_seconds.iter().map(|s| ms(*s)).collect();
+            let _ = writeln!(out, "  each cycle   {}", all.join(", "));
+        }
+        if let Some(parse) = r.parse_seconds {
+            let _ = writeln!(out, "  reading      {} (the manifests, before the first cycle)", ms(parse));
         }
         let _ = writeln!(out, "  pods bound   {} ({:.0} pods/s)", r.pods_bound, r.pods_per_second);
         let _ = writeln!(out, "  gangs        {} placed whole, {} rolled back", r.gangs_whole, r.gangs_rolled_back);

@@ -266,11 +266,27 @@ fn scheduler(args: &SchedulerArgs) -> ExitCode {
 #[derive(Args, Debug)]
 struct BenchArgs {
     /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k, spread-5k.
-    #[arg(value_name = "CASE", required_unless_present = "all")]
+    #[arg(value_name = "CASE", required_unless_present_any = ["all", "manifests"])]
     cases: Vec<String>,
     /// Run every case.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "manifests")]
     all: bool,
+    /// Instead of a standard case, time the cycles over these manifests (files or
+    /// directories, as `simulate` reads them: a dump of your own cluster, say); reading
+    /// them is timed apart.
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "cases")]
+    manifests: Vec<PathBuf>,
+    /// With --manifests: a Volcano scheduler configuration file; default: the built-in
+    /// configuration.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// With --manifests: the number of cycles, each applied before the next (default 1).
+    #[arg(long, value_name = "N")]
+    cycles: Option<u32>,
+    /// With --manifests: schedule the pods whose spec.schedulerName is this (repeatable;
+    /// default volcano-rs).
+    #[arg(long = "scheduler-name", value_name = "NAME")]
+    scheduler_names: Vec<String>,
     /// Print one JSON array, an object per case.
     #[arg(long)]
     json: bool,
@@ -332,6 +348,12 @@ enum Output {
 fn bench(args: &BenchArgs) -> anyhow::Result<String> {
     use volcano_benches::runner::{median_run, render_table, run_case, CaseReport};
     use volcano_benches::workloads::Case;
+    if !args.manifests.is_empty() {
+        return bench_manifests(args);
+    }
+    if args.config.is_some() || args.cycles.is_some() || !args.scheduler_names.is_empty() {
+        anyhow::bail!("bench: --config, --cycles and --scheduler-name apply to --manifests only");
+    }
     let names: Vec<String> =
         if args.all { Case::ALL.iter().map(|c| c.name().to_string()).collect() } else { args.cases.clone() };
     let mut cases = Vec::new();
@@ -387,6 +409,48 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
     if !failed.is_empty() {
         print!("{text}");
         anyhow::bail!("bench result checks failed for: {}", failed.join(", "));
+    }
+    Ok(text)
+}
+
+/// `bench --manifests`: the cycles over a user's manifests, in this process (`--runs`
+/// times; the run with the median first cycle is reported, peak memory the largest).
+fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
+    use volcano_benches::runner::{median_run, render_table, run_manifests};
+    let registries = volcano_scheduler::registries();
+    let profile = match &args.config {
+        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
+        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
+    };
+    let label = args.manifests.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
+    let scheduler_names =
+        if args.scheduler_names.is_empty() { vec!["volcano-rs".to_string()] } else { args.scheduler_names.clone() };
+    let names: Vec<&str> = scheduler_names.iter().map(String::as_str).collect();
+    let runs = args.runs.max(1);
+    let mut results = Vec::new();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
+        let normalised = normalise_for(manifest, &scheduler_names).map_err(SimError::from)?;
+        let parse_seconds = start.elapsed().as_secs_f64();
+        let cycles = args.cycles.unwrap_or(1);
+        let report = run_manifests(&label, normalised.cluster, &names, &profile, cycles, parse_seconds)
+            .map_err(|e| anyhow::anyhow!("bench --manifests: {e}"))?;
+        results.push(report);
+    }
+    let report = median_run(results).expect("at least one run");
+    let failed = !report.checks_passed;
+    let reports = [report];
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&reports)?;
+        s.push('\n');
+        s
+    } else {
+        render_table(&reports, runs)
+    };
+    if failed {
+        print!("{text}");
+        anyhow::bail!("bench result checks failed for: {label}");
     }
     Ok(text)
 }
