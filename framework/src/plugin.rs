@@ -287,10 +287,12 @@ pub trait Plugin: Send + Sync {
 
     /// For a [`Plugin::shape_local`] task whose answers also depend on a few facts beyond
     /// its shape (inter-pod affinity reads the pod's labels through the selectors of the
-    /// pods around it): a key such that tasks of equal shape and equal key get equal
-    /// predicates (domain rules aside, see [`Plugin::domain_rules`]) and node scores
-    /// ([`Plugin::node_order`]; batch scores are asked per task). 0 when the shape alone
-    /// decides. Asked once per task and session; the keys of all plugins are combined.
+    /// pods around it): a key such that tasks whose shapes are equal but for their
+    /// inter-pod rules, and whose keys are equal, get equal predicates (domain rules aside,
+    /// see [`Plugin::domain_rules`]) and node scores ([`Plugin::node_order`]; batch scores
+    /// are asked per task). So a plugin's predicates and node scores read a task's
+    /// inter-pod rules only through its key: 0 when they read none. Asked once per task
+    /// and session; the keys of all plugins are combined.
     fn shape_key(&self, snap: &Snapshot, task: TaskId) -> u64 {
         0
     }
@@ -335,9 +337,10 @@ pub trait Plugin: Send + Sync {
     /// [`Plugin::domain_verdicts`] per domain at each query, so that placing a pod in a
     /// zone costs the index nothing per node of the zone. `None` (the default) when the
     /// plugin has no such rules for the task. Asked once per task and session; the answer
-    /// must not change while the session runs, and must be the same for tasks of equal
-    /// shape and [`Plugin::shape_key`]. At most one plugin may split a task (the session
-    /// scans every node for a task two plugins split).
+    /// must not change while the session runs, and must be the same for tasks whose
+    /// [`Plugin::shape_key`]s are equal (and whose shapes differ only in inter-pod rules).
+    /// At most one plugin may split a task (the session scans every node for a task two
+    /// plugins split).
     fn domain_rules(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
         None
     }
