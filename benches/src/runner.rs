@@ -192,18 +192,12 @@ fn context(cycle: u64) -> CycleContext {
     CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() }
 }
 
-fn gangs(effects: &[Effect], pending_jobs: &BTreeMap<String, usize>) -> (usize, usize) {
-    let mut bound: BTreeMap<&str, usize> = BTreeMap::new();
-    for e in effects {
-        if let Effect::Bind { pod, .. } = e {
-            // Pod `bench/job-000123-4` belongs to job `bench/job-000123`.
-            if let Some((job, _)) = pod.key().rsplit_once('-') {
-                *bound.entry(job).or_default() += 1;
-            }
-        }
-    }
-    let whole = pending_jobs.keys().filter(|j| bound.contains_key(j.as_str())).count();
-    (whole, pending_jobs.len() - whole)
+/// The pending groups with a pod bound by these effects (placed whole: the cycle commits
+/// a gang whole or not at all), and the others (rolled back or not tried).
+fn gangs(cluster: &Cluster, effects: &[Effect], pending: &BTreeMap<String, usize>) -> (usize, usize) {
+    let groups = bound_groups(cluster, effects);
+    let whole = pending.keys().filter(|g| groups.contains(g.as_str())).count();
+    (whole, pending.len() - whole)
 }
 
 fn peak_rss_bytes() -> u64 {
@@ -226,21 +220,6 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 fn binds(effects: &[Effect]) -> usize {
     effects.iter().filter(|e| matches!(e, Effect::Bind { .. })).count()
-}
-
-fn pending_jobs(cluster: &Cluster) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for p in cluster.pods.values() {
-        let pending = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_none();
-        if pending {
-            let ns = p.metadata.namespace.as_deref().unwrap_or_default();
-            let name = p.metadata.name.as_deref().unwrap_or_default();
-            if let Some((job, _)) = name.rsplit_once('-') {
-                *m.entry(format!("{ns}/{job}")).or_default() += 1;
-            }
-        }
-    }
-    m
 }
 
 /// The bench profile (`BENCH_CONF` with the built-in registries).
@@ -291,7 +270,7 @@ pub fn run_case(case: Case) -> CaseReport {
     let nodes = case.nodes();
     let mut cluster = prepare(case, &profile);
     let cycles = if case == Case::Steady5k { 20 } else { 1 };
-    let pending = pending_jobs(&cluster);
+    let pending = pending_groups(&cluster, &[SCHEDULER_NAME]);
     let pending_pods: usize = pending.values().sum();
     let mut times = Vec::new();
     let mut first_phases = None;
@@ -312,7 +291,7 @@ pub fn run_case(case: Case) -> CaseReport {
             None => timed_cycle(&objects, &profile, cycle),
         };
         if c == 0 {
-            let (w, r) = gangs(&effects, &pending);
+            let (w, r) = gangs(&cluster, &effects, &pending);
             whole = w;
             rolled_back = r;
             bound = binds(&effects);
@@ -399,9 +378,8 @@ pub fn run_manifests(
             let snap = Snapshot::build(&objects, scheduler_names).map_err(|e| e.to_string())?;
             failures.extend(check_cycle(snap, profile, cycle, &effects));
             failures.extend(check_rules(&objects, &effects, cycle));
-            let groups = bound_groups(&cluster, &effects);
-            let whole = pending.keys().filter(|g| groups.contains(g.as_str())).count();
-            first = Some((t, binds(&effects), whole, pending.len() - whole));
+            let (whole, rolled_back) = gangs(&cluster, &effects, &pending);
+            first = Some((t, binds(&effects), whole, rolled_back));
         }
         drop(objects);
         failures.extend(apply(&mut cluster, &effects, cycle));

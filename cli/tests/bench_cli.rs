@@ -1,27 +1,10 @@
 //! `volcano-rs bench --manifests` as a user runs it: the built binary on the examples,
 //! checked against `simulate` on the same files, and on bad input.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
+use common::{run, stderr};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_volcano-rs"))
-        .args(args)
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn manifests_bench_times_each_cycle_and_binds_what_simulate_binds() {
@@ -45,7 +28,13 @@ fn manifests_bench_times_each_cycle_and_binds_what_simulate_binds() {
     let binds = sim["cycles"][0]["binds"].as_array().expect("the first cycle's binds").len();
     assert!(binds > 0, "the example binds pods in its first cycle");
     assert_eq!(r["pods_bound"].as_u64(), Some(binds as u64));
-    assert_eq!(r["nodes"].as_u64().map(|n| n > 0), Some(true));
+    let text = std::fs::read_to_string(common::root().join(files[2])).expect("the example");
+    let nodes = text.lines().filter(|l| l.contains("kind: Node,")).count();
+    assert!(nodes > 0);
+    assert_eq!(r["nodes"].as_u64(), Some(nodes as u64));
+    // Gangs: every bound pod's group counts once, and no pending group is counted twice.
+    let whole = r["gangs_whole"].as_u64().expect("gangs_whole");
+    assert!(whole > 0 && whole <= binds as u64, "{r}");
 
     // The table names the reading time and each cycle.
     let t = run(&["bench", "--runs", "1", "--cycles", "2", "--manifests", files[2], "--config", files[1]]);

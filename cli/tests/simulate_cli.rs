@@ -1,27 +1,12 @@
 //! `volcano-rs simulate` as a user runs it: the built binary on the examples and on bad
 //! input, checking exit codes, stderr and the output formats.
 
+mod common;
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
+use common::{run, stderr};
 use serde_json::Value;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().expect("the workspace root").to_path_buf()
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_volcano-rs"))
-        .args(args)
-        .current_dir(root())
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("the binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn temp_file(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("volcano-rs-cli-{}", std::process::id()));
