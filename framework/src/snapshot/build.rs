@@ -5,8 +5,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, Volume,
+    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ReplicationController,
+    Service, Volume,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -46,6 +48,14 @@ pub struct ClusterObjects {
     pub storage_classes: Vec<Arc<StorageClass>>,
     /// CSINodes (the volume attach limits of CSI drivers per node).
     pub csi_nodes: Vec<Arc<CSINode>>,
+    /// Services (their selectors make the system-default topology spread constraints).
+    pub services: Vec<Arc<Service>>,
+    /// ReplicationControllers (likewise, for the pods they control).
+    pub replication_controllers: Vec<Arc<ReplicationController>>,
+    /// ReplicaSets (likewise).
+    pub replica_sets: Vec<Arc<ReplicaSet>>,
+    /// StatefulSets (likewise).
+    pub stateful_sets: Vec<Arc<StatefulSet>>,
 }
 
 /// An object that cannot enter the snapshot.
