@@ -10,9 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{
-    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController,
-};
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -69,9 +67,11 @@ impl ServiceSelectors {
         let mut ids: Vec<u32> = self.everything.clone();
         for (k, v) in labels {
             if let Some(list) = self.by_pair.get(k).and_then(|values| values.get(v)) {
-                ids.extend(list.iter().copied().filter(|&i| {
-                    self.selectors[i as usize].iter().all(|(k, v)| labels.get(k) == Some(v))
-                }));
+                ids.extend(
+                    list.iter()
+                        .copied()
+                        .filter(|&i| self.selectors[i as usize].iter().all(|(k, v)| labels.get(k) == Some(v))),
+                );
             }
         }
         ids.sort_unstable();

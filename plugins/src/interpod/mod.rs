@@ -36,6 +36,7 @@
 //! node snapshot holds terminating pods); a pod evicted in the session stops counting, as
 //! Volcano removes it from its node snapshot.
 
+pub mod defaults;
 pub mod selector;
 
 use std::collections::{BTreeMap, HashMap};
@@ -103,6 +104,9 @@ struct Key {
     node_local: bool,
     /// Nodes without the label.
     missing: Vec<NodeId>,
+    /// The id of the value `""` (`NONE` when no node has it): a node without the label
+    /// has this value for the topology sizes of system-default constraints.
+    empty_value: u32,
     /// The nodes' values as a partition, for keys with few values (not node-local, at most
     /// [`MAX_SPLIT_DOMAINS`]).
     partition: Option<Arc<NodeDomains>>,
@@ -202,8 +206,12 @@ struct Rules {
     soft: Vec<(u32, i64)>,
     /// ScheduleAnyway constraints.
     soft_spread: Vec<SoftSpread>,
-    /// All keys of the soft constraints must be on a node (else it scores 0).
+    /// All keys of the soft constraints must be on a node (else it scores 0), unless
+    /// `soft_defaulted`.
     soft_keys: Vec<u32>,
+    /// The soft constraints are the system defaults ([`defaults`]): a node without one of
+    /// the keys is scored by the others.
+    soft_defaulted: bool,
     /// The key of the domain rules ([`Topology::domain_rules`]): the required rules on
     /// this key, when every required rule on a key that is not node-local is on it.
     domain_key: Option<u32>,
@@ -269,6 +277,8 @@ pub struct Topology {
     /// Whether changes are reported ([`Topology::drain_touched`]): the filters' answers are
     /// kept by the node index, the scores are batch scores it never keeps.
     report_touched: bool,
+    /// Pods without spread constraints get the system-default ones ([`defaults`]).
+    default_spread: bool,
 }
 
 /// Whether a task holds a node for the counts at session open.
@@ -325,9 +335,19 @@ fn has_rules(spec: &PodSpec) -> bool {
 impl Topology {
     /// The state of a session over `snap`.
     pub fn open(snap: &Snapshot, mode: Mode) -> Topology {
-        let mut t = Topology { report_touched: mode == Mode::Filter, ..Default::default() };
+        Topology::open_with(snap, mode, false)
+    }
+
+    /// The state of a session over `snap`; with the system-default spread constraints
+    /// ([`defaults`]) for pods without constraints when `default_spread` (scores only).
+    pub fn open_with(snap: &Snapshot, mode: Mode, default_spread: bool) -> Topology {
+        let default_spread = default_spread && mode == Mode::Score && snap.extras().has_workload_selectors();
+        let mut t = Topology { report_touched: mode == Mode::Filter, default_spread, ..Default::default() };
         // Most clusters have no inter-pod rule at all: one pass over the pods says so.
-        if !snap.may_have_pod_rules() || !snap.tasks.iter().any(|task| task.pod.spec.as_ref().is_some_and(has_rules)) {
+        if !default_spread
+            && (!snap.may_have_pod_rules()
+                || !snap.tasks.iter().any(|task| task.pod.spec.as_ref().is_some_and(has_rules)))
+        {
             return t;
         }
         // Terms held by any pod (placed now or later in the session).
@@ -405,10 +425,19 @@ impl Topology {
         }
         let node_local = nodes_of_value.iter().all(|n| n.len() == 1);
         let missing = (0..node_value.len()).filter(|&i| node_value[i] == NONE).map(|i| NodeId(i as u32)).collect();
+        let empty_value = values.get("").copied().unwrap_or(NONE);
         let partition = (!node_local && nodes_of_value.len() <= MAX_SPLIT_DOMAINS)
             .then(|| Arc::new(NodeDomains { of_node: node_value.clone(), count: nodes_of_value.len() as u32 }));
         let id = self.keys.len() as u32;
-        self.keys.push(Key { name: name.to_string(), node_value, nodes_of_value, node_local, missing, partition });
+        self.keys.push(Key {
+            name: name.to_string(),
+            node_value,
+            nodes_of_value,
+            node_local,
+            missing,
+            empty_value,
+            partition,
+        });
         self.key_ids.insert(name.to_string(), id);
         id
     }
@@ -630,6 +659,9 @@ impl Topology {
                 }
             }
         }
+        if self.default_spread && defaults::applies_to(&task.pod) {
+            self.push_default_spread(snap, task, &mut r);
+        }
         let Some(spec) = task.pod.spec.as_ref().filter(|s| has_rules(s)) else { return r };
         let affinity = spec.affinity.as_ref();
         let pa = affinity.and_then(|a| a.pod_affinity.as_ref());
@@ -712,6 +744,26 @@ impl Topology {
             }
         }
         r
+    }
+
+    /// The system-default constraints of a pod without constraints, when something selects
+    /// it ([`defaults`]).
+    fn push_default_spread(&mut self, snap: &Snapshot, task: &TaskInfo, r: &mut Rules) {
+        let Some(selector) = defaults::default_selector(snap.extras(), &task.pod) else { return };
+        let ns = task.namespace();
+        let m = self.matcher_id(vec![PodMatcher {
+            selector,
+            namespaces: Namespaces { names: vec![ns.to_string()], selector: None },
+        }]);
+        for (name, max_skew) in defaults::SYSTEM_DEFAULT_CONSTRAINTS {
+            let key = self.key_id(snap, name);
+            // Nodes lacking the key are not left out of the others' counts.
+            let eligible = self.eligible_nodes(snap, task, &[key], true, false);
+            let counter = self.counter(Counted::Matching(m), key, true, Some(eligible), false);
+            r.soft_spread.push(SoftSpread { counter, max_skew });
+            r.soft_keys.push(key);
+        }
+        r.soft_defaulted = true;
     }
 
     fn push_soft(
@@ -872,7 +924,7 @@ impl Topology {
             list.iter().filter(|c| per_node(c)).collect::<Vec<_>>().hash(&mut h);
         }
         r.spread.iter().filter(|s| per_node(&s.counter)).collect::<Vec<_>>().hash(&mut h);
-        (&r.soft, &r.soft_spread, &r.soft_keys, r.domain_key).hash(&mut h);
+        (&r.soft, &r.soft_spread, &r.soft_keys, r.soft_defaulted, r.domain_key).hash(&mut h);
         h.finish() | 1
     }
 
@@ -1101,12 +1153,15 @@ impl Topology {
 
     /// PodTopologySpread's score of each node for ScheduleAnyway constraints, normalised
     /// as kube-scheduler does (fewer matching pods is better; nodes without every key
-    /// score 0).
+    /// score 0, except for the system defaults, where a node without a key is scored by
+    /// the other constraint and counts as the value `""` in the size of the topology).
     pub fn spread_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<i64> {
         let Some(r) = self.rules(t).filter(|r| !r.soft_spread.is_empty()) else { return vec![0; nodes.len()] };
         let ignored: Vec<bool> = nodes
             .iter()
-            .map(|n| r.soft_keys.iter().any(|&k| self.keys[k as usize].node_value[n.idx()] == NONE))
+            .map(|n| {
+                !r.soft_defaulted && r.soft_keys.iter().any(|&k| self.keys[k as usize].node_value[n.idx()] == NONE)
+            })
             .collect();
         // Size of each constraint's topology among the scored nodes.
         let weights: Vec<f64> = r
@@ -1121,7 +1176,10 @@ impl Topology {
                         .iter()
                         .zip(&ignored)
                         .filter(|(_, i)| !**i)
-                        .map(|(n, _)| key.node_value[n.idx()])
+                        .map(|(n, _)| match key.node_value[n.idx()] {
+                            NONE => key.empty_value,
+                            v => v,
+                        })
                         .collect();
                     seen.sort_unstable();
                     seen.dedup();

@@ -28,6 +28,30 @@ impl Selector {
         Selector { nothing: true, reqs: Vec::new() }
     }
 
+    /// The selector that matches everything (an empty one).
+    pub fn everything() -> Selector {
+        Selector { nothing: false, reqs: Vec::new() }
+    }
+
+    /// Whether it has no requirement: it matches every label set (`labels.Selector.Empty`).
+    pub fn is_everything(&self) -> bool {
+        !self.nothing && self.reqs.is_empty()
+    }
+
+    /// Adds every requirement of another selector (`labels.Selector.Add`); a selector that
+    /// matches nothing adds none, as its requirements cannot be listed.
+    pub fn add_all(&mut self, other: &Selector) {
+        if other.nothing {
+            return;
+        }
+        for r in &other.reqs {
+            if !self.reqs.contains(r) {
+                self.reqs.push(r.clone());
+            }
+        }
+        self.reqs.sort();
+    }
+
     /// Compiles a selector; an unknown operator makes it match nothing (the API server
     /// rejects such selectors, kube-scheduler fails the pod).
     pub fn compile(sel: Option<&LabelSelector>) -> Selector {

@@ -483,7 +483,7 @@ impl Plugin for NodeOrder {
             });
         self.topology = None;
         if self.weights.pod_affinity != 0 || self.weights.pod_topology_spread != 0 {
-            let topology = Topology::open(snap, Mode::Score);
+            let topology = Topology::open_with(snap, Mode::Score, self.weights.pod_topology_spread != 0);
             if !topology.is_empty() {
                 self.topology = Some(topology);
             }

@@ -612,3 +612,95 @@ fn tasks_with_different_images_have_different_shapes() {
     assert_ne!(shape("a"), shape("b"));
     assert_eq!(shape("a"), shape("c"));
 }
+
+// ----- system-default topology spread -----
+
+const SPREAD_ONLY: &str = r#"{"nodeaffinity.weight": 0, "tainttoleration.weight": 0, "podaffinity.weight": 0}"#;
+
+/// Nodes n1, n2 (zone a), n3 (zone b), n4 (no zone), with two `app: web` pods on n1 and one
+/// on n3, the pending pod `p` (`app: web`), and a Service selecting `app: web` when
+/// `service`.
+fn spread_cluster(p: PodBuilder, service: bool) -> Objects {
+    use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+    let n = |name: &str, zone: Option<&str>| {
+        let b = node(name, "8", "16Gi").label("kubernetes.io/hostname", name);
+        match zone {
+            Some(z) => b.label("topology.kubernetes.io/zone", z),
+            None => b,
+        }
+    };
+    let web = |name: &str, on: &str| pod("ns", name).label("app", "web").running_on(on);
+    let mut objs = Objects::new()
+        .node(n("n1", Some("a")))
+        .node(n("n2", Some("a")))
+        .node(n("n3", Some("b")))
+        .node(n("n4", None))
+        .pod(web("r1", "n1"))
+        .pod(web("r2", "n1"))
+        .pod(web("r3", "n3"))
+        .pod(pod("other", "r4").label("app", "web").running_on("n2"))
+        .pod(p);
+    if service {
+        objs.0.services.push(Arc::new(Service {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("ns".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                selector: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }));
+    }
+    objs
+}
+
+#[test]
+fn pods_selected_by_a_service_get_the_system_default_spread() {
+    // kube-scheduler's arithmetic, hostname maxSkew 3 (4 nodes: weight ln 6) and zone
+    // maxSkew 5 (zones a, b and "" for n4: weight ln 5); n4 is scored on the hostname only.
+    // Raw 2·1.79+2 + 2·1.61+4 = 13, 2 + 7.22 = 9, 1.79+2 + 1.61+4 = 9, 2 → 100·(15−s)/13,
+    // times the default weight 2. The pod of namespace `other` is not counted.
+    let p = || pod("ns", "p").label("app", "web");
+    assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(p(), true), 0.0), vec![30.0, 92.0, 92.0, 200.0]);
+    // Nothing selects the pod: no constraint.
+    assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(p(), false), 0.0), vec![0.0; 4]);
+    let other = pod("ns", "p").label("app", "db");
+    assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(other, true), 0.0), vec![0.0; 4]);
+    // The weight 0 turns them off.
+    let off = json!({"nodeaffinity.weight": 0, "tainttoleration.weight": 0, "podtopologyspread.weight": 0});
+    assert_eq!(batch(off, spread_cluster(p(), true), 0.0), vec![0.0; 4]);
+}
+
+#[test]
+fn a_pod_s_own_constraints_replace_the_system_defaults() {
+    use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+    let constraint = |key: &str, skew: i32, when: &str| TopologySpreadConstraint {
+        topology_key: key.into(),
+        max_skew: skew,
+        when_unsatisfiable: when.into(),
+        label_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".to_string(), "web".to_string())])),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // The same constraints, given by the pod: a node without every key is not scored
+    // (n4 gets 0), and the sizes count the 3 other nodes (ln 5) and zones a, b (ln 4):
+    // raw 12, 9, 9 → 100·(21−s)/12.
+    let own = pod("ns", "p").label("app", "web").with_spec(move |s| {
+        s.topology_spread_constraints = Some(vec![
+            constraint("kubernetes.io/hostname", 3, "ScheduleAnyway"),
+            constraint("topology.kubernetes.io/zone", 5, "ScheduleAnyway"),
+        ])
+    });
+    assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(own, true), 0.0), vec![150.0, 200.0, 200.0, 0.0]);
+    // Only DoNotSchedule constraints: no score, and no defaults either.
+    let hard = pod("ns", "p")
+        .label("app", "web")
+        .with_spec(move |s| s.topology_spread_constraints = Some(vec![constraint("zone", 1, "DoNotSchedule")]));
+    assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(hard, true), 0.0), vec![0.0; 4]);
+}
