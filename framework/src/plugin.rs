@@ -211,6 +211,23 @@ pub trait Plugin: Send + Sync {
     /// Scores all feasible nodes at once (for normalised scores): adds into `scores`.
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {}
 
+    /// [`Plugin::batch_node_order`] over a set of scored nodes in which `nodes[i]` stands
+    /// for `counts[i]` nodes with its raw scores (nodes of its domain that are not special,
+    /// see [`Plugin::batch_partition`]): the scores `nodes` would get in a batch over the
+    /// whole set. The default scores `nodes` alone, which is right for scores normalised
+    /// from the set of raw values only; a plugin whose scores read the number of scored
+    /// nodes (PodTopologySpread's topology sizes) must use `counts`.
+    fn batch_node_order_counted(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        nodes: &[NodeId],
+        counts: &[u32],
+        scores: &mut [f64],
+    ) {
+        self.batch_node_order(snap, task, nodes, scores)
+    }
+
     /// Victims among `candidates` for `preemptor`; `None` abstains.
     fn preemptable(&self, snap: &Snapshot, preemptor: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         None
@@ -314,8 +331,22 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// For a task whose batch scores are neither uniform nor sparse: the partition of the
+    /// nodes into domains (the values of one node label, say the zone) such that, outside
+    /// the nodes that [`Plugin::batch_special_nodes`] lists, the batch scores are equal on
+    /// the nodes of each domain (the nodes without the label make one more domain), and
+    /// normalised from the raw values and how many scored nodes have each
+    /// ([`Plugin::batch_node_order_counted`]). The session then scores the listed nodes and
+    /// the best other node of each domain only. `None` (the default) when the scores have
+    /// no such partition; a plugin whose scores are uniform or sparse for the task returns
+    /// `None` too. Asked once per task and session.
+    fn batch_partition(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
+        None
+    }
+
     /// The nodes outside which the batch scores of a [`Plugin::batch_sparse`] task are
-    /// uniform (now; asked at every query); a plugin whose scores are uniform adds none.
+    /// uniform, or those of a [`Plugin::batch_partition`] task uniform per domain (now;
+    /// asked at every query); a plugin whose scores are uniform adds none.
     fn batch_special_nodes(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {}
 
     /// For a [`Plugin::shape_local`] task: the nodes where its predicates and node scores
@@ -371,8 +402,9 @@ pub trait Plugin: Send + Sync {
     fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
 }
 
-/// A partition of the nodes into topology domains (see [`Plugin::domain_rules`]).
-#[derive(Debug)]
+/// A partition of the nodes into topology domains (see [`Plugin::domain_rules`] and
+/// [`Plugin::batch_partition`]).
+#[derive(Debug, PartialEq, Eq)]
 pub struct NodeDomains {
     /// The domain of each node, by node index; [`NodeDomains::NONE`] for a node without
     /// the label.

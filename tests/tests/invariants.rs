@@ -367,6 +367,52 @@ proptest! {
     }
 }
 
+/// [`with_inter_pod_rules`], with Services that give the system-default spread
+/// constraints to two jobs in three (those without constraints of their own), the zone
+/// also as `topology.kubernetes.io/zone` on three nodes in four, and every fifth node
+/// without its hostname label: as YAML.
+fn with_default_spread(e: volcano_testkit::scenario::Expanded) -> String {
+    let mut e = with_inter_pod_rules(e);
+    for (i, n) in e.nodes.iter_mut().enumerate() {
+        let labels = n.metadata.labels.get_or_insert_with(Default::default);
+        if i % 4 != 3 {
+            if let Some(zone) = labels.get("zone").cloned() {
+                labels.insert("topology.kubernetes.io/zone".into(), zone);
+            }
+        }
+        if i % 5 == 4 {
+            labels.remove("kubernetes.io/hostname");
+        }
+    }
+    let mut yaml = e.to_yaml();
+    for (i, pg) in e.pod_groups.iter().enumerate() {
+        let (Some(name), namespace) = (pg.metadata.name.as_deref(), pg.metadata.namespace.as_deref()) else {
+            continue;
+        };
+        if i % 3 != 2 {
+            yaml.push_str(&format!(
+                "---\napiVersion: v1\nkind: Service\nmetadata: {{name: svc-{name}, namespace: {}}}\n\
+                 spec: {{selector: {{job: {name}}}}}\n",
+                namespace.unwrap_or("default")
+            ));
+        }
+    }
+    yaml
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x7376_6373), failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn system_default_spread_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
+        let yaml = with_default_spread(cluster.expand());
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    }
+}
+
 const PREEMPT_CONF: &str = r#"
 actions: "enqueue, allocate, preempt, backfill"
 tiers:

@@ -35,7 +35,11 @@
 //! class's answers and re-evaluates the nodes where either task's rules may fail
 //! ([`crate::Plugin::rule_exceptions`]); batch scores uniform outside a few nodes
 //! ([`crate::Plugin::batch_sparse`]) are computed on those nodes and the best other node
-//! only. When no node fits a task with domain rules, each node gets the reason a scan
+//! only, and batch scores uniform per domain outside a few nodes (the system-default
+//! spread constraints, per zone: [`crate::Plugin::batch_partition`]) on those nodes and
+//! the best other node of each domain, over a tree laid out by the partition; each other
+//! node stands for the nodes of the best rank it was chosen from
+//! ([`crate::Plugin::batch_node_order_counted`]), whose number scores may read. When no node fits a task with domain rules, each node gets the reason a scan
 //! would give: its own failure, its domain's, or (when both fail) the full predicate's.
 
 use std::borrow::Cow;
@@ -182,19 +186,38 @@ impl Layout {
     }
 }
 
-/// The domain rules of a class: the nodes' domains and the tree's leaf order.
+/// A partition of the nodes a class's tree is laid out by (its domain rules', or the
+/// batch partition of its tasks): the nodes' domains and the tree's leaf order.
+#[derive(Clone)]
 struct Split {
     domains: Arc<NodeDomains>,
     layout: Arc<Layout>,
 }
 
+impl Split {
+    /// The slot of a node: its domain, or `count` without the label.
+    fn slot(&self, n: NodeId) -> usize {
+        match self.domains.of_node[n.idx()] {
+            NodeDomains::NONE => self.domains.count as usize,
+            d => d as usize,
+        }
+    }
+}
+
 struct Class {
     representative: TaskId,
-    /// The task's domain rules, when a plugin has some: `fits` are then the answers
-    /// without them ([`crate::Plugin::predicate_without_domain_rules`]).
+    /// The partition the tree is laid out by: the task's domain rules, when a plugin has
+    /// some, else the batch partition of a task that has one
+    /// ([`crate::Plugin::batch_partition`]).
     split: Option<Split>,
+    /// `fits` are the answers without the domain rules of `split`
+    /// ([`crate::Plugin::predicate_without_domain_rules`]).
+    domain_rules: bool,
     cursor: usize,
     fits: Vec<Fit>,
+    /// Per slot of `split` (one slot without): how many nodes fit in the future only, and
+    /// now.
+    slot_counts: Vec<[u32; 2]>,
     tree: BestTree,
     reasons: Vec<String>,
     reason_ids: HashMap<String, u32>,
@@ -240,6 +263,30 @@ const UNIFORM: u8 = 1;
 const SPARSE: u8 = 2;
 /// [`NodeIndex::usable`]: the task is scanned.
 const SCAN: u8 = 3;
+/// [`NodeIndex::usable`]: the index answers, and the batch scores are uniform per domain
+/// outside a few nodes ([`crate::Plugin::batch_partition`]).
+const PARTITIONED: u8 = 4;
+
+/// The rank of a fit: 2 fits now, 1 fits later, 0 does not fit.
+fn rank(fit: Fit) -> u32 {
+    match fit {
+        Fit::Idle(_) => 2,
+        Fit::Future(_) => 1,
+        Fit::No(_) => 0,
+    }
+}
+
+/// The per-slot counts of a class's fits (see [`Class::slot_counts`]).
+fn count_slots(fits: &[Fit], split: Option<&Split>) -> Vec<[u32; 2]> {
+    let mut counts = vec![[0u32; 2]; split.map_or(1, |s| s.domains.count as usize + 1)];
+    for (i, &fit) in fits.iter().enumerate() {
+        let r = rank(fit);
+        if r > 0 {
+            counts[split.map_or(0, |s| s.slot(NodeId(i as u32)))][r as usize - 1] += 1;
+        }
+    }
+    counts
+}
 /// The key of a task with inter-pod rules that no plugin reads per node (preferred pod
 /// affinity, whose scores are batch scores): even, so no combined key equals it.
 const NO_RULES_READ: u64 = 2;
@@ -271,11 +318,14 @@ pub(crate) struct NodeIndex {
     keys: Vec<u64>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
+    /// Reused buffer of scored candidates and the nodes each stands for.
+    candidates: Vec<(NodeId, u32)>,
     /// Reused buffer of rule exceptions.
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes.
     changed: Vec<NodeId>,
-    /// The leaf orders of the node partitions of domain rules met so far.
+    /// The leaf orders of the node partitions met so far (of domain rules and batch
+    /// partitions; equal partitions of different plugins share one).
     layouts: Vec<(Arc<NodeDomains>, Arc<Layout>)>,
     /// The domain verdicts of the current query ([`crate::Plugin::domain_verdicts`]).
     verdicts: Vec<Option<Cow<'static, str>>>,
@@ -412,7 +462,7 @@ impl Session {
     /// Re-evaluates these nodes (sorted, distinct) for a class.
     fn reevaluate(&mut self, c: usize, nodes: &[NodeId]) {
         let rep = self.index.classes[c].representative;
-        let split = self.index.classes[c].split.is_some();
+        let split = self.index.classes[c].domain_rules;
         for &n in nodes {
             let r = self.evaluate(rep, n, split);
             let class = &mut self.index.classes[c];
@@ -424,6 +474,15 @@ impl Session {
                 }
                 if let Fit::No(r) = fit {
                     class.reason_counts[r as usize] += 1;
+                }
+                if rank(old) != rank(fit) {
+                    let slot = class.split.as_ref().map_or(0, |s| s.slot(n));
+                    if rank(old) > 0 {
+                        class.slot_counts[slot][rank(old) as usize - 1] -= 1;
+                    }
+                    if rank(fit) > 0 {
+                        class.slot_counts[slot][rank(fit) as usize - 1] += 1;
+                    }
                 }
                 class.fits[n.idx()] = fit;
                 let leaf = class.leaf(n);
@@ -437,22 +496,35 @@ impl Session {
     /// partition.
     fn split_of(&mut self, t: TaskId) -> Option<Split> {
         let domains = self.node_plugins().find_map(|p| p.domain_rules(&self.snap, t))?;
-        let layout = match self.index.layouts.iter().find(|(d, _)| Arc::ptr_eq(d, &domains)) {
+        Some(self.layout_of(domains))
+    }
+
+    /// The batch partition of a [`PARTITIONED`] task (see
+    /// [`crate::Plugin::batch_partition`]), with its leaf order.
+    fn batch_split_of(&mut self, t: TaskId) -> Option<Split> {
+        let domains = self.batch_plugins().find_map(|p| p.batch_partition(&self.snap, t))?;
+        Some(self.layout_of(domains))
+    }
+
+    /// A partition with its leaf order, shared by equal partitions (the predicates' and the
+    /// scores' zones are one layout).
+    fn layout_of(&mut self, domains: Arc<NodeDomains>) -> Split {
+        if let Some((_, l)) = self.index.layouts.iter().find(|(d, _)| Arc::ptr_eq(d, &domains)) {
+            return Split { domains, layout: l.clone() };
+        }
+        let layout = match self.index.layouts.iter().find(|(d, _)| **d == *domains) {
             Some((_, l)) => l.clone(),
-            None => {
-                let l = Arc::new(Layout::new(&domains));
-                self.index.layouts.push((domains.clone(), l.clone()));
-                l
-            }
+            None => Arc::new(Layout::new(&domains)),
         };
-        Some(Split { domains, layout })
+        self.index.layouts.push((domains.clone(), layout.clone()));
+        Split { domains, layout }
     }
 
     /// A class built from a recent class whose shape differs only in inter-pod rules: its
     /// answers, with the nodes where either task's rules may fail now re-evaluated (see
     /// [`crate::Plugin::rule_exceptions`]). `None` when there is no such class, or the nodes
     /// cannot be listed, or they are most of the cluster.
-    fn derive_class(&mut self, t: TaskId, split: Option<Split>) -> Result<usize, Option<Split>> {
+    fn derive_class(&mut self, t: TaskId, split: Option<Split>, domain_rules: bool) -> Result<usize, Option<Split>> {
         const RECENT: usize = 16;
         let first = self.index.classes.len().saturating_sub(RECENT);
         let Some(donor) = (first..self.index.classes.len()).rev().find(|&d| {
@@ -476,16 +548,19 @@ impl Session {
         nodes.dedup();
         let d = &self.index.classes[donor];
         let layout = split.as_ref().map(|s| &s.layout);
-        let tree = if layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout)) {
-            BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() }
+        let same_layout = layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout));
+        let (tree, slot_counts) = if same_layout {
+            (BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() }, d.slot_counts.clone())
         } else {
-            BestTree::new(&d.fits, layout.map(|l| l.as_ref()))
+            (BestTree::new(&d.fits, layout.map(|l| l.as_ref())), count_slots(&d.fits, split.as_ref()))
         };
         let class = Class {
             representative: t,
             split,
+            domain_rules,
             cursor: d.cursor,
             fits: d.fits.clone(),
+            slot_counts,
             tree,
             reasons: d.reasons.clone(),
             reason_ids: d.reason_ids.clone(),
@@ -500,13 +575,16 @@ impl Session {
     }
 
     fn build_class(&mut self, t: TaskId) -> usize {
-        let split = self.split_of(t);
-        let split = match self.derive_class(t, split) {
+        let mut split = self.split_of(t);
+        let is_split = split.is_some();
+        if split.is_none() && self.index.usable[t.idx()] == PARTITIONED {
+            split = self.batch_split_of(t);
+        }
+        let split = match self.derive_class(t, split, is_split) {
             Ok(c) => return c,
             Err(split) => split,
         };
         let nodes = self.snap.nodes.len();
-        let is_split = split.is_some();
         let results: Vec<Evaluation> = if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
         } else {
@@ -515,8 +593,10 @@ impl Session {
         let mut class = Class {
             representative: t,
             split,
+            domain_rules: is_split,
             cursor: self.index.log.len(),
             fits: Vec::with_capacity(nodes),
+            slot_counts: Vec::new(),
             tree: BestTree::new(&[], None),
             reasons: Vec::new(),
             reason_ids: HashMap::new(),
@@ -532,6 +612,7 @@ impl Session {
             class.fits.push(fit);
         }
         class.tree = BestTree::new(&class.fits, class.split.as_ref().map(|s| s.layout.as_ref()));
+        class.slot_counts = count_slots(&class.fits, class.split.as_ref());
         self.index.classes.push(class);
         self.index.classes.len() - 1
     }
@@ -544,10 +625,14 @@ impl Session {
             return self.find_node_by_scan(t);
         }
         let c = self.class_of(t);
+        let mode = self.index.usable[t.idx()];
+        if mode == PARTITIONED && !self.lay_out_by_batch_partition(c, t) {
+            return self.find_node_by_scan(t);
+        }
         self.refresh(c);
         self.fill_verdicts(c, t);
-        if self.index.usable[t.idx()] == SPARSE {
-            if let Some(choice) = self.sparse_choice(c, t) {
+        if mode == SPARSE || mode == PARTITIONED {
+            if let Some(choice) = self.special_choice(c, t, mode == PARTITIONED) {
                 return Ok(choice);
             }
         }
@@ -565,7 +650,7 @@ impl Session {
     fn fill_verdicts(&mut self, c: usize, t: TaskId) {
         let mut verdicts = std::mem::take(&mut self.index.verdicts);
         verdicts.clear();
-        if let Some(split) = &self.index.classes[c].split {
+        if let Some(split) = self.index.classes[c].split.as_ref().filter(|_| self.index.classes[c].domain_rules) {
             verdicts.resize(split.domains.count as usize + 1, None);
             for p in self.node_plugins() {
                 p.domain_verdicts(&self.snap, t, &mut verdicts);
@@ -577,7 +662,7 @@ impl Session {
     /// The key of the best node of a class among those its domain verdicts allow.
     fn best_allowed(&self, c: usize) -> u128 {
         let class = &self.index.classes[c];
-        match &class.split {
+        match class.split.as_ref().filter(|_| class.domain_rules) {
             None => class.tree.best(),
             Some(split) => (split.layout.ranges.iter().zip(&self.index.verdicts))
                 .filter(|(_, v)| v.is_none())
@@ -590,17 +675,16 @@ impl Session {
     /// The reason of a node's domain verdict (`None` when it is allowed or the class has no
     /// domain rules).
     fn domain_refusal(&self, c: usize, n: NodeId) -> Option<&str> {
-        let split = self.index.classes[c].split.as_ref()?;
-        let d = split.domains.of_node[n.idx()];
-        let slot = if d == NodeDomains::NONE { split.domains.count as usize } else { d as usize };
-        self.index.verdicts[slot].as_deref()
+        let class = &self.index.classes[c];
+        let split = class.split.as_ref().filter(|_| class.domain_rules)?;
+        self.index.verdicts[split.slot(n)].as_deref()
     }
 
     /// Why no node fits a class's task: per node, the first failure a scan meets.
     fn class_errors(&self, c: usize, t: TaskId) -> FitErrors {
         let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
         let mut counts = self.index.classes[c].reason_counts.clone();
-        if self.index.classes[c].split.is_some() {
+        if self.index.classes[c].domain_rules {
             // A node its domain refuses fails with the domain's reason when it passes the
             // other checks, with a failed resource check (the first check) when it has one,
             // and with what the full predicate says otherwise.
@@ -641,11 +725,31 @@ impl Session {
 }
 
 impl Session {
-    /// The choice of a class whose batch scores are uniform outside a few special nodes:
-    /// the best of the special nodes and of the best other node (by the node-local scores),
-    /// among those of the best fit rank, by their node-local and batch scores; ties to the
-    /// first node, as a scan. `None` when no node fits.
-    fn sparse_choice(&mut self, c: usize, t: TaskId) -> Option<NodeChoice> {
+    /// Lays a class's tree out by the batch partition of a [`PARTITIONED`] task, when the
+    /// class has no layout yet (its tasks so far had none); false when it has another (the
+    /// task is then scanned).
+    fn lay_out_by_batch_partition(&mut self, c: usize, t: TaskId) -> bool {
+        let Some(split) = self.batch_split_of(t) else { return false };
+        let class = &mut self.index.classes[c];
+        match &class.split {
+            Some(s) => Arc::ptr_eq(&s.layout, &split.layout),
+            None => {
+                class.tree = BestTree::new(&class.fits, Some(&split.layout));
+                class.slot_counts = count_slots(&class.fits, Some(&split));
+                class.split = Some(split);
+                true
+            }
+        }
+    }
+
+    /// The choice of a class whose batch scores are uniform outside a few special nodes
+    /// ([`SPARSE`]), or uniform per domain of the class's partition outside them
+    /// ([`PARTITIONED`], `by_domain`): the best of the special nodes and of the best other
+    /// node (of each domain), by the node-local scores, among those of the best fit rank,
+    /// by their node-local and batch scores, each other node standing for the nodes of its
+    /// rank it was chosen from; ties to the first node, as a scan. `None` when no node
+    /// fits.
+    fn special_choice(&mut self, c: usize, t: TaskId, by_domain: bool) -> Option<NodeChoice> {
         let mut special = std::mem::take(&mut self.index.special);
         special.clear();
         for p in self.batch_plugins() {
@@ -653,23 +757,34 @@ impl Session {
         }
         special.sort_unstable();
         special.dedup();
-        // The best other node: the special ones masked for one query.
+        // The best other nodes: the special ones masked for the queries. Each with its
+        // slot, or `usize::MAX` for the best of every allowed slot.
         for &n in &special {
             let class = &mut self.index.classes[c];
             let leaf = class.leaf(n);
             class.tree.set(leaf, n.0, Fit::No(0));
         }
-        let other = self.best_allowed(c);
+        let mut others: Vec<(u128, usize)> = Vec::new();
+        {
+            let class = &self.index.classes[c];
+            let allowed = |slot: usize| !class.domain_rules || self.index.verdicts[slot].is_none();
+            match class.split.as_ref().filter(|_| by_domain) {
+                Some(split) => {
+                    for (slot, &(start, end)) in split.layout.ranges.iter().enumerate() {
+                        if allowed(slot) {
+                            others.push((class.tree.best_in(start as usize, end as usize), slot));
+                        }
+                    }
+                }
+                None => others.push((self.best_allowed(c), usize::MAX)),
+            }
+        }
         for &n in &special {
             let class = &mut self.index.classes[c];
             let leaf = class.leaf(n);
             class.tree.set(leaf, n.0, class.fits[n.idx()]);
         }
-        let rank = |f: Fit| match f {
-            Fit::Idle(_) => 2,
-            Fit::Future(_) => 1,
-            Fit::No(_) => 0,
-        };
+        let mut candidates = std::mem::take(&mut self.index.candidates);
         // The special nodes' fits, with their domain verdicts.
         let fit = |n: NodeId| {
             if self.domain_refusal(c, n).is_some() {
@@ -678,36 +793,59 @@ impl Session {
                 self.index.classes[c].fits[n.idx()]
             }
         };
-        let top = special.iter().map(|&n| rank(fit(n))).max().unwrap_or(0).max(key_rank(other));
+        let top =
+            special.iter().map(|&n| rank(fit(n))).chain(others.iter().map(|&(k, _)| key_rank(k))).max().unwrap_or(0);
         if top == 0 {
             self.index.special = special;
+            self.index.candidates = candidates;
             return None;
         }
-        let mut candidates: Vec<NodeId> = special.iter().copied().filter(|&n| rank(fit(n)) == top).collect();
-        if key_rank(other) == top {
-            candidates.push(key_node(other));
-            candidates.sort_unstable();
+        let class = &self.index.classes[c];
+        let slot_of = |n: NodeId| class.split.as_ref().map_or(0, |s| s.slot(n));
+        candidates.clear();
+        candidates.extend(special.iter().filter(|&&n| rank(fit(n)) == top).map(|&n| (n, 1)));
+        for &(key, slot) in &others {
+            if key_rank(key) != top {
+                continue;
+            }
+            // The nodes of the top rank it stands for: those of its slot (of every allowed
+            // slot), less the special ones.
+            let slots: &mut dyn Iterator<Item = usize> = if slot == usize::MAX {
+                &mut (0..class.slot_counts.len()).filter(|&s| !class.domain_rules || self.index.verdicts[s].is_none())
+            } else {
+                &mut std::iter::once(slot)
+            };
+            let all: u32 = slots.map(|s| class.slot_counts[s][top as usize - 1]).sum();
+            let listed =
+                special.iter().filter(|&&n| rank(fit(n)) == top && (slot == usize::MAX || slot_of(n) == slot)).count()
+                    as u32;
+            debug_assert!(all > listed, "a node of the top rank stands for at least itself");
+            candidates.push((key_node(key), all.saturating_sub(listed).max(1)));
         }
-        let mut scores: Vec<f64> = candidates
+        candidates.sort_unstable();
+        let nodes: Vec<NodeId> = candidates.iter().map(|&(n, _)| n).collect();
+        let counts: Vec<u32> = candidates.iter().map(|&(_, k)| k).collect();
+        let mut scores: Vec<f64> = nodes
             .iter()
             .map(|&n| match fit(n) {
                 Fit::Idle(s) | Fit::Future(s) => s,
                 Fit::No(_) => unreachable!("candidates fit"),
             })
             .collect();
-        if candidates.len() > 1 {
+        if nodes.len() > 1 {
             for p in self.batch_plugins() {
-                p.batch_node_order(&self.snap, t, &candidates, &mut scores);
+                p.batch_node_order_counted(&self.snap, t, &nodes, &counts, &mut scores);
             }
         }
         let mut best = 0;
-        for i in 1..candidates.len() {
+        for i in 1..nodes.len() {
             if scores[i] > scores[best] {
                 best = i;
             }
         }
         self.index.special = special;
-        let n = candidates[best];
+        self.index.candidates = candidates;
+        let n = nodes[best];
         Some(if top == 2 { NodeChoice::Idle(n) } else { NodeChoice::Future(n) })
     }
 
@@ -725,7 +863,7 @@ impl Session {
             self.index.keys.resize(self.snap.tasks.len(), 0);
         }
         match self.index.usable[t.idx()] {
-            UNIFORM | SPARSE => true,
+            UNIFORM | SPARSE | PARTITIONED => true,
             SCAN => false,
             _ => {
                 let usable = self.node_plugins().all(|p| p.shape_local(&self.snap, t));
@@ -761,16 +899,26 @@ impl Session {
     }
 
     /// Whether the batch scores of a shape-local task are uniform ([`UNIFORM`]), sparse
-    /// ([`SPARSE`]) or neither ([`SCAN`]).
+    /// ([`SPARSE`]), uniform per domain of one partition outside a few nodes
+    /// ([`PARTITIONED`]) or none of these ([`SCAN`]).
     fn batch_mode(&self, t: TaskId) -> u8 {
         let mut mode = UNIFORM;
+        let mut partition: Option<Arc<NodeDomains>> = None;
         for p in self.batch_plugins() {
-            if !p.batch_uniform(&self.snap, t) {
-                if !p.batch_sparse(&self.snap, t) {
-                    return SCAN;
-                }
-                mode = SPARSE;
+            if p.batch_uniform(&self.snap, t) {
+                continue;
             }
+            if p.batch_sparse(&self.snap, t) {
+                mode = mode.max(SPARSE);
+                continue;
+            }
+            match (p.batch_partition(&self.snap, t), &partition) {
+                (Some(d), None) => partition = Some(d),
+                // Two plugins partition alike.
+                (Some(d), Some(e)) if Arc::ptr_eq(&d, e) || d == *e => {}
+                _ => return SCAN,
+            }
+            mode = PARTITIONED;
         }
         mode
     }

@@ -1138,6 +1138,54 @@ impl Topology {
         self.rules(t).is_some_and(|r| !r.soft_spread.is_empty())
     }
 
+    /// The keys of the task's ScheduleAnyway constraints that are not node-local and that
+    /// some node has (a key no node has scores every node alike).
+    fn spread_domain_keys<'a>(&'a self, r: &'a Rules) -> impl Iterator<Item = u32> + 'a {
+        r.soft_spread.iter().map(|s| self.counters[s.counter as usize].key).filter(|&k| {
+            let key = &self.keys[k as usize];
+            !key.node_local && !key.nodes_of_value.is_empty()
+        })
+    }
+
+    /// Whether the task's ScheduleAnyway constraints are all on node-local keys (the
+    /// hostname): its PodTopologySpread score is then uniform outside the nodes that
+    /// [`Topology::spread_special_nodes`] lists, given how many nodes are scored.
+    pub fn spread_scores_node_local(&self, t: TaskId) -> bool {
+        self.rules(t).is_some_and(|r| self.spread_domain_keys(r).next().is_none())
+    }
+
+    /// When the task's ScheduleAnyway constraints are on node-local keys and one other key
+    /// with a partition (the zone, as the system defaults are): that partition. Its score
+    /// is then uniform per domain outside the nodes [`Topology::spread_special_nodes`]
+    /// lists, given how many nodes of each domain are scored.
+    pub fn spread_partition(&self, t: TaskId) -> Option<Arc<NodeDomains>> {
+        let r = self.rules(t)?;
+        let mut keys = self.spread_domain_keys(r);
+        let k = keys.next()?;
+        if keys.any(|other| other != k) {
+            return None;
+        }
+        self.keys[k as usize].partition.clone()
+    }
+
+    /// The nodes where the task's PodTopologySpread score may differ from the other nodes
+    /// of their domain (see [`Topology::spread_partition`]): those holding pods its
+    /// node-local constraints count, and those without a node-local key that some node has.
+    pub fn spread_special_nodes(&self, t: TaskId, out: &mut Vec<NodeId>) {
+        let Some(r) = self.rules(t) else { return };
+        for s in &r.soft_spread {
+            let counter = &self.counters[s.counter as usize];
+            let key = &self.keys[counter.key as usize];
+            if !key.node_local || key.nodes_of_value.is_empty() {
+                continue;
+            }
+            for &v in &counter.nonzero {
+                out.extend_from_slice(&key.nodes_of_value[v as usize]);
+            }
+            out.extend_from_slice(&key.missing);
+        }
+    }
+
     /// InterPodAffinity's score of each node, normalised over `nodes` as kube-scheduler
     /// does (`100 × (s − min) / (max − min)`, all 0 when equal).
     pub fn affinity_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<i64> {
@@ -1156,7 +1204,15 @@ impl Topology {
     /// score 0, except for the system defaults, where a node without a key is scored by
     /// the other constraint and counts as the value `""` in the size of the topology).
     pub fn spread_scores(&self, t: TaskId, nodes: &[NodeId]) -> Vec<i64> {
+        self.spread_scores_counted(t, nodes, None)
+    }
+
+    /// [`Topology::spread_scores`] over a scored set in which `nodes[i]` stands for
+    /// `counts[i]` nodes of its domain with its counts (all 1 when `None`): the sizes of
+    /// the topologies are those of the whole set.
+    pub fn spread_scores_counted(&self, t: TaskId, nodes: &[NodeId], counts: Option<&[u32]>) -> Vec<i64> {
         let Some(r) = self.rules(t).filter(|r| !r.soft_spread.is_empty()) else { return vec![0; nodes.len()] };
+        let count = |i: usize| counts.map_or(1, |c| c[i] as usize);
         let ignored: Vec<bool> = nodes
             .iter()
             .map(|n| {
@@ -1169,8 +1225,16 @@ impl Topology {
             .iter()
             .map(|s| {
                 let key = &self.keys[self.counters[s.counter as usize].key as usize];
-                let size = if key.name == "kubernetes.io/hostname" {
-                    ignored.iter().filter(|i| !**i).count()
+                let size = if key.name == defaults::LABEL_HOSTNAME {
+                    (0..nodes.len()).filter(|&i| !ignored[i]).map(count).sum()
+                } else if key.node_local {
+                    // One value per node with the label (a candidate standing for several
+                    // nodes has it: see `spread_special_nodes`), and `""` for the others.
+                    let (with, without): (Vec<usize>, Vec<usize>) = (0..nodes.len())
+                        .filter(|&i| !ignored[i])
+                        .partition(|&i| key.node_value[nodes[i].idx()] != NONE);
+                    with.into_iter().map(count).sum::<usize>()
+                        + usize::from(!without.is_empty() && key.empty_value == NONE)
                 } else {
                     let mut seen: Vec<u32> = nodes
                         .iter()

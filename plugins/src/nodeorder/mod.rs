@@ -31,7 +31,7 @@ use volcano_api::conf::PluginOption;
 use volcano_api::quantity;
 use volcano_framework::resource::NVIDIA_GPU;
 use volcano_framework::{
-    ArgsError, Hooks, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskInfo,
+    ArgsError, Hooks, NodeDomains, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskInfo,
 };
 
 use crate::interpod::{Mode, Topology};
@@ -558,29 +558,84 @@ impl Plugin for NodeOrder {
     }
 
     fn batch_sparse(&self, snap: &Snapshot, task: TaskId) -> bool {
-        // Only InterPodAffinity on the hostname is not uniform: it is 0 (before
-        // normalisation, which reads only the set of raw values) outside the nodes that hold
-        // the pods its terms count.
-        let pod = &snap.task(task).pod;
-        let affinity_uniform = self.weights.node_affinity == 0
-            || pod.spec.as_ref().is_none_or(|s| matching::preferred_terms(s).is_empty());
-        let taints_uniform = self.weights.taint_toleration == 0 || !self.any_prefer_no_schedule;
+        // Only InterPodAffinity and PodTopologySpread on the hostname are not uniform: the
+        // first is 0 (before normalisation, which reads only the set of raw values) outside
+        // the nodes that hold the pods its terms count, the second is equal outside them
+        // given the number of scored nodes.
         let Some(t) = &self.topology else { return false };
-        affinity_uniform
-            && taints_uniform
-            && (self.weights.pod_topology_spread == 0 || !t.has_spread_scores(task))
-            && t.affinity_scores_node_local(task)
+        self.batch_uniform_but_topology(snap, task)
+            && self.affinity_sparse(t, task)
+            && (self.weights.pod_topology_spread == 0 || !t.has_spread_scores(task) || t.spread_scores_node_local(task))
+    }
+
+    fn batch_partition(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
+        // PodTopologySpread on the zone (the system defaults) is equal on the nodes of a
+        // zone outside the nodes its hostname constraint counts pods on.
+        let t = self.topology.as_ref()?;
+        if !self.batch_uniform_but_topology(snap, task)
+            || !self.affinity_sparse(t, task)
+            || self.weights.pod_topology_spread == 0
+            || !t.has_spread_scores(task)
+        {
+            return None;
+        }
+        t.spread_partition(task)
     }
 
     fn batch_special_nodes(&self, _snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {
-        if self.weights.pod_affinity != 0 {
-            if let Some(t) = &self.topology {
+        if let Some(t) = &self.topology {
+            if self.weights.pod_affinity != 0 {
                 t.affinity_nodes(task, out);
+            }
+            if self.weights.pod_topology_spread != 0 {
+                t.spread_special_nodes(task, out);
             }
         }
     }
 
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
+        self.batch_scores(snap, task, nodes, None, scores)
+    }
+
+    fn batch_node_order_counted(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        nodes: &[NodeId],
+        counts: &[u32],
+        scores: &mut [f64],
+    ) {
+        self.batch_scores(snap, task, nodes, Some(counts), scores)
+    }
+}
+
+impl NodeOrder {
+    /// Whether the batch scores other than InterPodAffinity's and PodTopologySpread's are
+    /// uniform for the task.
+    fn batch_uniform_but_topology(&self, snap: &Snapshot, task: TaskId) -> bool {
+        let pod = &snap.task(task).pod;
+        let affinity_uniform = self.weights.node_affinity == 0
+            || pod.spec.as_ref().is_none_or(|s| matching::preferred_terms(s).is_empty());
+        let taints_uniform = self.weights.taint_toleration == 0 || !self.any_prefer_no_schedule;
+        affinity_uniform && taints_uniform
+    }
+
+    /// Whether the task's InterPodAffinity score is 0 outside the nodes
+    /// [`Topology::affinity_nodes`] lists.
+    fn affinity_sparse(&self, t: &Topology, task: TaskId) -> bool {
+        self.weights.pod_affinity == 0 || !t.has_affinity_scores(task) || t.affinity_scores_node_local(task)
+    }
+
+    /// The batch scores of `nodes`, each standing for `counts[i]` scored nodes (see
+    /// [`Plugin::batch_node_order_counted`]).
+    fn batch_scores(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        nodes: &[NodeId],
+        counts: Option<&[u32]>,
+        scores: &mut [f64],
+    ) {
         let pod = &snap.task(task).pod;
         let w = &self.weights;
 
@@ -608,7 +663,7 @@ impl Plugin for NodeOrder {
                 }
             }
             if w.pod_topology_spread != 0 && t.has_spread_scores(task) {
-                for (i, s) in t.spread_scores(task, nodes).into_iter().enumerate() {
+                for (i, s) in t.spread_scores_counted(task, nodes, counts).into_iter().enumerate() {
                     scores[i] += (s * w.pod_topology_spread) as f64;
                 }
             }

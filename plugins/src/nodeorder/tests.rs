@@ -704,3 +704,35 @@ fn a_pod_s_own_constraints_replace_the_system_defaults() {
         .with_spec(move |s| s.topology_spread_constraints = Some(vec![constraint("zone", 1, "DoNotSchedule")]));
     assert_eq!(batch(args(SPREAD_ONLY), spread_cluster(hard, true), 0.0), vec![0.0; 4]);
 }
+
+#[test]
+fn system_default_spread_is_partitioned_by_zone_and_counted() {
+    // n5 joins zone a and n6 zone b, neither holding a pod: outside the nodes holding the
+    // pods (n1, n3) the score is equal per zone, so n2 may stand for n2 and n5.
+    let objs = spread_cluster(pod("ns", "p").label("app", "web"), true)
+        .node(node("n5", "8", "16Gi").label("kubernetes.io/hostname", "n5").label("topology.kubernetes.io/zone", "a"))
+        .node(node("n6", "8", "16Gi").label("kubernetes.io/hostname", "n6").label("topology.kubernetes.io/zone", "b"));
+    let snap = objs.snapshot();
+    let plugin = open(args(SPREAD_ONLY), &snap);
+    let p = task(&snap, "p");
+    assert!(!plugin.batch_uniform(&snap, p) && !plugin.batch_sparse(&snap, p));
+    let zones = plugin.batch_partition(&snap, p).expect("partitioned by zone");
+    assert_eq!(zones.count, 2);
+    let mut special = Vec::new();
+    plugin.batch_special_nodes(&snap, p, &mut special);
+    special.sort();
+    assert_eq!(special, vec![node_id(&snap, "n1"), node_id(&snap, "n3")]);
+    let all: Vec<NodeId> = ["n1", "n2", "n3", "n4", "n5", "n6"].iter().map(|n| node_id(&snap, n)).collect();
+    let mut full = vec![0.0; all.len()];
+    plugin.batch_node_order(&snap, p, &all, &mut full);
+    // n1, n2 (for n2 and n5), n3, n4, n6.
+    let some: Vec<NodeId> = ["n1", "n2", "n3", "n4", "n6"].iter().map(|n| node_id(&snap, n)).collect();
+    let mut counted = vec![0.0; some.len()];
+    plugin.batch_node_order_counted(&snap, p, &some, &[1, 2, 1, 1, 1], &mut counted);
+    assert_eq!(counted, vec![full[0], full[1], full[2], full[3], full[5]]);
+    assert_eq!(full[1], full[4], "n2 and n5 score alike");
+    // The counts make the size of the hostname topology (ln(42+2) instead of ln(6+2)).
+    let mut more = vec![0.0; some.len()];
+    plugin.batch_node_order_counted(&snap, p, &some, &[1, 38, 1, 1, 1], &mut more);
+    assert_ne!(more, counted);
+}
