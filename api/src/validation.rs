@@ -9,13 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Container, Namespace, Node, NodeSelectorRequirement, NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim,
-    Pod, PodSpec, Taint, Toleration, Volume,
+    Pod, PodSpec, ReplicationController, Service, Taint, Toleration, Volume,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::crd::{
     NetworkTopologySpec, PodGroup, Queue, ResourceList, HIERARCHY_ANNOTATION, HIERARCHY_WEIGHTS_ANNOTATION,
@@ -71,6 +72,10 @@ pub const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecu
 
 /// The toleration operators Kubernetes knows (empty means `Equal`).
 pub const TOLERATION_OPERATORS: [&str; 2] = ["Exists", "Equal"];
+
+/// The operators of a label selector requirement (`matchExpressions` of a workload's
+/// `spec.selector`).
+pub const LABEL_SELECTOR_OPERATORS: [&str; 4] = ["In", "NotIn", "Exists", "DoesNotExist"];
 
 /// The preemption policies of pods and PriorityClasses.
 pub const PREEMPTION_POLICIES: [&str; 2] = ["PreemptLowerPriority", "Never"];
@@ -565,6 +570,116 @@ pub fn csi_node(c: &CSINode) -> Check {
         }
     }
     Ok(())
+}
+
+/// A map of labels (a Service's or a ReplicationController's `spec.selector`): qualified
+/// names as keys, label values as values.
+fn label_map(path: &str, labels: &BTreeMap<String, String>) -> Check {
+    for (k, v) in labels {
+        let field = || format!("{path}[{k}]");
+        qualified_name(k).map_err(|e| FieldError::new(field(), format!("label key {e}")))?;
+        label_value(v).map_err(|e| FieldError::new(field(), e))?;
+    }
+    Ok(())
+}
+
+/// A label selector (`metav1.LabelSelector`), as the API server validates it: `matchLabels`
+/// as labels, and each `matchExpressions` requirement with a qualified-name key, a known
+/// operator, values for `In` and `NotIn` and none for `Exists` and `DoesNotExist`, each a
+/// label value.
+fn label_selector(path: &str, s: &LabelSelector) -> Check {
+    label_map(&format!("{path}.matchLabels"), s.match_labels.as_ref().unwrap_or(&BTreeMap::new()))?;
+    for (i, r) in s.match_expressions.iter().flatten().enumerate() {
+        let at = format!("{path}.matchExpressions[{i}]");
+        let field = |f: &str| format!("{at}.{f}");
+        let values = r.values.as_deref().unwrap_or_default();
+        let op = r.operator.as_str();
+        match op {
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(FieldError::new(
+                    field("values"),
+                    format!("required: at least one value with operator {op}"),
+                ))
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                return Err(FieldError::new(field("values"), format!("must be empty with operator {op}")))
+            }
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            _ => {
+                return Err(FieldError::new(
+                    field("operator"),
+                    format!("unknown operator {op:?}; expected one of {}", LABEL_SELECTOR_OPERATORS.join(", ")),
+                ))
+            }
+        }
+        qualified_name(&r.key).map_err(|e| FieldError::new(field("key"), e))?;
+        for (j, v) in values.iter().enumerate() {
+            label_value(v).map_err(|e| FieldError::new(format!("{at}.values[{j}]"), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The required, non-empty `spec.selector` of an `apps/v1` workload (the API server rejects
+/// an empty one: it would select every pod of the namespace).
+fn workload_selector(kind: &str, s: &LabelSelector) -> Check {
+    label_selector("spec.selector", s)?;
+    if s.match_labels.as_ref().is_none_or(BTreeMap::is_empty) && s.match_expressions.as_ref().is_none_or(Vec::is_empty)
+    {
+        return Err(FieldError::new(
+            "spec.selector",
+            format!("empty selector is invalid for a {kind}: at least one matchLabels entry or matchExpressions requirement"),
+        ));
+    }
+    Ok(())
+}
+
+/// A Service, as the API server validates what the scheduler reads of it: its name, and
+/// its `spec.selector` labels. Kubernetes names a Service with a DNS-1035 label (a DNS-1123
+/// label that starts with a letter); this checks the DNS-1123 label, the closest rule here,
+/// and so admits a name that starts with a digit. Ports, types and IPs are not read.
+pub fn service(s: &Service) -> Check {
+    meta(&s.metadata, true)?;
+    dns1123_label(s.metadata.name.as_deref().unwrap_or_default()).map_err(|e| FieldError::new("metadata.name", e))?;
+    match s.spec.as_ref().and_then(|spec| spec.selector.as_ref()) {
+        Some(selector) => label_map("spec.selector", selector),
+        None => Ok(()),
+    }
+}
+
+/// A ReplicationController, as the API server validates what the scheduler reads of it: a
+/// non-empty `spec.selector` of valid labels (the API server defaults an empty one to the
+/// template's labels, and rejects it if it stays empty). The template is not read.
+pub fn replication_controller(rc: &ReplicationController) -> Check {
+    meta(&rc.metadata, true)?;
+    let selector = rc.spec.as_ref().and_then(|s| s.selector.as_ref()).filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        return Err(FieldError::new(
+            "spec.selector",
+            "required: the labels of the pods the controller manages (or template labels to default it from)",
+        ));
+    };
+    label_map("spec.selector", selector)
+}
+
+/// A ReplicaSet (`apps/v1`), as the API server validates what the scheduler reads of it: a
+/// valid, non-empty `spec.selector`. The template is not read.
+pub fn replica_set(rs: &ReplicaSet) -> Check {
+    meta(&rs.metadata, true)?;
+    let Some(spec) = &rs.spec else {
+        return Err(FieldError::new("spec.selector", "required: the selector of the pods the ReplicaSet manages"));
+    };
+    workload_selector("ReplicaSet", &spec.selector)
+}
+
+/// A StatefulSet (`apps/v1`), as the API server validates what the scheduler reads of it: a
+/// valid, non-empty `spec.selector`. The template is not read.
+pub fn stateful_set(ss: &StatefulSet) -> Check {
+    meta(&ss.metadata, true)?;
+    let Some(spec) = &ss.spec else {
+        return Err(FieldError::new("spec.selector", "required: the selector of the pods the StatefulSet manages"));
+    };
+    workload_selector("StatefulSet", &spec.selector)
 }
 
 /// A container's name: a DNS-1123 label, unique among the pod's containers, init containers
@@ -1583,5 +1698,83 @@ mod tests {
         };
         let prefix = [path("eng", "root/eng"), path("dev", "root/eng/dev")];
         assert!(queue_hierarchy(&prefix).unwrap_err().1.message.contains("prefix"));
+    }
+
+    #[test]
+    fn workload_selectors() {
+        fn object(kind: &str, spec: serde_json::Value) -> serde_json::Value {
+            serde_json::json!({"metadata": {"name": "web", "namespace": "ml"}, "kind": kind, "spec": spec})
+        }
+        let svc = |spec: serde_json::Value| service(&serde_json::from_value(object("Service", spec)).unwrap());
+        let rc = |spec: serde_json::Value| {
+            replication_controller(&serde_json::from_value(object("ReplicationController", spec)).unwrap())
+        };
+        let rs = |spec: serde_json::Value| replica_set(&serde_json::from_value(object("ReplicaSet", spec)).unwrap());
+        let ss = |spec: serde_json::Value| stateful_set(&serde_json::from_value(object("StatefulSet", spec)).unwrap());
+        let field = |c: Check| c.unwrap_err().field;
+
+        // Services: any selector of valid labels, none, or an empty one.
+        assert!(svc(serde_json::json!({"selector": {"app": "web", "example.com/tier": ""}})).is_ok());
+        assert!(svc(serde_json::json!({})).is_ok());
+        assert!(svc(serde_json::json!({"selector": {}})).is_ok());
+        assert_eq!(field(svc(serde_json::json!({"selector": {"-bad": "x"}}))), "spec.selector[-bad]");
+        assert_eq!(field(svc(serde_json::json!({"selector": {"app": "no spaces"}}))), "spec.selector[app]");
+        let dotted: Service =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a.b"}, "spec": {}})).unwrap();
+        assert_eq!(service(&dotted).unwrap_err().field, "metadata.name", "a Service name is a label");
+
+        // ReplicationControllers: a non-empty selector of valid labels.
+        assert!(rc(serde_json::json!({"selector": {"app": "web"}})).is_ok());
+        assert_eq!(field(rc(serde_json::json!({}))), "spec.selector");
+        assert_eq!(field(rc(serde_json::json!({"selector": {}}))), "spec.selector");
+        assert_eq!(field(rc(serde_json::json!({"selector": {"app": "a b"}}))), "spec.selector[app]");
+
+        // ReplicaSets and StatefulSets: a valid, non-empty label selector.
+        for check in [rs as fn(serde_json::Value) -> Check, ss] {
+            let ok = serde_json::json!({"selector": {"matchLabels": {"app": "web"},
+                "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]},
+                                     {"key": "canary", "operator": "DoesNotExist"}]}, "template": {}});
+            assert!(check(ok).is_ok());
+            let only_expr = serde_json::json!({"selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "template": {}});
+            assert!(check(only_expr).is_ok());
+            let e = check(serde_json::json!({"selector": {}, "template": {}})).unwrap_err();
+            assert_eq!(e.field, "spec.selector");
+            assert!(e.message.starts_with("empty selector is invalid"), "{e}");
+            let cases = [
+                (serde_json::json!({"matchLabels": {"app": "a b"}}), "spec.selector.matchLabels[app]"),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "a", "operator": "In"}]}),
+                    "spec.selector.matchExpressions[0].values",
+                ),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": []}]}),
+                    "spec.selector.matchExpressions[0].values",
+                ),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]}),
+                    "spec.selector.matchExpressions[0].values",
+                ),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}),
+                    "spec.selector.matchExpressions[0].operator",
+                ),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "-a", "operator": "Exists"}]}),
+                    "spec.selector.matchExpressions[0].key",
+                ),
+                (
+                    serde_json::json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["ok", "not ok"]}]}),
+                    "spec.selector.matchExpressions[0].values[1]",
+                ),
+            ];
+            for (selector, path) in cases {
+                assert_eq!(field(check(serde_json::json!({"selector": selector, "template": {}}))), path, "{selector}");
+            }
+        }
+        let no_spec: ReplicaSet = serde_json::from_value(serde_json::json!({"metadata": {"name": "web"}})).unwrap();
+        assert_eq!(replica_set(&no_spec).unwrap_err().field, "spec.selector");
+        let e = ss(serde_json::json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "template": {}}))
+            .unwrap_err();
+        assert!(e.message.contains("expected one of In, NotIn, Exists, DoesNotExist"), "{e}");
     }
 }

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStatus, Namespace, Node, PersistentVolume, PersistentVolumeClaim,
-    Pod, PodSpec,
+    Pod, PodSpec, ReplicationController, Service,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -17,8 +18,8 @@ use volcano_framework::{ClusterObjects, Effect, ObjectRef};
 
 use crate::error::EffectError;
 
-/// The cluster state between cycles: objects by key (`namespace/name` for pods and
-/// PodGroups, `name` for the others), so each effect costs a lookup, not a scan.
+/// The cluster state between cycles: objects by key (`namespace/name` for namespaced kinds,
+/// `name` for the others), so each effect costs a lookup, not a scan.
 #[derive(Clone, Debug, Default)]
 pub struct Cluster {
     /// Nodes by name.
@@ -41,6 +42,14 @@ pub struct Cluster {
     pub storage_classes: BTreeMap<String, Arc<StorageClass>>,
     /// CSINodes by name.
     pub csi_nodes: BTreeMap<String, Arc<CSINode>>,
+    /// Services by `namespace/name`.
+    pub services: BTreeMap<String, Arc<Service>>,
+    /// ReplicationControllers by `namespace/name`.
+    pub replication_controllers: BTreeMap<String, Arc<ReplicationController>>,
+    /// ReplicaSets by `namespace/name`.
+    pub replica_sets: BTreeMap<String, Arc<ReplicaSet>>,
+    /// StatefulSets by `namespace/name`.
+    pub stateful_sets: BTreeMap<String, Arc<StatefulSet>>,
     /// Volcano Jobs of the input by `namespace/name`, as planned (their PodGroups and pods
     /// are in `pod_groups` and `pods`; the scheduler does not see the jobs themselves).
     pub jobs: BTreeMap<String, crate::job::SimJob>,
@@ -204,6 +213,10 @@ impl Cluster {
             pvs,
             storage_classes,
             csi_nodes,
+            services,
+            replication_controllers,
+            replica_sets,
+            stateful_sets,
         } = objects;
         self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
         self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
@@ -215,6 +228,10 @@ impl Cluster {
         self.pvs.extend(pvs.into_iter().map(|o| (key(&o.metadata), o)));
         self.storage_classes.extend(storage_classes.into_iter().map(|o| (key(&o.metadata), o)));
         self.csi_nodes.extend(csi_nodes.into_iter().map(|o| (key(&o.metadata), o)));
+        self.services.extend(services.into_iter().map(|o| (key(&o.metadata), o)));
+        self.replication_controllers.extend(replication_controllers.into_iter().map(|o| (key(&o.metadata), o)));
+        self.replica_sets.extend(replica_sets.into_iter().map(|o| (key(&o.metadata), o)));
+        self.stateful_sets.extend(stateful_sets.into_iter().map(|o| (key(&o.metadata), o)));
     }
 
     /// The objects a snapshot is built from (shared, not copied).
@@ -230,6 +247,10 @@ impl Cluster {
             pvs: self.pvs.values().cloned().collect(),
             storage_classes: self.storage_classes.values().cloned().collect(),
             csi_nodes: self.csi_nodes.values().cloned().collect(),
+            services: self.services.values().cloned().collect(),
+            replication_controllers: self.replication_controllers.values().cloned().collect(),
+            replica_sets: self.replica_sets.values().cloned().collect(),
+            stateful_sets: self.stateful_sets.values().cloned().collect(),
         }
     }
 

@@ -9,7 +9,10 @@ use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -22,8 +25,9 @@ use volcano_api::job::Job;
 use crate::error::InputError;
 
 /// The kinds the simulator reads, in words (for error messages).
-pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume and List, \
-     scheduling.k8s.io/v1 PriorityClass, storage.k8s.io/v1 StorageClass and CSINode, \
+pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume, Service, \
+     ReplicationController and List, apps/v1 ReplicaSet and StatefulSet, scheduling.k8s.io/v1 PriorityClass, \
+     storage.k8s.io/v1 StorageClass and CSINode, \
      scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
 
 /// Where an object was written.
@@ -77,11 +81,19 @@ pub enum ObjectKind {
     StorageClass,
     /// `storage.k8s.io/v1` CSINode (a node's CSI drivers and their volume limits).
     CSINode,
+    /// `v1` Service (its selector makes system-default topology spread constraints).
+    Service,
+    /// `v1` ReplicationController (likewise, for the pods it controls).
+    ReplicationController,
+    /// `apps/v1` ReplicaSet (likewise).
+    ReplicaSet,
+    /// `apps/v1` StatefulSet (likewise).
+    StatefulSet,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 11] = [
+    pub const ALL: [ObjectKind; 15] = [
         ObjectKind::Node,
         ObjectKind::Pod,
         ObjectKind::PriorityClass,
@@ -93,6 +105,10 @@ impl ObjectKind {
         ObjectKind::PersistentVolume,
         ObjectKind::StorageClass,
         ObjectKind::CSINode,
+        ObjectKind::Service,
+        ObjectKind::ReplicationController,
+        ObjectKind::ReplicaSet,
+        ObjectKind::StatefulSet,
     ];
 
     /// The kind as written in manifests.
@@ -109,6 +125,10 @@ impl ObjectKind {
             ObjectKind::PersistentVolume => "PersistentVolume",
             ObjectKind::StorageClass => "StorageClass",
             ObjectKind::CSINode => "CSINode",
+            ObjectKind::Service => "Service",
+            ObjectKind::ReplicationController => "ReplicationController",
+            ObjectKind::ReplicaSet => "ReplicaSet",
+            ObjectKind::StatefulSet => "StatefulSet",
         }
     }
 
@@ -119,7 +139,10 @@ impl ObjectKind {
             | ObjectKind::Pod
             | ObjectKind::Namespace
             | ObjectKind::PersistentVolumeClaim
-            | ObjectKind::PersistentVolume => "v1",
+            | ObjectKind::PersistentVolume
+            | ObjectKind::Service
+            | ObjectKind::ReplicationController => "v1",
+            ObjectKind::ReplicaSet | ObjectKind::StatefulSet => "apps/v1",
             ObjectKind::StorageClass | ObjectKind::CSINode => "storage.k8s.io/v1",
             ObjectKind::PriorityClass => "scheduling.k8s.io/v1",
             ObjectKind::PodGroup | ObjectKind::Queue => "scheduling.volcano.sh/v1beta1",
@@ -129,7 +152,17 @@ impl ObjectKind {
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, ObjectKind::Pod | ObjectKind::PodGroup | ObjectKind::Job | ObjectKind::PersistentVolumeClaim)
+        matches!(
+            self,
+            ObjectKind::Pod
+                | ObjectKind::PodGroup
+                | ObjectKind::Job
+                | ObjectKind::PersistentVolumeClaim
+                | ObjectKind::Service
+                | ObjectKind::ReplicationController
+                | ObjectKind::ReplicaSet
+                | ObjectKind::StatefulSet
+        )
     }
 
     /// The kind with this name (as in [`ObjectKind::as_str`]).
@@ -167,6 +200,14 @@ pub enum Object {
     StorageClass(Box<StorageClass>),
     /// A CSINode.
     CSINode(Box<CSINode>),
+    /// A Service.
+    Service(Box<Service>),
+    /// A ReplicationController.
+    ReplicationController(Box<ReplicationController>),
+    /// A ReplicaSet.
+    ReplicaSet(Box<ReplicaSet>),
+    /// A StatefulSet.
+    StatefulSet(Box<StatefulSet>),
 }
 
 impl Object {
@@ -184,6 +225,10 @@ impl Object {
             Object::PersistentVolume(_) => ObjectKind::PersistentVolume,
             Object::StorageClass(_) => ObjectKind::StorageClass,
             Object::CSINode(_) => ObjectKind::CSINode,
+            Object::Service(_) => ObjectKind::Service,
+            Object::ReplicationController(_) => ObjectKind::ReplicationController,
+            Object::ReplicaSet(_) => ObjectKind::ReplicaSet,
+            Object::StatefulSet(_) => ObjectKind::StatefulSet,
         }
     }
 
@@ -201,6 +246,10 @@ impl Object {
             Object::PersistentVolume(o) => &o.metadata,
             Object::StorageClass(o) => &o.metadata,
             Object::CSINode(o) => &o.metadata,
+            Object::Service(o) => &o.metadata,
+            Object::ReplicationController(o) => &o.metadata,
+            Object::ReplicaSet(o) => &o.metadata,
+            Object::StatefulSet(o) => &o.metadata,
         }
     }
 
@@ -218,6 +267,10 @@ impl Object {
             Object::PersistentVolume(o) => &mut o.metadata,
             Object::StorageClass(o) => &mut o.metadata,
             Object::CSINode(o) => &mut o.metadata,
+            Object::Service(o) => &mut o.metadata,
+            Object::ReplicationController(o) => &mut o.metadata,
+            Object::ReplicaSet(o) => &mut o.metadata,
+            Object::StatefulSet(o) => &mut o.metadata,
         }
     }
 
@@ -267,7 +320,7 @@ pub struct Manifest {
     pub entries: Vec<Entry>,
     /// How unknown fields are treated.
     pub validation: FieldValidation,
-    /// Objects of Kubernetes kinds that do not affect scheduling (Services, ConfigMaps,
+    /// Objects of Kubernetes kinds that do not affect scheduling (ConfigMaps, Secrets,
     /// Deployments, …), skipped: how many of each `apiVersion/kind`.
     pub skipped: BTreeMap<String, usize>,
     /// Unknown fields dropped under [`FieldValidation::Warn`], one line each.
@@ -277,25 +330,25 @@ pub struct Manifest {
 /// Built-in Kubernetes kinds that do not change a scheduling decision of volcano-rs today,
 /// by API group: a cluster dump (`kubectl get all -A -o yaml`) holds them, and the simulator
 /// skips them with a count. Workload controllers (Deployments, Jobs, …) are here because the
-/// dump holds the pods they created. Any other kind is an error.
+/// dump holds the pods they created; ReplicationControllers, ReplicaSets and StatefulSets
+/// (and Services) are read instead, for the selectors of the system-default topology spread
+/// constraints. Any other kind is an error.
 pub const SKIPPED_KINDS: &[(&str, &[&str])] = &[
     (
         "v1",
         &[
             "ConfigMap",
             "Secret",
-            "Service",
             "Endpoints",
             "ServiceAccount",
             "Event",
             "LimitRange",
             "ResourceQuota",
-            "ReplicationController",
             "PodTemplate",
             "ComponentStatus",
         ],
     ),
-    ("apps", &["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ControllerRevision"]),
+    ("apps", &["Deployment", "DaemonSet", "ControllerRevision"]),
     ("batch", &["Job", "CronJob"]),
     ("autoscaling", &["HorizontalPodAutoscaler"]),
     ("policy", &["PodDisruptionBudget"]),
@@ -348,7 +401,7 @@ impl Manifest {
     }
 
     /// One line for people about the skipped objects, `None` when nothing was skipped:
-    /// `skipped 7 objects that do not affect scheduling: 4 Service, 3 apps/v1 Deployment`.
+    /// `skipped 7 objects that do not affect scheduling: 4 ConfigMap, 3 apps/v1 Deployment`.
     pub fn skipped_summary(&self) -> Option<String> {
         let total: usize = self.skipped.values().sum();
         (total > 0).then(|| {
@@ -488,6 +541,12 @@ impl Manifest {
             }
             ObjectKind::StorageClass => Object::StorageClass(decode(&origin, k, &display, value, &mut unknown)?),
             ObjectKind::CSINode => Object::CSINode(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::Service => Object::Service(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::ReplicationController => {
+                Object::ReplicationController(decode(&origin, k, &display, value, &mut unknown)?)
+            }
+            ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
+            ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
         };
         if !unknown.is_empty() {
             let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();

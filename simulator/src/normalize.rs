@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Pod, PodStatus, ReplicationController};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -126,6 +126,9 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         } else {
             // The API server ignores a namespace on a cluster-scoped object.
             meta.namespace = None;
+        }
+        if let Object::ReplicationController(rc) = &mut e.object {
+            replication_controller_defaults(rc);
         }
         let key = e.object.key();
         if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
@@ -263,6 +266,18 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             Object::CSINode(c) => {
                 cluster.csi_nodes.insert(key, Arc::from(c));
             }
+            Object::Service(svc) => {
+                cluster.services.insert(key, Arc::from(svc));
+            }
+            Object::ReplicationController(rc) => {
+                cluster.replication_controllers.insert(key, Arc::from(rc));
+            }
+            Object::ReplicaSet(rs) => {
+                cluster.replica_sets.insert(key, Arc::from(rs));
+            }
+            Object::StatefulSet(ss) => {
+                cluster.stateful_sets.insert(key, Arc::from(ss));
+            }
         }
     }
 
@@ -398,8 +413,24 @@ fn validate(object: &Object) -> Result<(), FieldError> {
         Object::PersistentVolume(pv) => validation::persistent_volume(pv),
         Object::StorageClass(sc) => validation::storage_class(sc),
         Object::CSINode(c) => validation::csi_node(c),
+        Object::Service(svc) => validation::service(svc),
+        Object::ReplicationController(rc) => validation::replication_controller(rc),
+        Object::ReplicaSet(rs) => validation::replica_set(rs),
+        Object::StatefulSet(ss) => validation::stateful_set(ss),
         // Volcano's job webhook admits it when it is planned.
         Object::Job(_) => Ok(()),
+    }
+}
+
+/// The API server's default for a ReplicationController: an empty `spec.selector` becomes
+/// the template's labels (`v1` defaulting; `apps/v1` workloads have no such default).
+fn replication_controller_defaults(rc: &mut ReplicationController) {
+    let Some(spec) = rc.spec.as_mut() else { return };
+    let labels = spec.template.as_ref().and_then(|t| t.metadata.as_ref()).and_then(|m| m.labels.as_ref());
+    if let Some(labels) = labels {
+        if spec.selector.as_ref().is_none_or(BTreeMap::is_empty) {
+            spec.selector = Some(labels.clone());
+        }
     }
 }
 

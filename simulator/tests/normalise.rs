@@ -183,7 +183,36 @@ fn namespaces_and_volume_objects_are_read_and_kept() {
 }
 
 #[test]
-fn invalid_volume_objects_name_object_field_and_expectation() {
+fn services_and_workload_controllers_are_read_and_kept() {
+    let n = norm(&docs(&[
+        "apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec: {selector: {app: web}, ports: [{port: 80}]}\nstatus: {loadBalancer: {}}\n".into(),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: headless, namespace: ml}\nspec: {clusterIP: None}\n".into(),
+        // The API server defaults an RC's empty selector to its template's labels.
+        "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: old, namespace: ml}\nspec: {replicas: 2, template: {metadata: {labels: {app: old}}, spec: {containers: [{name: c, image: i}]}}}\n".into(),
+        "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web-7d9f, namespace: ml}\nspec: {selector: {matchLabels: {app: web}, matchExpressions: [{key: tier, operator: In, values: [a]}]}, template: {metadata: {labels: {app: web, tier: a}}, spec: {containers: [{name: c, image: i}]}}}\nstatus: {replicas: 0}\n".into(),
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {serviceName: db, selector: {matchLabels: {app: db}}, template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c, image: i}]}}}\n".into(),
+    ]));
+    let c = &n.cluster;
+    assert_eq!(c.services["default/web"].metadata.namespace.as_deref(), Some("default"));
+    assert!(c.services.contains_key("ml/headless"));
+    let rc = &c.replication_controllers["ml/old"];
+    assert_eq!(rc.spec.as_ref().unwrap().selector.as_ref().unwrap()["app"], "old");
+    assert!(c.replica_sets.contains_key("ml/web-7d9f") && c.stateful_sets.contains_key("default/db"));
+    assert!(n.origins.get(volcano_sim::ObjectKind::ReplicaSet, "ml/web-7d9f").is_some());
+    let o = c.objects();
+    assert_eq!(
+        (o.services.len(), o.replication_controllers.len(), o.replica_sets.len(), o.stateful_sets.len()),
+        (2, 1, 1, 1)
+    );
+    let extras = volcano_framework::Extras::from_objects(&o);
+    let labels = [("app".to_string(), "web".to_string())].into_iter().collect();
+    assert_eq!(extras.services_selecting("default", &labels), vec![&labels]);
+    assert!(extras.replica_set("ml", "web-7d9f").is_some() && extras.stateful_set("default", "db").is_some());
+    assert!(extras.replication_controller("ml", "old").is_some());
+}
+
+#[test]
+fn invalid_volume_and_workload_objects_name_object_field_and_expectation() {
     let cases = [
         (
             "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ml}\nspec: {resources: {requests: {storage: 1Gi}}}\n",
@@ -204,6 +233,36 @@ fn invalid_volume_objects_name_object_field_and_expectation() {
             "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\nspec: {drivers: [{name: d, nodeID: i, allocatable: {count: -1}}]}\n",
             ("CSINode", "n1", "spec.drivers[0].allocatable.count"),
             "-1 is negative",
+        ),
+        (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: ml}\nspec: {selector: {app: \"a b\"}}\n",
+            ("Service", "ml/web", "spec.selector[app]"),
+            "\"a b\" is not a valid label value",
+        ),
+        (
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web.v2}\nspec: {}\n",
+            ("Service", "default/web.v2", "metadata.name"),
+            "\"web.v2\" is not a DNS-1123 label",
+        ),
+        (
+            "apiVersion: v1\nkind: ReplicationController\nmetadata: {name: old}\nspec: {template: {spec: {containers: [{name: c, image: i}]}}}\n",
+            ("ReplicationController", "default/old", "spec.selector"),
+            "required",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web, namespace: ml}\nspec: {selector: {}, template: {}}\n",
+            ("ReplicaSet", "ml/web", "spec.selector"),
+            "empty selector is invalid for a ReplicaSet",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {selector: {matchExpressions: [{key: app, operator: In}]}, template: {}}\n",
+            ("StatefulSet", "default/db", "spec.selector.matchExpressions[0].values"),
+            "required: at least one value with operator In",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec: {selector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}, template: {}}\n",
+            ("StatefulSet", "default/db", "spec.selector.matchExpressions[0].values"),
+            "must be empty with operator Exists",
         ),
         (
             "apiVersion: v1\nkind: Namespace\nmetadata: {name: Bad.Name}\n",

@@ -286,15 +286,16 @@ fn a_kubectl_dump_simulates() {
     let manifest = volcano_sim::Manifest::from_paths(&[&path]).unwrap();
     assert_eq!(
         manifest.skipped_summary().as_deref(),
-        Some(
-            "skipped 4 object(s) that do not affect scheduling: 1 Service, 1 apps/v1 Deployment, \
-             1 apps/v1 ReplicaSet, 1 batch/v1 CronJob"
-        )
+        Some("skipped 2 object(s) that do not affect scheduling: 1 apps/v1 Deployment, 1 batch/v1 CronJob")
     );
     let registries =
         volcano_framework::Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
     let profile = volcano_framework::Profile::builtin_default(&registries).unwrap();
     let n = volcano_sim::normalise_for(manifest, &["volcano".to_string()]).unwrap();
+    // The Service and the ReplicaSet are read (their selectors make system-default spread
+    // constraints), the Deployment is not.
+    assert!(n.cluster.services.contains_key("serving/inference"));
+    assert!(n.cluster.replica_sets.contains_key("serving/inference-7d9f8c6b5"));
     let mut sim = volcano_sim::Simulator::from_normalised(n, profile).unwrap();
     sim.run(None).unwrap();
     let report = sim.report();
