@@ -4,9 +4,14 @@
 //!
 //! **Stores.** One [`Store`] per kind (Nodes, Pods, PodGroups, Queues, PriorityClasses,
 //! and the objects read but not scheduled: Namespaces, PersistentVolumeClaims,
-//! PersistentVolumes, StorageClasses, CSINodes) takes the watch events of `kube-runtime`'s watcher: `Apply` and `Delete` change one
-//! object; a (re)list (`Init`, `InitApply`…, `InitDone`) fills a new map that replaces the
-//! old one when it is complete, so a relist after a watch error never shows a half cluster.
+//! PersistentVolumes, StorageClasses, CSINodes, and the Services, ReplicationControllers,
+//! ReplicaSets and StatefulSets whose selectors make the system-default topology spread
+//! constraints) takes the watch events of `kube-runtime`'s watcher: `Apply` and `Delete`
+//! change one object; a (re)list (`Init`, `InitApply`…, `InitDone`) fills a new map that
+//! replaces the old one when it is complete, so a relist after a watch error never shows a
+//! half cluster. Services and the three workload kinds are stripped on the way in to their
+//! name, namespace and `spec.selector` ([`strip_service`] and its siblings), and an update
+//! that leaves the stripped object as it was (a ReplicaSet's status, say) changes nothing.
 //! An object the API server would not have admitted (see `volcano_api::validation`) is left
 //! out with a warning naming the object and the field, rather than stopping every cycle.
 //!
@@ -30,16 +35,21 @@
 //! cannot give what a build would (a node or queue added or removed, a relist, a
 //! PriorityClass changed, or more changes than a rebuild costs), by rebuilding it from the
 //! stores. An idle cycle on a large cluster therefore costs neither, and a busy one pays
-//! for what changed. A change of a Namespace or a volume object gives the next snapshot
-//! fresh [`Extras`] (built from those few stores alone) and leaves its tasks alone.
+//! for what changed. A change of a Namespace, a volume object, a Service or a workload's
+//! selector gives the next snapshot fresh [`Extras`] (built from those stores alone) and
+//! leaves its tasks alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodStatus};
+use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, StatefulSet, StatefulSetSpec};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodStatus, ReplicationController,
+    ReplicationControllerSpec, Service, ServiceSpec,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher::Event;
 use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
 use volcano_api::validation::{self, Check};
@@ -111,6 +121,75 @@ impl CachedKind for CSINode {
     const KIND: &'static str = "CSINode";
     fn check(&self) -> Check {
         validation::csi_node(self)
+    }
+}
+impl CachedKind for Service {
+    const KIND: &'static str = "Service";
+    fn check(&self) -> Check {
+        validation::service(self)
+    }
+}
+impl CachedKind for ReplicationController {
+    const KIND: &'static str = "ReplicationController";
+    fn check(&self) -> Check {
+        validation::replication_controller(self)
+    }
+}
+impl CachedKind for ReplicaSet {
+    const KIND: &'static str = "ReplicaSet";
+    fn check(&self) -> Check {
+        validation::replica_set(self)
+    }
+}
+impl CachedKind for StatefulSet {
+    const KIND: &'static str = "StatefulSet";
+    fn check(&self) -> Check {
+        validation::stateful_set(self)
+    }
+}
+
+/// The metadata the cache keeps of a Service or a workload: its name and namespace.
+fn strip_meta(m: ObjectMeta) -> ObjectMeta {
+    ObjectMeta { name: m.name, namespace: m.namespace, ..Default::default() }
+}
+
+/// What the cache keeps of a Service: its name, namespace and `spec.selector` (a Service
+/// without a selector stays without one: it selects no pod, where an empty one selects
+/// every pod of its namespace).
+pub fn strip_service(s: Service) -> Service {
+    Service {
+        metadata: strip_meta(s.metadata),
+        spec: s.spec.map(|spec| ServiceSpec { selector: spec.selector, ..Default::default() }),
+        status: None,
+    }
+}
+
+/// What the cache keeps of a ReplicationController: its name, namespace and `spec.selector`.
+pub fn strip_replication_controller(rc: ReplicationController) -> ReplicationController {
+    ReplicationController {
+        metadata: strip_meta(rc.metadata),
+        spec: rc.spec.map(|spec| ReplicationControllerSpec { selector: spec.selector, ..Default::default() }),
+        status: None,
+    }
+}
+
+/// What the cache keeps of a ReplicaSet: its name, namespace and `spec.selector` (the other
+/// fields of the spec at their defaults).
+pub fn strip_replica_set(rs: ReplicaSet) -> ReplicaSet {
+    ReplicaSet {
+        metadata: strip_meta(rs.metadata),
+        spec: rs.spec.map(|spec| ReplicaSetSpec { selector: spec.selector, ..Default::default() }),
+        status: None,
+    }
+}
+
+/// What the cache keeps of a StatefulSet: its name, namespace and `spec.selector` (the other
+/// fields of the spec, the required template included, at their defaults).
+pub fn strip_stateful_set(ss: StatefulSet) -> StatefulSet {
+    StatefulSet {
+        metadata: strip_meta(ss.metadata),
+        spec: ss.spec.map(|spec| StatefulSetSpec { selector: spec.selector, ..Default::default() }),
+        status: None,
     }
 }
 
@@ -191,6 +270,33 @@ impl<K: CachedKind> Store<K> {
                 self.invalid.insert(key.to_string(), message);
                 false
             }
+        }
+    }
+
+    /// Applies one watch event of a kind whose objects are compared on the way in; returns
+    /// whether what the store shows changed. An `Apply` equal to the stored object and a
+    /// `Delete` of an object the store does not hold change nothing, nor does a relist until
+    /// its end, which changes everything.
+    pub fn apply_compared(&mut self, event: Event<K>) -> bool
+    where
+        K: PartialEq,
+    {
+        match event {
+            Event::Apply(o) => {
+                let key = object_key(&o);
+                if self.objects.get(&key).is_some_and(|old| **old == o) {
+                    return false;
+                }
+                let held = self.objects.contains_key(&key);
+                self.apply(Event::Apply(o));
+                held || self.objects.contains_key(&key)
+            }
+            Event::Delete(o) => {
+                let key = object_key(&o);
+                self.invalid.remove(&key);
+                self.objects.remove(&key).is_some()
+            }
+            other => self.apply(other) == Changed::All,
         }
     }
 
@@ -289,6 +395,14 @@ pub struct ClusterCache {
     pub storage_classes: Store<StorageClass>,
     /// CSINodes.
     pub csi_nodes: Store<CSINode>,
+    /// Services, stripped ([`strip_service`]).
+    pub services: Store<Service>,
+    /// ReplicationControllers, stripped ([`strip_replication_controller`]).
+    pub replication_controllers: Store<ReplicationController>,
+    /// ReplicaSets, stripped ([`strip_replica_set`]).
+    pub replica_sets: Store<ReplicaSet>,
+    /// StatefulSets, stripped ([`strip_stateful_set`]).
+    pub stateful_sets: Store<StatefulSet>,
     assumed: HashMap<String, Assumption>,
     pending: Pending,
     kept: Option<Snapshot>,
@@ -302,7 +416,8 @@ pub struct ClusterCache {
 #[derive(Debug, Default)]
 struct Pending {
     rebuild: bool,
-    /// A Namespace or volume object changed: the next snapshot gets fresh [`Extras`].
+    /// A Namespace, a volume object, a Service or a workload's selector changed: the next
+    /// snapshot gets fresh [`Extras`].
     extras: bool,
     pods: BTreeSet<String>,
     pod_groups: BTreeSet<String>,
@@ -364,6 +479,10 @@ impl ClusterCache {
             && self.pvs.synced()
             && self.storage_classes.synced()
             && self.csi_nodes.synced()
+            && self.services.synced()
+            && self.replication_controllers.synced()
+            && self.replica_sets.synced()
+            && self.stateful_sets.synced()
     }
 
     /// How many snapshots were rebuilt since the cache was made.
@@ -400,8 +519,9 @@ impl ClusterCache {
     }
 
     /// Marks the read-only kinds (Namespaces, PersistentVolumeClaims, PersistentVolumes,
-    /// StorageClasses, CSINodes) listed with none of them: for tests and tools that feed the
-    /// cache without a cluster.
+    /// StorageClasses, CSINodes, Services, ReplicationControllers, ReplicaSets,
+    /// StatefulSets) listed with none of them: for tests and tools that feed the cache
+    /// without a cluster.
     pub fn list_no_extras(&mut self) {
         self.apply_namespace(Event::Init);
         self.apply_namespace(Event::InitDone);
@@ -413,6 +533,14 @@ impl ClusterCache {
         self.apply_storage_class(Event::InitDone);
         self.apply_csi_node(Event::Init);
         self.apply_csi_node(Event::InitDone);
+        self.apply_service(Event::Init);
+        self.apply_service(Event::InitDone);
+        self.apply_replication_controller(Event::Init);
+        self.apply_replication_controller(Event::InitDone);
+        self.apply_replica_set(Event::Init);
+        self.apply_replica_set(Event::InitDone);
+        self.apply_stateful_set(Event::Init);
+        self.apply_stateful_set(Event::InitDone);
     }
 
     /// Applies a PriorityClass event.
@@ -445,6 +573,34 @@ impl ClusterCache {
     /// Applies a CSINode event.
     pub fn apply_csi_node(&mut self, e: Event<CSINode>) {
         self.pending.extras |= self.csi_nodes.apply(e) != Changed::Nothing;
+    }
+
+    /// Applies a Service event, the Service stripped ([`strip_service`]); the extras are
+    /// rebuilt only when what is kept changed.
+    pub fn apply_service(&mut self, e: Event<Service>) {
+        let e = e.modify(|o| *o = strip_service(std::mem::take(o)));
+        self.pending.extras |= self.services.apply_compared(e);
+    }
+
+    /// Applies a ReplicationController event, stripped ([`strip_replication_controller`]);
+    /// the extras are rebuilt only when what is kept changed.
+    pub fn apply_replication_controller(&mut self, e: Event<ReplicationController>) {
+        let e = e.modify(|o| *o = strip_replication_controller(std::mem::take(o)));
+        self.pending.extras |= self.replication_controllers.apply_compared(e);
+    }
+
+    /// Applies a ReplicaSet event, stripped ([`strip_replica_set`]); the extras are rebuilt
+    /// only when what is kept changed (not on the status updates of a scaling ReplicaSet).
+    pub fn apply_replica_set(&mut self, e: Event<ReplicaSet>) {
+        let e = e.modify(|o| *o = strip_replica_set(std::mem::take(o)));
+        self.pending.extras |= self.replica_sets.apply_compared(e);
+    }
+
+    /// Applies a StatefulSet event, stripped ([`strip_stateful_set`]); the extras are
+    /// rebuilt only when what is kept changed.
+    pub fn apply_stateful_set(&mut self, e: Event<StatefulSet>) {
+        let e = e.modify(|o| *o = strip_stateful_set(std::mem::take(o)));
+        self.pending.extras |= self.stateful_sets.apply_compared(e);
     }
 
     /// Applies a Pod event, and settles the assumptions the event answers.
@@ -650,7 +806,8 @@ impl ClusterCache {
         }
     }
 
-    /// The Namespaces and volume objects, alone (what [`Extras`] are made of).
+    /// The Namespaces, volume objects, Services and workloads, alone (what [`Extras`] are
+    /// made of).
     fn extra_objects(&self) -> ClusterObjects {
         fn all<K: CachedKind>(s: &Store<K>) -> Vec<Arc<K>> {
             s.iter().map(|(_, o)| o.clone()).collect()
@@ -661,6 +818,10 @@ impl ClusterCache {
             pvs: all(&self.pvs),
             storage_classes: all(&self.storage_classes),
             csi_nodes: all(&self.csi_nodes),
+            services: all(&self.services),
+            replication_controllers: all(&self.replication_controllers),
+            replica_sets: all(&self.replica_sets),
+            stateful_sets: all(&self.stateful_sets),
             ..Default::default()
         }
     }
@@ -963,6 +1124,154 @@ mod tests {
             Some("spec: required: access modes and a storage request")
         );
         assert!(c.snapshot().unwrap().extras().pvc("ml", "bad").is_none());
+    }
+
+    /// A ReplicaSet as the API server returns it: labels, annotations, owner, template,
+    /// replicas and status, of which the cache keeps the name, namespace and selector.
+    fn replica_set(app: &str, ready: i32) -> ReplicaSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-7d9f", "namespace": "ml", "uid": "uid-rs", "resourceVersion": ready.to_string(),
+                         "labels": {"app": "web"}, "annotations": {"deployment.kubernetes.io/revision": "1"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                              "uid": "uid-d", "controller": true}]},
+            "spec": {"replicas": 3, "minReadySeconds": 5, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app}},
+                                  "spec": {"containers": [{"name": "c", "image": "web:1"}]}}},
+            "status": {"replicas": 3, "readyReplicas": ready}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn services_and_workloads_are_stripped_to_name_namespace_and_selector() {
+        let rs = strip_replica_set(replica_set("web", 1));
+        let want: ReplicaSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-7d9f", "namespace": "ml"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}}
+        }))
+        .unwrap();
+        assert_eq!(rs, want);
+
+        let ss: StatefulSet = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "db", "namespace": "ml", "labels": {"app": "db"}},
+            "spec": {"serviceName": "db", "replicas": 3, "selector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                     "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c"}]}},
+                     "volumeClaimTemplates": [{"metadata": {"name": "data"}}]},
+            "status": {"replicas": 3}
+        }))
+        .unwrap();
+        let ss = strip_stateful_set(ss);
+        let spec = ss.spec.as_ref().unwrap();
+        assert_eq!(spec.selector.match_expressions.as_ref().unwrap()[0].key, "app");
+        assert_eq!(*spec, StatefulSetSpec { selector: spec.selector.clone(), ..Default::default() });
+        assert_eq!((ss.metadata.labels, ss.status), (None, None));
+
+        let svc: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "ml", "uid": "u"},
+            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}], "clusterIP": "10.0.0.1"},
+            "status": {"loadBalancer": {}}
+        }))
+        .unwrap();
+        let svc = strip_service(svc);
+        assert_eq!(
+            svc.metadata,
+            ObjectMeta { name: Some("web".into()), namespace: Some("ml".into()), ..Default::default() }
+        );
+        assert_eq!(
+            svc.spec.unwrap(),
+            ServiceSpec { selector: Some([("app".into(), "web".into())].into()), ..Default::default() }
+        );
+        // Without a selector (selects nothing) and with an empty one (selects everything).
+        let headless = strip_service(Service { spec: Some(ServiceSpec::default()), ..Default::default() });
+        assert_eq!(headless.spec.unwrap().selector, None);
+        let all = strip_service(Service {
+            spec: Some(ServiceSpec { selector: Some(BTreeMap::new()), ..Default::default() }),
+            ..Default::default()
+        });
+        assert_eq!(all.spec.unwrap().selector, Some(BTreeMap::new()));
+
+        let rc: ReplicationController = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "old", "namespace": "ml", "labels": {"app": "old"}},
+            "spec": {"replicas": 2, "selector": {"app": "old"}, "template": {"metadata": {"labels": {"app": "old"}}}},
+            "status": {"replicas": 2}
+        }))
+        .unwrap();
+        let rc = strip_replication_controller(rc);
+        assert_eq!(
+            rc.spec.unwrap(),
+            ReplicationControllerSpec { selector: Some([("app".into(), "old".into())].into()), ..Default::default() }
+        );
+
+        // The store holds the stripped object.
+        let mut c = synced_cache();
+        c.apply_replica_set(Event::Apply(replica_set("web", 1)));
+        assert_eq!(**c.replica_sets.get("ml/web-7d9f").unwrap(), want);
+    }
+
+    #[test]
+    fn only_a_change_of_what_is_kept_refreshes_the_extras() {
+        let mut c = synced_cache();
+        c.snapshot().unwrap();
+        assert!(!c.pending.extras);
+        c.apply_replica_set(Event::Apply(replica_set("web", 0)));
+        assert!(c.pending.extras, "a new ReplicaSet");
+        let snap = c.snapshot().unwrap();
+        assert!(snap.extras().replica_set("ml", "web-7d9f").is_some());
+        let kept = c.replica_sets.get("ml/web-7d9f").unwrap().clone();
+
+        // Status (and resourceVersion) updates of a scaling ReplicaSet change nothing kept.
+        for ready in 1..=3 {
+            c.apply_replica_set(Event::Apply(replica_set("web", ready)));
+        }
+        assert!(!c.pending.extras, "a status-only update does not rebuild the extras");
+        assert!(Arc::ptr_eq(c.replica_sets.get("ml/web-7d9f").unwrap(), &kept), "the stored object is kept");
+
+        // A selector change does.
+        c.apply_replica_set(Event::Apply(replica_set("web-v2", 3)));
+        assert!(c.pending.extras, "a selector change");
+        let snap = c.snapshot().unwrap();
+        let rs = snap.extras().replica_set("ml", "web-7d9f").unwrap();
+        assert_eq!(rs.spec.as_ref().unwrap().selector.match_labels.as_ref().unwrap()["app"], "web-v2");
+
+        // Services: a port change is not kept, a selector change is.
+        let svc = |app: &str, port: i32| -> Service {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "web", "namespace": "ml"},
+                "spec": {"selector": {"app": app}, "ports": [{"port": port}]}
+            }))
+            .unwrap()
+        };
+        c.apply_service(Event::Apply(svc("web", 80)));
+        c.snapshot().unwrap();
+        c.apply_service(Event::Apply(svc("web", 8080)));
+        assert!(!c.pending.extras);
+        c.apply_service(Event::Apply(svc("api", 8080)));
+        assert!(c.pending.extras);
+        c.snapshot().unwrap();
+
+        // Deleting a known object does, an unknown one does not; nor does an invalid update
+        // of an unknown object.
+        c.apply_stateful_set(Event::Delete(StatefulSet {
+            metadata: ObjectMeta { name: Some("none".into()), namespace: Some("ml".into()), ..Default::default() },
+            ..Default::default()
+        }));
+        assert!(!c.pending.extras);
+        let mut empty = replica_set("web", 0);
+        empty.metadata.name = Some("bad".into());
+        empty.spec.as_mut().unwrap().selector = Default::default();
+        c.apply_replica_set(Event::Apply(empty));
+        assert!(!c.pending.extras);
+        assert!(c.replica_sets.invalid()["ml/bad"].starts_with("spec.selector: empty selector"));
+        c.apply_replica_set(Event::Delete(replica_set("web", 3)));
+        assert!(c.pending.extras);
+        assert!(c.snapshot().unwrap().extras().replica_set("ml", "web-7d9f").is_none());
+
+        // The end of a relist does.
+        c.apply_replication_controller(Event::Init);
+        assert!(!c.pending.extras);
+        c.apply_replication_controller(Event::InitDone);
+        assert!(c.pending.extras);
+        assert_eq!((c.rebuilds(), c.updates()), (1, 0), "extras are replaced, tasks are kept");
     }
 
     /// The kept snapshot, and a fresh build of the cache's objects, as text.

@@ -18,7 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
@@ -62,7 +65,7 @@ pub enum RunError {
         source: std::io::Error,
     },
     /// The first lists did not complete in time.
-    #[error("the caches did not sync within {0:?} (--resource-sync-timeout): is the API server reachable and are the CRDs installed (kubectl apply -f deploy/crds)?")]
+    #[error("the caches did not sync within {0:?} (--resource-sync-timeout): is the API server reachable, are the CRDs installed (kubectl apply -f deploy/crds) and may the scheduler list and watch every kind it reads (deploy/rbac.yaml)?")]
     SyncTimeout(Duration),
 }
 
@@ -130,7 +133,9 @@ where
 
 /// Starts the watches of the kinds the scheduler reads (Nodes, Pods, PodGroups, Queues,
 /// PriorityClasses, Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
-/// CSINodes); abort the handles to stop them.
+/// CSINodes, and Services, ReplicationControllers, ReplicaSets and StatefulSets, which the
+/// cache strips to their name, namespace and selector as they arrive); abort the handles to
+/// stop them.
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node),
@@ -143,6 +148,14 @@ pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<t
         watch(Api::<PersistentVolume>::all(client.clone()), cache.clone(), ClusterCache::apply_pv),
         watch(Api::<StorageClass>::all(client.clone()), cache.clone(), ClusterCache::apply_storage_class),
         watch(Api::<CSINode>::all(client.clone()), cache.clone(), ClusterCache::apply_csi_node),
+        watch(Api::<Service>::all(client.clone()), cache.clone(), ClusterCache::apply_service),
+        watch(
+            Api::<ReplicationController>::all(client.clone()),
+            cache.clone(),
+            ClusterCache::apply_replication_controller,
+        ),
+        watch(Api::<ReplicaSet>::all(client.clone()), cache.clone(), ClusterCache::apply_replica_set),
+        watch(Api::<StatefulSet>::all(client.clone()), cache.clone(), ClusterCache::apply_stateful_set),
     ]
 }
 

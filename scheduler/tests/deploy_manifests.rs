@@ -215,6 +215,10 @@ fn expected_cluster_grants() -> BTreeSet<(String, String, String)> {
         ("", "persistentvolumes", &["list", "watch"]),
         ("storage.k8s.io", "storageclasses", &["list", "watch"]),
         ("storage.k8s.io", "csinodes", &["list", "watch"]),
+        ("", "services", &["list", "watch"]),
+        ("", "replicationcontrollers", &["list", "watch"]),
+        ("apps", "replicasets", &["list", "watch"]),
+        ("apps", "statefulsets", &["list", "watch"]),
         ("scheduling.volcano.sh", "podgroups", &["list", "watch", "create", "patch"]),
         ("scheduling.volcano.sh", "queues", &["list", "watch", "create"]),
         ("scheduling.volcano.sh", "queues/status", &["patch"]),
@@ -524,6 +528,8 @@ async fn manifests_apply_and_the_service_account_can_schedule() {
         ("scheduling.volcano.sh", "podgroups", "delete"),
         ("coordination.k8s.io", "leases", "create"),
         ("apps", "deployments", "get"),
+        ("apps", "replicasets", "update"),
+        ("", "services", "create"),
     ] {
         assert!(!allowed(&admin, group, resource, verb, "team-a", "").await, "{group} {resource} {verb}: denied");
     }

@@ -561,6 +561,122 @@ async fn volcano_shaped_objects(server: &ApiServer) {
     queues.create(&PostParams::default(), &q).await.expect("a Volcano-shaped Queue is valid");
 }
 
+/// Services, ReplicationControllers, ReplicaSets and StatefulSets reach the scheduler's cache
+/// through its watches, stripped to name, namespace and selector (no controller runs here, so
+/// no pod appears); a status-only update of a ReplicaSet leaves the cached object as it was,
+/// a Service's new selector and a deletion reach the cache.
+async fn workload_objects(server: &ApiServer) {
+    use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+    use k8s_openapi::api::core::v1::{ReplicationController, Service};
+    use volcano_scheduler::cache::{
+        strip_replica_set, strip_replication_controller, strip_service, strip_stateful_set,
+    };
+
+    let (ns, sched) = ("workloads", "volcano-rs-workloads");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let running = start(options(server, sched, ns)).await;
+    let cache = running.handle.cache.clone();
+    let template = |app: &str| {
+        serde_json::json!({"metadata": {"labels": {"app": app, "tier": "a"}},
+                           "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    };
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web", "namespace": ns, "labels": {"team": "a"}},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let svc = services.create(&PostParams::default(), &svc).await.expect("Service created");
+    let rcs: Api<ReplicationController> = Api::namespaced(client.clone(), ns);
+    let rc: ReplicationController = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "old", "namespace": ns},
+        "spec": {"replicas": 0, "selector": {"app": "old"}, "template": template("old")}
+    }))
+    .unwrap();
+    let rc = rcs.create(&PostParams::default(), &rc).await.expect("ReplicationController created");
+    let rss: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let rs = |name: &str| -> ReplicaSet {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"},
+                     "matchExpressions": [{"key": "tier", "operator": "In", "values": ["a"]}]},
+                     "template": template("web")}
+        }))
+        .unwrap()
+    };
+    let web = rss.create(&PostParams::default(), &rs("web-7d9f")).await.expect("ReplicaSet created");
+    let sss: Api<StatefulSet> = Api::namespaced(client.clone(), ns);
+    let ss: StatefulSet = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "db", "namespace": ns},
+        "spec": {"serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": template("db")}
+    }))
+    .unwrap();
+    let ss = sss.create(&PostParams::default(), &ss).await.expect("StatefulSet created");
+
+    let key = |name: &str| format!("{ns}/{name}");
+    eventually(WAIT, "the four objects in the cache", || async {
+        let c = cache.lock().unwrap();
+        let all = c.services.get(&key("web")).is_some()
+            && c.replication_controllers.get(&key("old")).is_some()
+            && c.replica_sets.get(&key("web-7d9f")).is_some()
+            && c.stateful_sets.get(&key("db")).is_some();
+        all.then_some(())
+    })
+    .await;
+    let kept = {
+        let c = cache.lock().unwrap();
+        assert_eq!(**c.services.get(&key("web")).unwrap(), strip_service(svc));
+        assert_eq!(**c.replication_controllers.get(&key("old")).unwrap(), strip_replication_controller(rc));
+        assert_eq!(**c.replica_sets.get(&key("web-7d9f")).unwrap(), strip_replica_set(web));
+        assert_eq!(**c.stateful_sets.get(&key("db")).unwrap(), strip_stateful_set(ss));
+        let stripped = c.replica_sets.get(&key("web-7d9f")).unwrap();
+        assert_eq!(stripped.metadata.uid, None, "only the name and namespace are kept");
+        assert!(stripped.spec.as_ref().unwrap().template.is_none(), "the template is not kept");
+        // What the next snapshot's extras are made of.
+        let extras = volcano_framework::Extras::from_objects(&c.objects());
+        let labels: BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
+        assert_eq!(extras.services_selecting(ns, &labels), vec![&labels]);
+        assert!(extras.replication_controller(ns, "old").is_some() && extras.stateful_set(ns, "db").is_some());
+        stripped.clone()
+    };
+
+    // A status-only update (what a ReplicaSet controller writes all day) and a label change:
+    // once the watch has delivered a later event (the marker ReplicaSet), the cached object
+    // is still the one stored before.
+    let status = serde_json::json!({"status": {"replicas": 2, "fullyLabeledReplicas": 2, "observedGeneration": 1}});
+    rss.patch_status("web-7d9f", &PatchParams::default(), &Patch::Merge(&status)).await.expect("status patched");
+    let labels = serde_json::json!({"metadata": {"labels": {"rollout": "2"}}});
+    rss.patch("web-7d9f", &PatchParams::default(), &Patch::Merge(&labels)).await.expect("labels patched");
+    rss.create(&PostParams::default(), &rs("marker")).await.expect("marker ReplicaSet created");
+    eventually(WAIT, "the marker ReplicaSet in the cache", || async {
+        cache.lock().unwrap().replica_sets.get(&key("marker")).is_some().then_some(())
+    })
+    .await;
+    assert!(
+        std::sync::Arc::ptr_eq(cache.lock().unwrap().replica_sets.get(&key("web-7d9f")).unwrap(), &kept),
+        "a status or label update does not replace the cached ReplicaSet"
+    );
+
+    // A Service's new selector, and a deletion, do reach the cache.
+    let selector = serde_json::json!({"spec": {"selector": {"app": "api"}}});
+    services.patch("web", &PatchParams::default(), &Patch::Merge(&selector)).await.expect("selector patched");
+    eventually(WAIT, "the Service's new selector in the cache", || async {
+        let c = cache.lock().unwrap();
+        let s = c.services.get(&key("web"))?.spec.clone()?.selector?;
+        (s.get("app").map(String::as_str) == Some("api")).then_some(())
+    })
+    .await;
+    sss.delete("db", &Default::default()).await.expect("StatefulSet deleted");
+    eventually(WAIT, "the StatefulSet gone from the cache", || async {
+        cache.lock().unwrap().stateful_sets.get(&key("db")).is_none().then_some(())
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty(), "no controller made pods");
+    running.stop().await;
+}
+
 /// The pods' protobuf list gives, pod for pod, what the JSON API gives once slimmed (the
 /// cache keeps the same fields whichever way a pod arrives).
 async fn protobuf_list(server: &ApiServer) {
@@ -657,6 +773,9 @@ async fn real_api_server_suite() {
     }
     if run("protobuf_list") {
         protobuf_list(&server).await;
+    }
+    if run("workload_objects") {
+        workload_objects(&server).await;
     }
     if run("gang_binds") {
         gang_binds(&server).await;
