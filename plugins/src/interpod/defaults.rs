@@ -16,6 +16,7 @@
 //!   hostname.
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use volcano_framework::Extras;
 
 use super::selector::Selector;
@@ -36,6 +37,11 @@ pub fn applies_to(pod: &Pod) -> bool {
     pod.spec.as_ref().is_none_or(|s| s.topology_spread_constraints.as_ref().is_none_or(|c| c.is_empty()))
 }
 
+/// The controlling owner of a pod (`metav1.GetControllerOf`).
+pub fn controller_of(pod: &Pod) -> Option<&OwnerReference> {
+    pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true))
+}
+
 /// The selector of a pod's system-default constraints (see the module docs); `None` when
 /// it is empty (nothing selects the pod), and the pod then has no default constraint.
 pub fn default_selector(extras: &Extras, pod: &Pod) -> Option<Selector> {
@@ -48,8 +54,7 @@ pub fn default_selector(extras: &Extras, pod: &Pod) -> Option<Selector> {
             selector.require(k, v, true);
         }
     }
-    let owner = pod.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-    if let Some(owner) = owner {
+    if let Some(owner) = controller_of(pod) {
         match (owner.api_version.as_str(), owner.kind.as_str()) {
             ("v1", "ReplicationController") => {
                 if let Some(rc) = extras.replication_controller(ns, &owner.name) {

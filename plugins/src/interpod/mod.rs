@@ -266,7 +266,9 @@ pub struct Topology {
     /// Holding counters of each task that holds terms.
     held_by_task: HashMap<TaskId, Vec<u32>>,
     /// Rules of each pending task that has any.
-    rules: HashMap<TaskId, Arc<Rules>>,
+    rules: Vec<Option<Arc<Rules>>>,
+    /// Whether some task has rules.
+    any_rules: bool,
     /// Where each counted task is counted (every task that holds a node).
     placed: HashMap<TaskId, NodeId>,
     /// Nodes whose answers changed since the last drain.
@@ -358,23 +360,55 @@ impl Topology {
                 t.held_by_task.insert(TaskId(i as u32), held);
             }
         }
-        // Rules of the pending pods.
+        // Rules of the pending pods. They depend on the pod's shape (its own rules, node
+        // affinity and tolerations), namespace, labels and controlling owner only: the pods
+        // of a job usually share them.
+        // (Consecutive tasks are mostly of one job: the last key is tried first.)
+        type RulesKey<'a> = (u32, &'a str, &'a BTreeMap<String, String>, Option<(&'a str, &'a str, &'a str)>);
+        let mut compiled: HashMap<RulesKey, Option<Arc<Rules>>> = HashMap::new();
+        let mut last: Option<(RulesKey, Option<Arc<Rules>>)> = None;
+        let mut unique: Vec<Arc<Rules>> = Vec::new();
+        t.rules = vec![None; snap.tasks.len()];
+        let cache = snap.shape_count() > 0;
         for (i, task) in snap.tasks.iter().enumerate() {
             if task.status != TaskStatus::Pending {
                 continue;
             }
-            let mut rules = t.compile_rules(snap, task, mode);
-            if !rules.is_empty() {
-                if mode == Mode::Filter {
-                    rules.domain_key = t.domain_key_of(&rules);
+            let owner =
+                defaults::controller_of(&task.pod).map(|o| (o.api_version.as_str(), o.kind.as_str(), o.name.as_str()));
+            let key = (task.shape, task.namespace(), pod_labels(&task.pod), owner);
+            let cached = match &last {
+                Some((k, rules)) if cache && *k == key => Some(rules.clone()),
+                _ if cache => compiled.get(&key).cloned(),
+                _ => None,
+            };
+            let rules = match cached {
+                Some(rules) => rules,
+                None => {
+                    let mut rules = t.compile_rules(snap, task, mode);
+                    let rules = (!rules.is_empty()).then(|| {
+                        if mode == Mode::Filter {
+                            rules.domain_key = t.domain_key_of(&rules);
+                        }
+                        Arc::new(rules)
+                    });
+                    unique.extend(rules.clone());
+                    if cache {
+                        compiled.insert(key, rules.clone());
+                    }
+                    rules
                 }
-                t.rules.insert(TaskId(i as u32), Arc::new(rules));
+            };
+            if cache {
+                last = Some((key, rules.clone()));
             }
+            t.any_rules |= rules.is_some();
+            t.rules[i] = rules;
         }
         if t.counters.is_empty() {
             return t;
         }
-        for r in t.rules.values() {
+        for r in &unique {
             for c in r.counters() {
                 let counter = &mut t.counters[c as usize];
                 if Some(counter.key) != r.domain_key {
@@ -399,7 +433,7 @@ impl Topology {
 
     /// Whether the session has no rule to check.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        !self.any_rules
     }
 
     fn key_id(&mut self, snap: &Snapshot, name: &str) -> u32 {
@@ -905,7 +939,7 @@ impl Topology {
     }
 
     fn rules(&self, t: TaskId) -> Option<&Rules> {
-        self.rules.get(&t).map(|r| r.as_ref())
+        self.rules.get(t.idx()).and_then(|r| r.as_deref())
     }
 
     /// A key of the task's required rules as the node index keeps their answers (tasks of
