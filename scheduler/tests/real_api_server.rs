@@ -258,6 +258,71 @@ async fn inter_pod_rules(server: &ApiServer) {
     running.stop().await;
 }
 
+/// The system-default spread constraints through the watches: with binpack deciding the
+/// resource scores, a gang that a Service selects lands on three nodes, one pod each, where
+/// a gang that nothing selects is packed on one.
+async fn default_spread(server: &ApiServer) {
+    use k8s_openapi::api::core::v1::{Service, ServiceSpec};
+    let (ns, sched) = ("defspread", "volcano-rs-defspread");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (n, zone) in [("defspread-a1", "a"), ("defspread-a2", "a"), ("defspread-b1", "b")] {
+        create_node(&client, n, ns, 0).await;
+        let labels = serde_json::json!({"metadata": {"labels": {
+            "kubernetes.io/hostname": n, "topology.kubernetes.io/zone": zone}}});
+        nodes.patch(n, &PatchParams::default(), &Patch::Merge(labels)).await.expect("topology labels");
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let web = Service {
+        metadata: ObjectMeta { name: Some("web".into()), namespace: Some(ns.into()), ..Default::default() },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some([("app".to_string(), "web".to_string())].into_iter().collect()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    services.create(&PostParams::default(), &web).await.expect("the Service");
+    let conf: PathBuf = std::env::temp_dir().join(format!("volcano-rs-envtest-defspread-{}.conf", std::process::id()));
+    std::fs::write(
+        &conf,
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: nodeorder\n    \
+         arguments: {leastrequested.weight: 0, balancedresource.weight: 0}\n  - name: binpack\n",
+    )
+    .unwrap();
+    let mut o = options(server, sched, ns);
+    o.scheduler_conf = Some(conf.clone());
+    let running = start(o).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    for app in ["web", "batch"] {
+        pgs.create(&PostParams::default(), &pod_group(ns, app, 3, "default")).await.unwrap();
+        for i in 0..3 {
+            let mut p = pod(ns, &format!("{app}-{i}"), sched, Some(app), 0);
+            p.metadata.labels = Some([("app".to_string(), app.to_string())].into_iter().collect());
+            pods.create(&PostParams::default(), &p).await.unwrap();
+        }
+        let placed: Vec<String> = eventually(WAIT, "the gang bound", || async {
+            let mut placed = Vec::new();
+            for i in 0..3 {
+                placed.push(node_of(&client, ns, &format!("{app}-{i}")).await?);
+            }
+            Some(placed)
+        })
+        .await;
+        let mut distinct = placed.clone();
+        distinct.sort();
+        distinct.dedup();
+        match app {
+            "web" => assert_eq!(distinct.len(), 3, "the Service's pods are spread: {placed:?}"),
+            _ => assert_eq!(distinct.len(), 1, "binpack packs the pods nothing selects: {placed:?}"),
+        }
+    }
+    running.stop().await;
+    let _ = std::fs::remove_file(conf);
+}
+
 /// A gang that cannot fit: nothing is bound, the PodGroup gets an Unschedulable condition
 /// and the pods a PodScheduled=False condition with a FailedScheduling event.
 async fn unschedulable_gang(server: &ApiServer) {
@@ -788,6 +853,9 @@ async fn real_api_server_suite() {
     }
     if run("volumes") {
         volumes(&server).await;
+    }
+    if run("default_spread") {
+        default_spread(&server).await;
     }
     if run("inter_pod_rules") {
         inter_pod_rules(&server).await;

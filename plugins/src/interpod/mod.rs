@@ -157,7 +157,8 @@ struct Counter {
     skip_terminating: bool,
     /// Nodes whose pods count (topology spread's node inclusion); all when `None`.
     eligible: Option<Arc<Vec<bool>>>,
-    /// Per value id.
+    /// Per value id; empty while no pod is counted (the counters of pending jobs that
+    /// wait cost no memory per node).
     counts: Vec<u32>,
     /// The value ids whose count is not 0, in no order.
     nonzero: Vec<u32>,
@@ -529,7 +530,7 @@ impl Topology {
             key,
             skip_terminating,
             eligible,
-            counts: vec![0; values],
+            counts: Vec::new(),
             nonzero: Vec::new(),
             total: 0,
             domains,
@@ -881,6 +882,9 @@ impl Topology {
             if v == NONE {
                 continue;
             }
+            if counter.counts.is_empty() {
+                counter.counts = vec![0; key.nodes_of_value.len()];
+            }
             let old = counter.counts[v as usize];
             let new = (old as i64 + i64::from(sign)).max(0) as u32;
             if old == new {
@@ -965,7 +969,7 @@ impl Topology {
     fn count_at(&self, c: u32, node: NodeId) -> Option<u32> {
         let counter = &self.counters[c as usize];
         let v = self.keys[counter.key as usize].node_value[node.idx()];
-        (v != NONE).then(|| counter.counts[v as usize])
+        (v != NONE).then(|| counter.counts.get(v as usize).copied().unwrap_or(0))
     }
 
     /// The key of a pending pod's domain rules: the one key, not node-local and with a
@@ -1005,7 +1009,8 @@ impl Topology {
         let count = self.keys[k as usize].nodes_of_value.len();
         for (slot, verdict) in out.iter_mut().enumerate() {
             let v = if slot == count { NONE } else { slot as u32 };
-            let at = |c: u32| (v != NONE).then(|| self.counters[c as usize].counts[v as usize]);
+            let at =
+                |c: u32| (v != NONE).then(|| self.counters[c as usize].counts.get(v as usize).copied().unwrap_or(0));
             let refusal = affinity
                 .then(|| self.affinity_refusal(r, at, uses))
                 .flatten()
@@ -1127,7 +1132,8 @@ impl Topology {
             out.extend_from_slice(&key.missing);
             let d = counter.domains.as_ref().expect("hard spread counters keep domains");
             let min = if d.count < s.min_domains { 0 } else { d.min() };
-            for (v, &n) in counter.counts.iter().enumerate() {
+            for v in 0..key.nodes_of_value.len() {
+                let n = counter.counts.get(v).copied().unwrap_or(0);
                 if i64::from(n) + i64::from(s.self_match) - i64::from(min) > s.max_skew {
                     out.extend_from_slice(&key.nodes_of_value[v]);
                 }
