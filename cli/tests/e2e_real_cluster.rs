@@ -287,6 +287,15 @@ async fn the_examples_run_in_a_cluster() {
     let (kubelet_stop, kubelet_stopped) = oneshot::channel::<()>();
     let kubelet = tokio::spawn(kubelet(client.clone(), succeed.clone(), kubelet_stopped));
 
+    // The scheduler creates the default queue once its caches are synced; the webhook
+    // refuses jobs of a queue that does not exist.
+    let queues: Api<volcano_api::crd::Queue> = Api::all(client.clone());
+    eventually(WAIT, "the default queue", || {
+        let queues = queues.clone();
+        async move { queues.get_opt("default").await.ok().flatten() }
+    })
+    .await;
+
     // Every example, as `volcano-rs job run -f` submits it.
     let mut examples: Vec<PathBuf> = std::fs::read_dir(repo().join("examples/jobs"))
         .unwrap()
