@@ -200,10 +200,8 @@ fn meta(m: &ObjectMeta, namespaced: bool) -> Check {
             dns1123_label(ns).map_err(|e| FieldError::new("metadata.namespace", e))?;
         }
     }
-    for (k, v) in m.labels.iter().flatten() {
-        let field = || format!("metadata.labels[{k}]");
-        qualified_name(k).map_err(|e| FieldError::new(field(), format!("label key {e}")))?;
-        label_value(v).map_err(|e| FieldError::new(field(), e))?;
+    if let Some(labels) = &m.labels {
+        label_map("metadata.labels", labels)?;
     }
     let mut size = 0;
     for (k, v) in m.annotations.iter().flatten() {
@@ -572,8 +570,8 @@ pub fn csi_node(c: &CSINode) -> Check {
     Ok(())
 }
 
-/// A map of labels (a Service's or a ReplicationController's `spec.selector`): qualified
-/// names as keys, label values as values.
+/// A map of labels (an object's labels, a Service's or a ReplicationController's
+/// `spec.selector`): qualified names as keys, label values as values.
 fn label_map(path: &str, labels: &BTreeMap<String, String>) -> Check {
     for (k, v) in labels {
         let field = || format!("{path}[{k}]");

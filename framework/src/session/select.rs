@@ -318,8 +318,13 @@ pub(crate) struct NodeIndex {
     keys: Vec<u64>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
-    /// Reused buffer of scored candidates and the nodes each stands for.
+    /// Reused buffers of a query's best other nodes (tree key, slot), its scored
+    /// candidates with the nodes each stands for, and their nodes, counts and scores.
+    others: Vec<(u128, usize)>,
     candidates: Vec<(NodeId, u32)>,
+    candidate_nodes: Vec<NodeId>,
+    candidate_counts: Vec<u32>,
+    candidate_scores: Vec<f64>,
     /// Reused buffer of rule exceptions.
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes.
@@ -764,7 +769,8 @@ impl Session {
             let leaf = class.leaf(n);
             class.tree.set(leaf, n.0, Fit::No(0));
         }
-        let mut others: Vec<(u128, usize)> = Vec::new();
+        let mut others = std::mem::take(&mut self.index.others);
+        others.clear();
         {
             let class = &self.index.classes[c];
             let allowed = |slot: usize| !class.domain_rules || self.index.verdicts[slot].is_none();
@@ -785,6 +791,9 @@ impl Session {
             class.tree.set(leaf, n.0, class.fits[n.idx()]);
         }
         let mut candidates = std::mem::take(&mut self.index.candidates);
+        let mut nodes = std::mem::take(&mut self.index.candidate_nodes);
+        let mut counts = std::mem::take(&mut self.index.candidate_counts);
+        let mut scores = std::mem::take(&mut self.index.candidate_scores);
         // The special nodes' fits, with their domain verdicts.
         let fit = |n: NodeId| {
             if self.domain_refusal(c, n).is_some() {
@@ -797,11 +806,17 @@ impl Session {
             special.iter().map(|&n| rank(fit(n))).chain(others.iter().map(|&(k, _)| key_rank(k))).max().unwrap_or(0);
         if top == 0 {
             self.index.special = special;
+            self.index.others = others;
             self.index.candidates = candidates;
+            self.index.candidate_nodes = nodes;
+            self.index.candidate_counts = counts;
+            self.index.candidate_scores = scores;
             return None;
         }
         let class = &self.index.classes[c];
         let slot_of = |n: NodeId| class.split.as_ref().map_or(0, |s| s.slot(n));
+        let allowed = |s: usize| !class.domain_rules || self.index.verdicts[s].is_none();
+        let at_top = |s: usize| class.slot_counts[s][top as usize - 1];
         candidates.clear();
         candidates.extend(special.iter().filter(|&&n| rank(fit(n)) == top).map(|&n| (n, 1)));
         for &(key, slot) in &others {
@@ -810,12 +825,11 @@ impl Session {
             }
             // The nodes of the top rank it stands for: those of its slot (of every allowed
             // slot), less the special ones.
-            let slots: &mut dyn Iterator<Item = usize> = if slot == usize::MAX {
-                &mut (0..class.slot_counts.len()).filter(|&s| !class.domain_rules || self.index.verdicts[s].is_none())
+            let all: u32 = if slot == usize::MAX {
+                (0..class.slot_counts.len()).filter(|&s| allowed(s)).map(at_top).sum()
             } else {
-                &mut std::iter::once(slot)
+                at_top(slot)
             };
-            let all: u32 = slots.map(|s| class.slot_counts[s][top as usize - 1]).sum();
             let listed =
                 special.iter().filter(|&&n| rank(fit(n)) == top && (slot == usize::MAX || slot_of(n) == slot)).count()
                     as u32;
@@ -823,15 +837,17 @@ impl Session {
             candidates.push((key_node(key), all.saturating_sub(listed).max(1)));
         }
         candidates.sort_unstable();
-        let nodes: Vec<NodeId> = candidates.iter().map(|&(n, _)| n).collect();
-        let counts: Vec<u32> = candidates.iter().map(|&(_, k)| k).collect();
-        let mut scores: Vec<f64> = nodes
-            .iter()
-            .map(|&n| match fit(n) {
+        nodes.clear();
+        counts.clear();
+        scores.clear();
+        for &(n, k) in &candidates {
+            nodes.push(n);
+            counts.push(k);
+            scores.push(match fit(n) {
                 Fit::Idle(s) | Fit::Future(s) => s,
                 Fit::No(_) => unreachable!("candidates fit"),
-            })
-            .collect();
+            });
+        }
         if nodes.len() > 1 {
             for p in self.batch_plugins() {
                 p.batch_node_order_counted(&self.snap, t, &nodes, &counts, &mut scores);
@@ -843,9 +859,13 @@ impl Session {
                 best = i;
             }
         }
-        self.index.special = special;
-        self.index.candidates = candidates;
         let n = nodes[best];
+        self.index.special = special;
+        self.index.others = others;
+        self.index.candidates = candidates;
+        self.index.candidate_nodes = nodes;
+        self.index.candidate_counts = counts;
+        self.index.candidate_scores = scores;
         Some(if top == 2 { NodeChoice::Idle(n) } else { NodeChoice::Future(n) })
     }
 
