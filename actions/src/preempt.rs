@@ -91,6 +91,7 @@ fn preempt_task(ssn: &mut Session, stmt: &mut Statement, t: TaskId, filter: impl
         if !victims_suffice(ssn, t, n, &victims) {
             continue;
         }
+        ssn.record_preemption_attempt(victims.len());
         let fits = |s: &Session| {
             let task = s.snap.task(t);
             s.allocatable(queue, t)

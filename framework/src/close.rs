@@ -9,12 +9,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
 use volcano_api::names::{event_reason, pod_condition, pod_group_condition, pod_group_reason};
 
+use crate::cycle::{Observer, PluginStage};
 use crate::effect::{Effect, Event, EventKind, EventType, PodScheduledFalse};
 use crate::model::*;
-use crate::plugin::{CloseOutput, JobVerdict, QueueReport};
+use crate::plugin::{CloseOutput, JobMetric, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
 use crate::session::Session;
 use crate::snapshot::Snapshot;
+use crate::stats::{CycleMetrics, JobMetrics};
 use std::sync::Arc;
 
 /// The result of one cycle.
@@ -26,6 +28,8 @@ pub struct CycleOutcome {
     pub queues: BTreeMap<String, QueueReport>,
     /// Why each job that is not ready is waiting (`namespace/name` → message).
     pub pending_reasons: BTreeMap<String, String>,
+    /// The facts behind the scheduler's metrics.
+    pub metrics: CycleMetrics,
 }
 
 fn same_condition(x: &PodGroupCondition, y: &PodGroupCondition) -> bool {
@@ -96,11 +100,14 @@ fn job_phase(job: &JobInfo, snap: &Snapshot, unschedulable_now: bool) -> PodGrou
 }
 
 /// Closes a session and returns the cycle's outcome.
-pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
+pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutcome {
     let mut out = CloseOutput::default();
     for slot in ssn.tiers.iter_mut().flatten() {
+        observer.plugin_started(slot.plugin.name(), PluginStage::Close);
         slot.plugin.on_session_close(&ssn.snap, &ssn.ctx, &mut out);
+        observer.plugin_ended(slot.plugin.name(), PluginStage::Close);
     }
+    let metrics = cycle_metrics(&ssn, std::mem::take(&mut out.job_metrics), out.unschedulable_jobs);
     let snap = &ssn.snap;
     let now = Time(jiff_from_ms(ssn.ctx.now_ms));
     let mut effects = std::mem::take(&mut ssn.effects);
@@ -198,8 +205,8 @@ pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
         allocated.into_iter().map(|allocated| QueueReport { allocated, ..Default::default() }).collect();
     for (q, report) in out.queue_reports {
         if let Some(r) = by_queue.get_mut(q.idx()) {
-            r.deserved = report.deserved;
-            r.share = report.share;
+            // The allocation rolled up the hierarchy above is the close step's own.
+            *r = QueueReport { allocated: std::mem::take(&mut r.allocated), ..report };
         }
     }
     for (q, report) in snap.queues.iter().zip(&by_queue) {
@@ -229,7 +236,45 @@ pub(crate) fn close(mut ssn: Session) -> CycleOutcome {
         let object = snap.job(j).object_ref();
         effects.push(Effect::Event(Event { kind: EventKind::PodGroup, object, type_, reason, message }));
     }
-    CycleOutcome { effects, queues: reports, pending_reasons }
+    CycleOutcome { effects, queues: reports, pending_reasons, metrics }
+}
+
+/// The cycle's metric facts: the plugins' per-job facts merged per job, and what the
+/// actions counted.
+fn cycle_metrics(ssn: &Session, mut facts: Vec<(JobId, JobMetric)>, unschedulable_jobs: Option<u64>) -> CycleMetrics {
+    let snap = &ssn.snap;
+    let stats = &ssn.stats;
+    facts.sort_by_key(|(j, _)| *j);
+    let mut facts = facts.into_iter().peekable();
+    let mut jobs = Vec::with_capacity(snap.jobs.len());
+    for (i, job) in snap.jobs.iter().enumerate() {
+        let j = JobId(i as u32);
+        let mut m = JobMetrics {
+            key: job.key.clone(),
+            queue: job.queue.idx(),
+            creation_ms: job.creation_ms,
+            scheduled: stats.scheduled.get(i).copied().unwrap_or(false),
+            ..Default::default()
+        };
+        while let Some((_, fact)) = facts.next_if(|(x, _)| *x == j) {
+            match fact {
+                JobMetric::Share(s) => m.share = Some(s),
+                JobMetric::Unscheduled { tasks, retried } => {
+                    m.unscheduled_tasks = Some(tasks);
+                    m.retried = retried;
+                }
+            }
+        }
+        jobs.push(m);
+    }
+    CycleMetrics {
+        queue_names: snap.queues.iter().map(|q| q.name.clone()).collect(),
+        jobs,
+        unschedulable_jobs,
+        preemption_attempts: stats.preemption_attempts,
+        preemption_victims: stats.preemption_victims,
+        eviction_transactions: stats.eviction_transactions.clone(),
+    }
 }
 
 /// The `PodScheduled=False` conditions of the waiting pods

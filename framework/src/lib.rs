@@ -26,17 +26,19 @@ pub mod resource;
 pub mod session;
 pub mod snapshot;
 pub mod statement;
+pub mod stats;
 pub mod status;
 
 pub use action::Action;
 pub use close::CycleOutcome;
 pub use cow::CowVec;
-pub use cycle::{run_cycle, CycleContext, NoObserver, Observer};
+pub use cycle::{run_cycle, Both, CycleContext, NoObserver, Observer, PluginStage};
 pub use effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
 pub use plugin::{
-    Admission, CloseOutput, Hooks, InvalidJob, JobVerdict, NodeDomains, Plugin, QueueReport, SessionContext, Vote,
+    Admission, CloseOutput, Hooks, InvalidJob, JobMetric, JobVerdict, NodeDomains, Plugin, QueueReport, SessionContext,
+    Vote,
 };
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{
@@ -48,4 +50,5 @@ pub use session::worklist::Worklist;
 pub use session::{Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};
 pub use statement::Statement;
+pub use stats::{CycleMetrics, JobMetrics};
 pub use status::{Code, FitErrors, Status};

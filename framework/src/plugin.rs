@@ -119,6 +119,18 @@ pub struct QueueReport {
     pub deserved: Option<Resource>,
     /// Share (max over dims of allocated/deserved), if a policy plugin computed one.
     pub share: Option<f64>,
+    /// `allocated` + the requests of pending tasks, from the queue policy plugin.
+    pub request: Option<Resource>,
+    /// `minResources` reserved by admitted jobs not allocated yet, from the policy plugin.
+    pub inqueue: Option<Resource>,
+    /// `spec.capability` as the policy plugin reads it (`capacity` only, as in Volcano).
+    pub capability: Option<Resource>,
+    /// The most the queue may hold, from the policy plugin.
+    pub real_capability: Option<Resource>,
+    /// `spec.weight` (`proportion` only, as in Volcano).
+    pub weight: Option<i32>,
+    /// The policy plugin's overused answer at close.
+    pub overused: Option<bool>,
 }
 
 /// What plugins may write when the session closes.
@@ -132,6 +144,26 @@ pub struct CloseOutput {
     pub job_events: Vec<(JobId, EventType, &'static str, String)>,
     /// Deserved resources and share per queue, from the queue policy plugin.
     pub queue_reports: Vec<(QueueId, QueueReport)>,
+    /// Per-job facts for the metrics (`drf`'s shares, `gang`'s shortfalls).
+    pub job_metrics: Vec<(JobId, JobMetric)>,
+    /// Jobs found not ready (`gang`, `volcano_unschedule_job_count`).
+    pub unschedulable_jobs: Option<u64>,
+}
+
+/// A plugin's per-job fact for the metrics (see [`crate::stats::JobMetrics`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobMetric {
+    /// The job's dominant resource share (`volcano_job_share`).
+    Share(f64),
+    /// Tasks short of `minMember` (0 for a ready job), and whether the job was
+    /// unschedulable in this session (`volcano_unschedule_task_count`,
+    /// `volcano_job_retry_counts`).
+    Unscheduled {
+        /// Tasks short of `minMember`.
+        tasks: i64,
+        /// Unschedulable in this session.
+        retried: bool,
+    },
 }
 
 /// A plugin's verdict on a job at the end of a session.

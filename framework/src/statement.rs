@@ -69,6 +69,9 @@ impl Statement {
     /// Applies the operations in order: evictions become evict effects, allocations go to
     /// the binder (status Binding, bind effect), pipelined tasks stay reserved.
     pub fn commit(self, ssn: &mut Session) {
+        if self.ops.iter().any(|op| matches!(op, Op::Evict { .. })) {
+            ssn.record_eviction_transaction();
+        }
         for op in self.ops {
             match op {
                 Op::Evict { task, reason_idx, .. } => {
@@ -82,7 +85,7 @@ impl Statement {
                     };
                     ssn.push_effect(effect);
                 }
-                Op::Pipeline { .. } => {}
+                Op::Pipeline { task } => ssn.record_scheduled(task),
                 Op::Allocate { task } => {
                     if ssn.snap.task(task).status == TaskStatus::Allocated {
                         ssn.dispatch(task);

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
 use volcano_api::names::pod_group_reason;
-use volcano_framework::plugin::{CloseOutput, JobVerdict};
+use volcano_framework::plugin::{CloseOutput, JobMetric, JobVerdict};
 use volcano_framework::{
     parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId,
     TaskStatus, Vote,
@@ -214,6 +214,7 @@ impl Plugin for Gang {
     }
 
     fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
+        let mut unschedulable = 0u64;
         for (i, job) in snap.jobs.iter().enumerate() {
             let j = JobId(i as u32);
             if job.tasks.is_empty() {
@@ -237,10 +238,14 @@ impl Plugin for Gang {
                     format!("{unready}/{} tasks in gang unschedulable: {}", job.tasks.len(), fit_error(snap, job));
                 out.job_verdicts
                     .push((j, JobVerdict::Unschedulable { reason: pod_group_reason::NOT_ENOUGH_RESOURCES, message }));
+                out.job_metrics.push((j, JobMetric::Unscheduled { tasks: i64::from(unready), retried: true }));
+                unschedulable += 1;
             } else {
                 out.job_verdicts.push((j, JobVerdict::Ready));
+                out.job_metrics.push((j, JobMetric::Unscheduled { tasks: 0, retried: false }));
             }
         }
+        out.unschedulable_jobs = Some(unschedulable);
     }
 }
 

@@ -428,6 +428,10 @@ impl QueueAccount {
             allocated: self.allocated.clone(),
             deserved: Some(self.deserved.clone()),
             share: Some(self.share),
+            request: Some(self.request.clone()),
+            inqueue: Some(self.inqueue.clone()),
+            real_capability: Some(self.real_capability.clone()),
+            ..Default::default()
         }
     }
 }

@@ -60,6 +60,18 @@ pub struct Session {
     pub(crate) current_action: &'static str,
     pub(crate) index: crate::session::select::NodeIndex,
     pub(crate) index_enabled: bool,
+    /// What the actions did that the metrics count.
+    pub(crate) stats: SessionStats,
+}
+
+/// What the actions did that the metrics count (see [`crate::stats::CycleMetrics`]).
+#[derive(Debug, Default)]
+pub(crate) struct SessionStats {
+    pub(crate) preemption_attempts: u64,
+    pub(crate) preemption_victims: Option<u64>,
+    pub(crate) eviction_transactions: std::collections::BTreeMap<&'static str, u64>,
+    /// Per job: a task was bound or pipelined in a committed statement (grown on demand).
+    pub(crate) scheduled: Vec<bool>,
 }
 
 impl Session {
@@ -71,6 +83,18 @@ impl Session {
         plugins: Vec<Vec<(Box<dyn Plugin>, Hooks)>>,
         ctx: SessionContext,
         options: SessionOptions,
+    ) -> Self {
+        Self::open_observed(snap, plugins, ctx, options, &mut crate::cycle::NoObserver)
+    }
+
+    /// [`Session::open`], telling the observer when each plugin's `on_session_open` starts
+    /// and ends.
+    pub fn open_observed(
+        snap: Snapshot,
+        plugins: Vec<Vec<(Box<dyn Plugin>, Hooks)>>,
+        ctx: SessionContext,
+        options: SessionOptions,
+        observer: &mut dyn crate::cycle::Observer,
     ) -> Self {
         let tiers: Vec<Vec<Slot>> = plugins
             .into_iter()
@@ -112,11 +136,36 @@ impl Session {
             current_action: "",
             index: Default::default(),
             index_enabled,
+            stats: SessionStats::default(),
         };
         for slot in ssn.tiers.iter_mut().flatten() {
+            observer.plugin_started(slot.plugin.name(), crate::cycle::PluginStage::Open);
             slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
+            observer.plugin_ended(slot.plugin.name(), crate::cycle::PluginStage::Open);
         }
         ssn
+    }
+
+    /// Counts one node the preempt action tried to free, with the victims the plugins
+    /// allowed there (`volcano_total_preemption_attempts`, `volcano_pod_preemption_victims`).
+    pub fn record_preemption_attempt(&mut self, victims: usize) {
+        self.stats.preemption_attempts += 1;
+        self.stats.preemption_victims = Some(victims as u64);
+    }
+
+    /// Counts a committed statement that evicted pods, under the running action.
+    pub(crate) fn record_eviction_transaction(&mut self) {
+        *self.stats.eviction_transactions.entry(self.current_action).or_default() += 1;
+    }
+
+    /// Marks the job of a task bound or pipelined in a committed statement.
+    pub(crate) fn record_scheduled(&mut self, t: TaskId) {
+        if let Some(j) = self.snap.task(t).job {
+            if self.stats.scheduled.len() <= j.idx() {
+                self.stats.scheduled.resize(self.snap.jobs.len().max(j.idx() + 1), false);
+            }
+            self.stats.scheduled[j.idx()] = true;
+        }
     }
 
     /// The action now running (for eviction effects).
@@ -588,6 +637,7 @@ impl Session {
         let node = task.node.expect("an allocated task has a node");
         self.effects.push(Effect::Bind { pod: task.object_ref(), node: self.snap.node(node).name.clone() });
         self.snap.set_task_status(t, TaskStatus::Binding);
+        self.record_scheduled(t);
     }
 
     /// Non-transactional allocation (Volcano `ssn.Allocate`, used by backfill): the task is

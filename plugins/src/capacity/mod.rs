@@ -28,8 +28,8 @@ use volcano_api::crd::PodGroupPhase;
 use volcano_api::names::event_reason;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext,
-    Snapshot, TaskId, TaskStatus,
+    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
+    SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
@@ -517,7 +517,11 @@ impl Plugin for Capacity {
 
     fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
         for (i, a) in self.queues.iter().enumerate().filter(|(i, a)| a.active && *i < snap.queues.len()) {
-            out.queue_reports.push((QueueId(i as u32), a.account.report()));
+            // Volcano's capacity reports a queue overused when its share is above 1, and its
+            // capability only when `spec.capability` is set.
+            let capability = snap.queues[i].queue.spec.capability.as_ref().map(|_| a.capability.clone());
+            let report = QueueReport { overused: Some(a.account.share > 1.0), capability, ..a.account.report() };
+            out.queue_reports.push((QueueId(i as u32), report));
         }
         // Admitted jobs of a queue outside the hierarchy (or not a leaf) wait: say why on
         // the PodGroup. (Jobs refused at admission get their event from the session.)

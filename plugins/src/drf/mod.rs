@@ -23,7 +23,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, share, Resource, MIN_RESOURCE};
 use volcano_framework::{
-    parse_args, ArgsError, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext, Snapshot, TaskId,
+    parse_args, ArgsError, CloseOutput, Hooks, JobId, JobMetric, Plugin, PluginBuilder, QueueId, SessionContext,
+    Snapshot, TaskId,
 };
 
 pub use args::Args;
@@ -135,6 +136,12 @@ impl Plugin for Drf {
         if self.hierarchy {
             self.hdrf = Some(hdrf::Hdrf::build(snap, &self.total_dims, &self.allocated));
         }
+    }
+
+    fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
+        // Each job's last share, for `volcano_job_share` (Volcano sets it at open and on
+        // every allocation; the value a scrape sees is the last one).
+        out.job_metrics.extend(self.shares.iter().enumerate().map(|(i, s)| (JobId(i as u32), JobMetric::Share(*s))));
     }
 
     fn job_order(&self, _snap: &Snapshot, l: JobId, r: JobId) -> Ordering {

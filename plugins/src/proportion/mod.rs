@@ -21,8 +21,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource};
 use volcano_framework::{
-    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, SessionContext,
-    Snapshot, TaskId,
+    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
+    SessionContext, Snapshot, TaskId,
 };
 
 use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount};
@@ -217,7 +217,9 @@ impl Plugin for Proportion {
 
     fn on_session_close(&mut self, _snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {
         for (i, a) in self.queues.iter().enumerate().filter(|(_, a)| a.active) {
-            out.queue_reports.push((QueueId(i as u32), a.account.report()));
+            let overused = a.account.deserved.less_equal(&a.account.allocated, DimensionDefault::Zero);
+            let report = QueueReport { weight: Some(a.weight), overused: Some(overused), ..a.account.report() };
+            out.queue_reports.push((QueueId(i as u32), report));
         }
     }
 

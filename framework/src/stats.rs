@@ -1,0 +1,61 @@
+//! What a cycle tells the metrics: the facts behind Volcano's `volcano_*` scheduler metrics
+//! that the core decides (per-job shares and gang shortfalls, preemption attempts, eviction
+//! transactions, jobs that got a task placed), as plain data on the [`crate::CycleOutcome`].
+//!
+//! The core keeps no metric and reads no clock: the shells turn these facts into Prometheus
+//! series (the `volcano-metrics` crate), and time them with an [`crate::Observer`].
+
+use std::collections::BTreeMap;
+
+/// The metric facts of one cycle.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CycleMetrics {
+    /// The queue names, in snapshot order ([`JobMetrics::queue`] indexes them).
+    pub queue_names: Vec<String>,
+    /// One entry per job of the snapshot, in snapshot order: a job that is in no entry is
+    /// gone, and the shells remove its series.
+    pub jobs: Vec<JobMetrics>,
+    /// Jobs the gang plugin found not ready (`volcano_unschedule_job_count`); `None`
+    /// without `gang`.
+    pub unschedulable_jobs: Option<u64>,
+    /// Nodes the preempt action tried to free (`volcano_total_preemption_attempts`).
+    pub preemption_attempts: u64,
+    /// The victims the plugins allowed in the last of those attempts
+    /// (`volcano_pod_preemption_victims`); `None` when no attempt was made.
+    pub preemption_victims: Option<u64>,
+    /// Committed statements that evicted pods, by action (`volcano_eviction_transactions_total`).
+    pub eviction_transactions: BTreeMap<&'static str, u64>,
+}
+
+/// The metric facts of one job.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobMetrics {
+    /// The PodGroup's `namespace/name`.
+    pub key: String,
+    /// Its queue, an index into [`CycleMetrics::queue_names`].
+    pub queue: usize,
+    /// PodGroup creation time, milliseconds since the epoch.
+    pub creation_ms: i64,
+    /// Dominant resource share (`drf`, `volcano_job_share`).
+    pub share: Option<f64>,
+    /// Tasks short of `minMember` (`gang`, `volcano_unschedule_task_count`): 0 for a ready
+    /// job.
+    pub unscheduled_tasks: Option<i64>,
+    /// The job was unschedulable in this cycle (`gang`, `volcano_job_retry_counts`).
+    pub retried: bool,
+    /// A task of the job was bound or pipelined in this cycle
+    /// (`volcano_e2e_job_scheduling_duration`: the cycle's time minus the creation time).
+    pub scheduled: bool,
+}
+
+impl JobMetrics {
+    /// The PodGroup's namespace.
+    pub fn namespace(&self) -> &str {
+        self.key.split_once('/').map_or("", |(ns, _)| ns)
+    }
+
+    /// The PodGroup's name.
+    pub fn name(&self) -> &str {
+        self.key.split_once('/').map_or(self.key.as_str(), |(_, n)| n)
+    }
+}

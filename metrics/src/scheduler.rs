@@ -1,0 +1,548 @@
+//! The scheduler's metrics: Volcano's `pkg/scheduler/metrics` families, fed from cycle
+//! outcomes and timers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use prometheus::core::Collector;
+use prometheus::{
+    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
+};
+use volcano_framework::{CycleOutcome, QueueReport, Resource};
+
+use crate::{exponential_buckets_range, CycleTimer};
+
+/// Volcano's task stages (`task_scheduling_latency_milliseconds{stage}`): a pod's creation
+/// to the moment the scheduler saw it, decided its node, and bound it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStage {
+    /// The scheduler's cache first saw the pod.
+    Watched,
+    /// A cycle placed it (a bind was decided).
+    Assumed,
+    /// The binder took it up (volcano-rs runs no PreBind plugins: right before the bind).
+    PreBound,
+    /// The API server accepted the bind.
+    Bound,
+}
+
+impl TaskStage {
+    fn label(self) -> &'static str {
+        match self {
+            TaskStage::Watched => "Watched",
+            TaskStage::Assumed => "Assumed",
+            TaskStage::PreBound => "PreBound",
+            TaskStage::Bound => "Bound",
+        }
+    }
+}
+
+/// A queue gauge per resource kind: `_milli_cpu`, `_memory_bytes`, `_scalar_resources{resource}`.
+#[derive(Clone)]
+struct ResourceGauges {
+    cpu: GaugeVec,
+    memory: GaugeVec,
+    scalar: GaugeVec,
+}
+
+impl ResourceGauges {
+    fn set(&self, queue: &str, r: &Resource, known: &mut BTreeSet<String>) {
+        self.cpu.with_label_values(&[queue]).set(r.get("cpu"));
+        self.memory.with_label_values(&[queue]).set(r.get("memory"));
+        let mut seen = BTreeSet::new();
+        for (name, v) in r.scalars() {
+            self.scalar.with_label_values(&[queue, name]).set(v);
+            seen.insert(name.to_string());
+            known.insert(name.to_string());
+        }
+        // A resource the queue no longer has reads 0, as Volcano does.
+        for name in known.iter().filter(|n| !seen.contains(*n)) {
+            self.scalar.with_label_values(&[queue, name]).set(0.0);
+        }
+    }
+
+    fn remove(&self, queue: &str, known: &BTreeSet<String>) {
+        let _ = self.cpu.remove_label_values(&[queue]);
+        let _ = self.memory.remove_label_values(&[queue]);
+        for name in known {
+            let _ = self.scalar.remove_label_values(&[queue, name]);
+        }
+    }
+}
+
+/// The series one job has, with the last values written (a value is written only when it
+/// changes, so a cycle over thousands of settled jobs costs a map lookup each).
+struct JobSeries {
+    queue: String,
+    share: Option<f64>,
+    share_gauge: Option<Gauge>,
+    unscheduled: Option<i64>,
+    unscheduled_gauge: Option<IntGauge>,
+    retries: Option<IntCounter>,
+    scheduled: bool,
+    /// The cycle that last listed the job.
+    seen: u64,
+}
+
+/// What the recorder remembers between cycles.
+#[derive(Default)]
+struct State {
+    cycle: u64,
+    jobs: HashMap<String, JobSeries>,
+    /// Jobs per name: the series labelled by the name alone (`job_id`) go with the last.
+    names: HashMap<String, u32>,
+    /// Queues with series, with the scalar resource names each family has seen.
+    queues: BTreeMap<String, [BTreeSet<String>; 6]>,
+}
+
+/// The scheduler's metric families (docs/observability.md lists them).
+#[derive(Clone)]
+pub struct SchedulerMetrics {
+    /// The registry the families are in.
+    pub registry: Registry,
+    /// `volcano_e2e_scheduling_latency_milliseconds`: one whole cycle (snapshot, open,
+    /// actions, close).
+    pub e2e_latency: Histogram,
+    /// `volcano_open_session_duration_milliseconds`: snapshot and every plugin's open.
+    pub open_session: Histogram,
+    /// `volcano_action_scheduling_latency_milliseconds{action}`.
+    pub action_latency: HistogramVec,
+    /// `volcano_plugin_scheduling_latency_milliseconds{plugin,OnSession}`.
+    pub plugin_latency: HistogramVec,
+    /// `volcano_task_scheduling_latency_milliseconds{stage}`: pod creation → stage.
+    pub task_latency: HistogramVec,
+    /// `volcano_scheduling_stage_duration_milliseconds{stage}`: per-task stage cost (the
+    /// shells observe `Bind`, the API call; see docs/observability.md for the others).
+    pub stage_duration: HistogramVec,
+    /// `volcano_e2e_job_scheduling_latency_milliseconds`: job creation → a task placed.
+    pub job_latency: Histogram,
+    /// `volcano_e2e_job_scheduling_duration{job_name,queue,job_namespace}`.
+    pub job_duration: GaugeVec,
+    /// `volcano_e2e_job_scheduling_start_time{…}`: the PodGroup's creation, Unix seconds.
+    pub job_start_time: GaugeVec,
+    /// `volcano_e2e_job_scheduling_last_time{…}`: the last cycle that placed a task of it.
+    pub job_last_time: GaugeVec,
+    /// `volcano_schedule_attempts_total{result}`: registered as in Volcano, which updates it
+    /// nowhere.
+    pub schedule_attempts: IntCounterVec,
+    /// `volcano_pod_preemption_victims`.
+    pub preemption_victims: IntGauge,
+    /// `volcano_total_preemption_attempts`.
+    pub preemption_attempts: IntCounter,
+    /// `volcano_eviction_transactions_total{action}`.
+    pub eviction_transactions: IntCounterVec,
+    /// `volcano_unschedule_task_count{job_id}`.
+    pub unschedule_task_count: IntGaugeVec,
+    /// `volcano_unschedule_job_count`.
+    pub unschedule_job_count: IntGauge,
+    /// `volcano_job_share{job_ns,job_id}`.
+    pub job_share: GaugeVec,
+    /// `volcano_job_retry_counts{job_id}`.
+    pub job_retry_counts: IntCounterVec,
+    queue_allocated: ResourceGauges,
+    queue_request: ResourceGauges,
+    queue_deserved: ResourceGauges,
+    queue_inqueue: ResourceGauges,
+    queue_capacity: ResourceGauges,
+    queue_real_capacity: ResourceGauges,
+    /// `volcano_queue_share{queue_name}`.
+    pub queue_share: GaugeVec,
+    /// `volcano_queue_weight{queue_name}`.
+    pub queue_weight: GaugeVec,
+    /// `volcano_queue_overused{queue_name}`.
+    pub queue_overused: GaugeVec,
+    /// `volcano_goroutines{operation}`: for volcano-rs, the binds in flight
+    /// (`operation="binding"`).
+    pub goroutines: IntGaugeVec,
+    state: Arc<Mutex<State>>,
+}
+
+impl SchedulerMetrics {
+    /// The families, registered in a new registry.
+    pub fn new() -> Self {
+        Self::with_registry(Registry::new())
+    }
+
+    /// The families, registered in `registry`.
+    pub fn with_registry(registry: Registry) -> Self {
+        let reg = |c: Box<dyn Collector>| registry.register(c).expect("unique metric");
+        let histogram = |name: &str, help: &str, min: f64, max: f64, count: usize| {
+            let h = Histogram::with_opts(
+                HistogramOpts::new(name, help).buckets(exponential_buckets_range(min, max, count)),
+            )
+            .expect("valid histogram");
+            reg(Box::new(h.clone()));
+            h
+        };
+        let histogram_vec = |name: &str, help: &str, labels: &[&str], min: f64, max: f64, count: usize| {
+            let h = HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(exponential_buckets_range(min, max, count)),
+                labels,
+            )
+            .expect("valid histogram");
+            reg(Box::new(h.clone()));
+            h
+        };
+        let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
+            let g = GaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
+            reg(Box::new(g.clone()));
+            g
+        };
+        let int_gauge_vec = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help), labels).expect("valid gauge");
+            reg(Box::new(g.clone()));
+            g
+        };
+        let counter_vec = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("valid counter");
+            reg(Box::new(c.clone()));
+            c
+        };
+        let resource = |kind: &str, help: &str| ResourceGauges {
+            cpu: gauge_vec(
+                &format!("volcano_queue_{kind}_milli_cpu"),
+                &format!("{help} CPU count for one queue"),
+                &["queue_name"],
+            ),
+            memory: gauge_vec(
+                &format!("volcano_queue_{kind}_memory_bytes"),
+                &format!("{help} memory for one queue"),
+                &["queue_name"],
+            ),
+            scalar: gauge_vec(
+                &format!("volcano_queue_{kind}_scalar_resources"),
+                &format!("{help} scalar resources for one queue"),
+                &["queue_name", "resource"],
+            ),
+        };
+        let job_labels = ["job_name", "queue", "job_namespace"];
+        let preemption_victims =
+            IntGauge::new("volcano_pod_preemption_victims", "Number of selected preemption victims")
+                .expect("valid gauge");
+        reg(Box::new(preemption_victims.clone()));
+        let preemption_attempts =
+            IntCounter::new("volcano_total_preemption_attempts", "Total preemption attempts in the cluster till now")
+                .expect("valid counter");
+        reg(Box::new(preemption_attempts.clone()));
+        let unschedule_job_count =
+            IntGauge::new("volcano_unschedule_job_count", "Number of jobs could not be scheduled")
+                .expect("valid gauge");
+        reg(Box::new(unschedule_job_count.clone()));
+        let m = SchedulerMetrics {
+            e2e_latency: histogram(
+                "volcano_e2e_scheduling_latency_milliseconds",
+                "Duration of a single scheduling session execution in milliseconds. It covers the entire cycle from session open, action executions to session close.",
+                1.0,
+                5000.0,
+                20,
+            ),
+            open_session: histogram(
+                "volcano_open_session_duration_milliseconds",
+                "Duration of opening a scheduling session in milliseconds, including cache snapshot and session initialization.",
+                1.0,
+                5000.0,
+                20,
+            ),
+            action_latency: histogram_vec(
+                "volcano_action_scheduling_latency_milliseconds",
+                "Action scheduling latency in milliseconds",
+                &["action"],
+                1.0,
+                2000.0,
+                20,
+            ),
+            plugin_latency: histogram_vec(
+                "volcano_plugin_scheduling_latency_milliseconds",
+                "Plugin scheduling latency in milliseconds",
+                &["plugin", "OnSession"],
+                0.1,
+                100.0,
+                15,
+            ),
+            task_latency: histogram_vec(
+                "volcano_task_scheduling_latency_milliseconds",
+                "Task scheduling latency from creation to various stages in milliseconds",
+                &["stage"],
+                50.0,
+                60000.0,
+                30,
+            ),
+            stage_duration: histogram_vec(
+                "volcano_scheduling_stage_duration_milliseconds",
+                "Duration of per-task scheduling stages (Predicate, Scoring, PreBind, Bind) in milliseconds",
+                &["stage"],
+                0.1,
+                500.0,
+                20,
+            ),
+            job_latency: histogram(
+                "volcano_e2e_job_scheduling_latency_milliseconds",
+                "End-to-end job scheduling latency in milliseconds (histogram of per-job duration from creation to last task assumed)",
+                100.0,
+                120000.0,
+                30,
+            ),
+            job_duration: gauge_vec(
+                "volcano_e2e_job_scheduling_duration",
+                "Per-job duration from job creation to last task assumed in scheduler cache, in milliseconds",
+                &job_labels,
+            ),
+            job_start_time: gauge_vec("volcano_e2e_job_scheduling_start_time", "E2E job scheduling start time", &job_labels),
+            job_last_time: gauge_vec("volcano_e2e_job_scheduling_last_time", "E2E job scheduling last time", &job_labels),
+            schedule_attempts: counter_vec(
+                "volcano_schedule_attempts_total",
+                "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
+                &["result"],
+            ),
+            preemption_victims,
+            preemption_attempts,
+            eviction_transactions: counter_vec(
+                "volcano_eviction_transactions_total",
+                "Total number of committed eviction transactions, by action",
+                &["action"],
+            ),
+            unschedule_task_count: int_gauge_vec(
+                "volcano_unschedule_task_count",
+                "Number of tasks could not be scheduled",
+                &["job_id"],
+            ),
+            unschedule_job_count,
+            job_share: gauge_vec("volcano_job_share", "Share for one job", &["job_ns", "job_id"]),
+            job_retry_counts: counter_vec("volcano_job_retry_counts", "Number of retry counts for one job", &["job_id"]),
+            queue_allocated: resource("allocated", "Allocated"),
+            queue_request: resource("request", "Request"),
+            queue_deserved: resource("deserved", "Deserved"),
+            queue_inqueue: resource("inqueue", "Inqueue"),
+            queue_capacity: resource("capacity", "Capacity"),
+            queue_real_capacity: resource("real_capacity", "Real capacity"),
+            queue_share: gauge_vec("volcano_queue_share", "Share for one queue", &["queue_name"]),
+            queue_weight: gauge_vec("volcano_queue_weight", "Weight for one queue", &["queue_name"]),
+            queue_overused: gauge_vec("volcano_queue_overused", "If one queue is overused", &["queue_name"]),
+            goroutines: int_gauge_vec(
+                "volcano_goroutines",
+                "Number of running goroutines split by the work they do such as binding.",
+                &["operation"],
+            ),
+            state: Arc::default(),
+            registry: registry.clone(),
+        };
+        // Volcano defines the namespace families and updates them nowhere: registered with
+        // no series, so dashboards that name them find them.
+        for (name, help) in [
+            ("volcano_namespace_share", "Deserved CPU count for one namespace"),
+            ("volcano_namespace_weight", "Weight for one namespace"),
+            ("volcano_namespace_weighted_share", "Weighted share for one namespace"),
+        ] {
+            let _ = gauge_vec(name, help, &["namespace_name"]);
+        }
+        m
+    }
+
+    /// Records a cycle's timings ([`CycleTimer`]) and its whole duration.
+    pub fn observe_timer(&self, timer: &CycleTimer, whole: Duration) {
+        self.e2e_latency.observe(ms(whole));
+        if let Some(open) = timer.open {
+            self.open_session.observe(ms(open));
+        }
+        for (action, d) in &timer.actions {
+            self.action_latency.with_label_values(&[action]).observe(ms(*d));
+        }
+        for (plugin, stage, d) in &timer.plugins {
+            self.plugin_latency.with_label_values(&[plugin, stage.as_str()]).observe(ms(*d));
+        }
+    }
+
+    /// Records a pod's stage, `latency_ms` after its creation.
+    pub fn observe_task_stage(&self, stage: TaskStage, latency_ms: f64) {
+        self.task_latency.with_label_values(&[stage.label()]).observe(latency_ms.max(0.0));
+    }
+
+    /// Records what a cycle decided: the queue gauges, the per-job series, the preemption
+    /// and eviction counts. `now_ms` is the cycle's time (the virtual clock in `simulate`).
+    /// Series of queues and jobs that are no longer in the cycle are removed.
+    pub fn record_cycle(&self, outcome: &CycleOutcome, now_ms: i64) {
+        let m = &outcome.metrics;
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = &mut *state;
+        state.cycle += 1;
+        let cycle = state.cycle;
+
+        // Queues.
+        for (name, report) in &outcome.queues {
+            let known = state.queues.entry(name.clone()).or_default();
+            self.record_queue(name, report, known);
+        }
+        let gone: Vec<String> = state.queues.keys().filter(|q| !outcome.queues.contains_key(*q)).cloned().collect();
+        for q in gone {
+            let known = state.queues.remove(&q).expect("listed");
+            self.forget_queue(&q, &known);
+        }
+
+        // Jobs.
+        for job in &m.jobs {
+            let (ns, name) = (job.namespace(), job.name());
+            let queue = m.queue_names.get(job.queue).map_or("", String::as_str);
+            let series = match state.jobs.get_mut(&job.key) {
+                Some(s) if s.queue == queue => s,
+                found => {
+                    // A new job (or one that moved queue: its queue-labelled series go).
+                    if let Some(old) = found {
+                        let old_queue = std::mem::take(&mut old.queue);
+                        self.forget_job_queue_series(ns, name, &old_queue);
+                        old.queue = queue.to_string();
+                    } else {
+                        *state.names.entry(name.to_string()).or_default() += 1;
+                        state.jobs.insert(
+                            job.key.clone(),
+                            JobSeries {
+                                queue: queue.to_string(),
+                                share: None,
+                                share_gauge: None,
+                                unscheduled: None,
+                                unscheduled_gauge: None,
+                                retries: None,
+                                scheduled: false,
+                                seen: cycle,
+                            },
+                        );
+                    }
+                    self.job_start_time.with_label_values(&[name, queue, ns]).set((job.creation_ms / 1000) as f64);
+                    state.jobs.get_mut(&job.key).expect("inserted")
+                }
+            };
+            series.seen = cycle;
+            if series.share != job.share {
+                series.share = job.share;
+                match job.share {
+                    Some(s) => {
+                        series.share_gauge.get_or_insert_with(|| self.job_share.with_label_values(&[ns, name])).set(s)
+                    }
+                    None => {
+                        if series.share_gauge.take().is_some() {
+                            let _ = self.job_share.remove_label_values(&[ns, name]);
+                        }
+                    }
+                }
+            }
+            if series.unscheduled != job.unscheduled_tasks {
+                series.unscheduled = job.unscheduled_tasks;
+                if let Some(n) = job.unscheduled_tasks {
+                    series
+                        .unscheduled_gauge
+                        .get_or_insert_with(|| self.unschedule_task_count.with_label_values(&[name]))
+                        .set(n);
+                }
+            }
+            if job.retried {
+                series.retries.get_or_insert_with(|| self.job_retry_counts.with_label_values(&[name])).inc();
+            }
+            if job.scheduled {
+                series.scheduled = true;
+                let took = (now_ms - job.creation_ms).max(0) as f64;
+                self.job_duration.with_label_values(&[name, queue, ns]).set(took);
+                self.job_last_time.with_label_values(&[name, queue, ns]).set((now_ms / 1000) as f64);
+                self.job_latency.observe(took);
+            }
+        }
+        if state.jobs.len() > m.jobs.len() {
+            let gone: Vec<String> =
+                state.jobs.iter().filter(|(_, s)| s.seen != cycle).map(|(k, _)| k.clone()).collect();
+            for key in gone {
+                let series = state.jobs.remove(&key).expect("listed");
+                let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
+                self.forget_job_queue_series(ns, name, &series.queue);
+                let _ = self.job_share.remove_label_values(&[ns, name]);
+                let left = state.names.get_mut(name).map(|n| {
+                    *n -= 1;
+                    *n
+                });
+                if left == Some(0) {
+                    state.names.remove(name);
+                    let _ = self.unschedule_task_count.remove_label_values(&[name]);
+                    let _ = self.job_retry_counts.remove_label_values(&[name]);
+                }
+            }
+        }
+
+        if let Some(n) = m.unschedulable_jobs {
+            self.unschedule_job_count.set(n as i64);
+        }
+        self.preemption_attempts.inc_by(m.preemption_attempts);
+        if let Some(v) = m.preemption_victims {
+            self.preemption_victims.set(v as i64);
+        }
+        for (action, n) in &m.eviction_transactions {
+            self.eviction_transactions.with_label_values(&[action]).inc_by(*n);
+        }
+    }
+
+    fn record_queue(&self, name: &str, r: &QueueReport, known: &mut [BTreeSet<String>; 6]) {
+        let [allocated, request, deserved, inqueue, capacity, real] = known;
+        let empty = Resource::empty();
+        self.queue_allocated.set(name, &r.allocated, allocated);
+        // Volcano's policy plugins write 0 request and inqueue for a queue without jobs.
+        self.queue_request.set(name, r.request.as_ref().unwrap_or(&empty), request);
+        self.queue_inqueue.set(name, r.inqueue.as_ref().unwrap_or(&empty), inqueue);
+        if let Some(d) = &r.deserved {
+            self.queue_deserved.set(name, d, deserved);
+        }
+        if let Some(c) = &r.capability {
+            self.queue_capacity.set(name, c, capacity);
+        }
+        if let Some(c) = &r.real_capability {
+            self.queue_real_capacity.set(name, c, real);
+        }
+        if let Some(s) = r.share {
+            self.queue_share.with_label_values(&[name]).set(s);
+        }
+        if let Some(w) = r.weight {
+            self.queue_weight.with_label_values(&[name]).set(f64::from(w));
+        }
+        if let Some(o) = r.overused {
+            self.queue_overused.with_label_values(&[name]).set(if o { 1.0 } else { 0.0 });
+        }
+    }
+
+    fn forget_queue(&self, name: &str, known: &[BTreeSet<String>; 6]) {
+        let families = [
+            &self.queue_allocated,
+            &self.queue_request,
+            &self.queue_deserved,
+            &self.queue_inqueue,
+            &self.queue_capacity,
+            &self.queue_real_capacity,
+        ];
+        for (f, k) in families.into_iter().zip(known) {
+            f.remove(name, k);
+        }
+        for g in [&self.queue_share, &self.queue_weight, &self.queue_overused] {
+            let _ = g.remove_label_values(&[name]);
+        }
+    }
+
+    fn forget_job_queue_series(&self, ns: &str, name: &str, queue: &str) {
+        for g in [&self.job_duration, &self.job_start_time, &self.job_last_time] {
+            let _ = g.remove_label_values(&[name, queue, ns]);
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        crate::render(&self.registry)
+    }
+}
+
+impl Default for SchedulerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests;
