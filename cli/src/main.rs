@@ -319,6 +319,11 @@ struct SimulateArgs {
     /// warning on stderr (warn), or dropped silently (ignore).
     #[arg(long, value_enum, default_value_t = Validate::Strict)]
     validate: Validate,
+    /// Write Volcano's metrics (the Prometheus text exposition a scheduler serves on
+    /// /metrics, after the last cycle) to FILE; - writes them to standard output after
+    /// the report.
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
     /// Manifest files: YAML (multi-document) or JSON, a List included; a directory reads its
     /// .yaml, .yml and .json files; - reads standard input.
     #[arg(required = true, value_name = "FILE")]
@@ -478,6 +483,9 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
     let start = Instant::now();
     let normalised = normalise_for(manifest, &args.scheduler_names).map_err(SimError::from)?;
     let mut sim = Simulator::from_normalised(normalised, profile)?;
+    if args.metrics.is_some() {
+        sim.enable_metrics();
+    }
     tracing::info!(elapsed = ?start.elapsed(), "cluster normalised and validated");
     let start = Instant::now();
     sim.run(args.cycles)?;
@@ -490,6 +498,14 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
         Output::Yaml => report.to_yaml(),
     };
     tracing::info!(elapsed = ?start.elapsed(), "report written");
+    let mut text = text;
+    if let (Some(path), Some(metrics)) = (&args.metrics, sim.metrics_text()) {
+        if path.as_os_str() == "-" {
+            text.push_str(&metrics);
+        } else {
+            std::fs::write(path, metrics).with_context(|| format!("cannot write the metrics to {}", path.display()))?;
+        }
+    }
     // The process ends next: freeing a large cluster object by object only costs time.
     std::mem::forget(sim);
     Ok(text)

@@ -52,6 +52,7 @@ use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::names::{event_reason, pod_condition};
 use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
+use volcano_metrics::{SchedulerMetrics, TaskStage};
 
 use crate::cache::{ClusterCache, PodStatusChange};
 
@@ -196,6 +197,8 @@ struct Inner {
     in_flight: AtomicU64,
     idle: Notify,
     stats: ApplierStats,
+    /// Where the binds' stages and durations go, once set.
+    metrics: std::sync::OnceLock<SchedulerMetrics>,
 }
 
 /// Applies effects to the API server. Cheap to clone.
@@ -284,6 +287,7 @@ impl Applier {
             in_flight: AtomicU64::new(0),
             idle: Notify::new(),
             stats: ApplierStats::default(),
+            metrics: std::sync::OnceLock::new(),
             config,
         });
         for _ in 0..inner.config.status_concurrency.max(1) {
@@ -294,6 +298,13 @@ impl Applier {
             tokio::spawn(event_worker(inner.clone(), recorder, rx));
         }
         Applier { inner }
+    }
+
+    /// Records the binds' stages (`volcano_task_scheduling_latency_milliseconds`: Assumed,
+    /// PreBound, Bound), the bind calls' durations (`volcano_scheduling_stage_duration_milliseconds{stage="Bind"}`)
+    /// and the binds in flight (`volcano_goroutines{operation="binding"}`) from now on.
+    pub fn set_metrics(&self, metrics: SchedulerMetrics) {
+        let _ = self.inner.metrics.set(metrics);
     }
 
     /// What the applier did so far.
@@ -327,12 +338,17 @@ impl Applier {
     /// once. `now` stamps the conditions written.
     pub fn apply(&self, effects: Vec<Effect>, now: Time) {
         let inner = &self.inner;
+        let now_ms = now.0.as_millisecond();
         let mut cache = inner.cache.lock().expect("cache lock");
         for effect in effects {
             match effect {
                 Effect::Bind { pod, node } => {
+                    let created_ms = created_ms(cache.pod(pod.key()).map(|p| &**p));
+                    if let (Some(m), Some(c)) = (inner.metrics.get(), created_ms) {
+                        m.observe_task_stage(TaskStage::Assumed, (now_ms - c) as f64);
+                    }
                     cache.assume_bound(&pod, node.clone());
-                    self.spawn(bind(inner.clone(), pod, node));
+                    self.spawn(bind(inner.clone(), pod, node, created_ms));
                 }
                 Effect::Evict { pod, node, action, reason } => {
                     let grace = cache
@@ -466,13 +482,32 @@ fn push_pod_condition(
     true
 }
 
-async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
+/// The pod's creation time, milliseconds since the epoch.
+fn created_ms(pod: Option<&Pod>) -> Option<i64> {
+    pod?.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond())
+}
+
+fn since_ms(created_ms: i64) -> f64 {
+    (k8s_openapi::jiff::Timestamp::now().as_millisecond() - created_ms) as f64
+}
+
+async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>, created_ms: Option<i64>) {
     let Ok(_permit) = inner.binds.clone().acquire_owned().await else { return };
     if !leading(&inner) {
         inner.cache.lock().expect("cache lock").forget(&pod);
         return;
     }
     inner.limiter.until_ready().await;
+    let metrics = inner.metrics.get();
+    let binding_gauge = metrics.map(|m| m.goroutines.with_label_values(&["binding"]));
+    if let Some(g) = &binding_gauge {
+        g.inc();
+    }
+    // volcano-rs runs no PreBind plugin: a pod is pre-bound when its bind call starts.
+    if let (Some(m), Some(c)) = (metrics, created_ms) {
+        m.observe_task_stage(TaskStage::PreBound, since_ms(c));
+    }
+    let started = std::time::Instant::now();
     let ns = pod.namespace().unwrap_or("default");
     let api: Api<Pod> = Api::namespaced(inner.client.clone(), ns);
     let binding = Binding {
@@ -496,8 +531,17 @@ async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>) {
         Ok(Err(e)) => Err((e.to_string(), is_not_found(&e))),
         Err(_) => Err((format!("no answer within {:?}", inner.config.request_timeout), false)),
     };
+    if let Some(g) = &binding_gauge {
+        g.dec();
+    }
+    if let Some(m) = metrics {
+        m.stage_duration.with_label_values(&["Bind"]).observe(started.elapsed().as_secs_f64() * 1000.0);
+    }
     match result {
         Ok(()) => {
+            if let (Some(m), Some(c)) = (metrics, created_ms) {
+                m.observe_task_stage(TaskStage::Bound, since_ms(c));
+            }
             inner.stats.binds.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(pod = %pod, node = %node, "bound");
             let message = format!("Successfully assigned {} to {node}", pod.key());

@@ -32,7 +32,8 @@ use kube::Client;
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::crd::{PodGroup, Queue, GROUP_NAME_ANNOTATION};
-use volcano_framework::{implicit, run_cycle, CycleContext, NoObserver, SessionOptions};
+use volcano_framework::{implicit, run_cycle, CycleContext, SessionOptions};
+use volcano_metrics::CycleTimer;
 
 use crate::applier::{Applier, ApplierConfig};
 use crate::cache::ClusterCache;
@@ -313,6 +314,7 @@ pub async fn run(
         },
         leading_rx.clone(),
     );
+    applier.set_metrics(metrics.volcano.clone());
     if let Some(tx) = started {
         let _ = tx.send(Handle {
             cache: cache.clone(),
@@ -360,6 +362,7 @@ pub async fn run(
             }
             cycle += 1;
             let start = Instant::now();
+            let mut timer = CycleTimer::start();
             let (snapshot, rebuilt, updated) = {
                 let mut c = cache.lock().expect("cache lock");
                 let before = (c.rebuilds(), c.updates());
@@ -378,17 +381,23 @@ pub async fn run(
             match snapshot {
                 Ok(snap) => {
                     let p = profile.current();
-                    let cx = CycleContext { cycle, now_ms: now_ms(), options: session_options.clone() };
-                    let outcome = tokio::task::spawn_blocking(move || run_cycle(snap, &p, &cx, &mut NoObserver))
-                        .await
-                        .expect("a cycle does not panic");
+                    let now = now_ms();
+                    let cx = CycleContext { cycle, now_ms: now, options: session_options.clone() };
+                    let (outcome, t) = tokio::task::spawn_blocking(move || {
+                        let outcome = run_cycle(snap, &p, &cx, &mut timer);
+                        (outcome, timer)
+                    })
+                    .await
+                    .expect("a cycle does not panic");
+                    timer = t;
+                    metrics.volcano.record_cycle(&outcome, now);
                     // The leader may have changed during the cycle: the applier checks it
                     // again before every call.
                     applier.apply(outcome.effects, now_time());
                 }
                 Err(e) => tracing::error!("cannot build the snapshot: {e}"),
             }
-            metrics.e2e_latency.observe(start.elapsed().as_secs_f64() * 1000.0);
+            metrics.volcano.observe_timer(&timer, start.elapsed());
             metrics.cycles.inc();
             let stats = applier.stats();
             metrics.binds.set(stats.binds.load(Ordering::Relaxed) as i64);

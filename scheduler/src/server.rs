@@ -4,9 +4,9 @@
 //!
 //! `/healthz` answers `ok` while the process runs its loop; `/readyz` answers `ok` once the
 //! caches are synced (503 before). `/metrics` serves the Prometheus text exposition of
-//! [`Metrics`]: for now the whole-cycle latency under Volcano's name, the scheduler's own
-//! cycle and applier counters, and the process metrics; the observability issue adds the
-//! rest of Volcano's metric set.
+//! [`Metrics`]: Volcano's scheduler families ([`SchedulerMetrics`], docs/observability.md),
+//! the scheduler's own `volcano_rs_*` cycle, snapshot and applier counters, and the process
+//! metrics.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,16 +16,16 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use axum::Router;
-use prometheus::{exponential_buckets, Encoder, Histogram, HistogramOpts, IntCounter, IntGauge, Registry, TextEncoder};
+use prometheus::{exponential_buckets, Histogram, HistogramOpts, IntCounter, IntGauge, Registry};
+use volcano_metrics::SchedulerMetrics;
 
 /// The metrics the scheduler exports now.
 #[derive(Clone)]
 pub struct Metrics {
     /// The registry served on `/metrics`.
     pub registry: Registry,
-    /// `volcano_e2e_scheduling_latency_milliseconds`: one whole cycle (snapshot, open,
-    /// actions, close), as Volcano measures a session.
-    pub e2e_latency: Histogram,
+    /// Volcano's families (in the same registry).
+    pub volcano: SchedulerMetrics,
     /// `volcano_rs_snapshot_duration_milliseconds`: taking the cycle's snapshot from the
     /// cache, whichever way (kept, updated or rebuilt).
     pub snapshot_latency: Histogram,
@@ -57,7 +57,8 @@ pub struct Metrics {
 impl Metrics {
     /// The metrics, registered.
     pub fn new() -> Self {
-        let registry = Registry::new();
+        let volcano = SchedulerMetrics::new();
+        let registry = volcano.registry.clone();
         let histogram = |name: &str, help: &str, start: f64, count: usize| {
             // Volcano's buckets: `count` exponential buckets from `start` up to 5000 ms.
             let factor = (5000.0f64 / start).powf(1.0 / (count as f64 - 1.0));
@@ -80,12 +81,6 @@ impl Metrics {
             g
         };
         let metrics = Metrics {
-            e2e_latency: histogram(
-                "volcano_e2e_scheduling_latency_milliseconds",
-                "E2e scheduling latency in milliseconds (scheduling algorithm + binding)",
-                1.0,
-                20,
-            ),
             snapshot_latency: histogram(
                 "volcano_rs_snapshot_duration_milliseconds",
                 "Time to take the cycle's snapshot from the cache, in milliseconds",
@@ -120,6 +115,7 @@ impl Metrics {
                 "Scheduler configuration reloads rejected (the last good configuration stays)",
             ),
             registry,
+            volcano,
         };
         #[cfg(target_os = "linux")]
         {
@@ -131,9 +127,7 @@ impl Metrics {
 
     /// The text exposition.
     pub fn render(&self) -> String {
-        let mut buf = Vec::new();
-        TextEncoder::new().encode(&self.registry.gather(), &mut buf).expect("text encoding");
-        String::from_utf8(buf).expect("the text exposition is UTF-8")
+        volcano_metrics::render(&self.registry)
     }
 }
 
