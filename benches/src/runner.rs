@@ -8,9 +8,10 @@ use volcano_api::crd::GROUP_NAME_ANNOTATION;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
-    run_cycle, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, Session,
+    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, Session,
     SessionOptions, Snapshot,
 };
+use volcano_metrics::{CycleTimer, SchedulerMetrics};
 use volcano_sim::Cluster;
 
 use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
@@ -93,6 +94,9 @@ pub struct CaseReport {
     /// first's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cycles_seconds: Vec<f64>,
+    /// `--metrics`: the measured cycles also kept Volcano's metrics, as the scheduler does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub metrics: bool,
 }
 
 struct Timer {
@@ -152,9 +156,31 @@ pub fn timed_warm_cycle(cached: &Snapshot, profile: &Profile, cycle: u64) -> (Ve
 }
 
 fn timed_session(start: Instant, snap: Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
+    timed_session_metrics(start, snap, profile, cycle, None)
+}
+
+/// A timed session that, with `metrics`, also times the cycle's steps for Volcano's
+/// metrics and records its outcome in them, inside the measured time (`bench --metrics`).
+fn timed_session_metrics(
+    start: Instant,
+    snap: Snapshot,
+    profile: &Profile,
+    cycle: u64,
+    metrics: Option<&SchedulerMetrics>,
+) -> (Vec<Effect>, CycleTimes) {
     let built = Instant::now();
     let mut timer = Timer { start: built, last: built, open: None, actions: Vec::new() };
-    let outcome = run_cycle(snap, profile, &context(cycle), &mut timer);
+    let cx = context(cycle);
+    let outcome = match metrics {
+        Some(m) => {
+            let mut steps = CycleTimer::start();
+            let outcome = run_cycle(snap, profile, &cx, &mut Both(&mut timer, &mut steps));
+            m.record_cycle(&outcome, cx.now_ms);
+            m.observe_timer(&steps, start.elapsed());
+            outcome
+        }
+        None => run_cycle(snap, profile, &cx, &mut timer),
+    };
     let end = Instant::now();
     let times = CycleTimes {
         snapshot_seconds: (built - start).as_secs_f64(),
@@ -266,6 +292,13 @@ pub fn check_rules(objects: &ClusterObjects, effects: &[Effect], cycle: u64) -> 
 
 /// Runs one case: builds its objects, measures the cycle(s), checks the result.
 pub fn run_case(case: Case) -> CaseReport {
+    run_case_with(case, false)
+}
+
+/// [`run_case`], with Volcano's metrics kept (`metrics`: each measured cycle also times its
+/// steps and records its outcome in a [`SchedulerMetrics`], as the scheduler does).
+pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
+    let recorder = metrics.then(SchedulerMetrics::new);
     let profile = bench_profile();
     let nodes = case.nodes();
     let mut cluster = prepare(case, &profile);
@@ -286,10 +319,12 @@ pub fn run_case(case: Case) -> CaseReport {
     let mut first_effects = Vec::new();
     for c in 0..cycles {
         let cycle = 10 + c as u64;
-        let (effects, t) = match &cached {
-            Some(snap) => timed_warm_cycle(snap, &profile, cycle),
-            None => timed_cycle(&objects, &profile, cycle),
+        let start = Instant::now();
+        let snap = match &cached {
+            Some(snap) => snap.clone(),
+            None => Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"),
         };
+        let (effects, t) = timed_session_metrics(start, snap, &profile, cycle, recorder.as_ref());
         if c == 0 {
             let (w, r) = gangs(&cluster, &effects, &pending);
             whole = w;
@@ -345,6 +380,7 @@ pub fn run_case(case: Case) -> CaseReport {
         check_failures: failures,
         parse_seconds: None,
         cycles_seconds: Vec::new(),
+        metrics,
     }
 }
 
@@ -403,6 +439,7 @@ pub fn run_manifests(
         check_failures: failures,
         parse_seconds: Some(parse_seconds),
         cycles_seconds: times,
+        metrics: false,
     })
 }
 
@@ -467,8 +504,12 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     for r in reports {
-        let _ =
-            writeln!(out, "{} ({} nodes, {} pending pods; median of {runs} run(s))", r.case, r.nodes, r.pending_pods);
+        let with = if r.metrics { "; metrics kept" } else { "" };
+        let _ = writeln!(
+            out,
+            "{} ({} nodes, {} pending pods; median of {runs} run(s){with})",
+            r.case, r.nodes, r.pending_pods
+        );
         let _ = writeln!(out, "  cycle        {}  ({:.1})", ms(r.cycle_seconds), r.phases);
         if let (Some(p50), Some(p99)) = (r.p50_seconds, r.p99_seconds) {
             let _ = writeln!(out, "  p50 / p99    {} / {}", ms(p50), ms(p99));

@@ -297,6 +297,10 @@ struct BenchArgs {
     /// is then the process's, not the case's).
     #[arg(long)]
     in_process: bool,
+    /// Keep Volcano's metrics in the measured cycles, as `volcano-rs scheduler` does (each
+    /// cycle's steps timed, its outcome recorded), to see what they cost.
+    #[arg(long)]
+    metrics: bool,
 }
 
 #[derive(Args, Debug)]
@@ -351,7 +355,7 @@ enum Output {
 }
 
 fn bench(args: &BenchArgs) -> anyhow::Result<String> {
-    use volcano_benches::runner::{median_run, render_table, run_case, CaseReport};
+    use volcano_benches::runner::{median_run, render_table, run_case_with, CaseReport};
     use volcano_benches::workloads::Case;
     if !args.manifests.is_empty() {
         return bench_manifests(args);
@@ -376,12 +380,15 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
         let mut results: Vec<CaseReport> = Vec::new();
         for _ in 0..runs {
             let report = if args.in_process {
-                run_case(case)
+                run_case_with(case, args.metrics)
             } else {
                 // A fresh process per run, so that peak memory is the case's own.
                 let exe = std::env::current_exe().context("cannot find the volcano-rs executable")?;
+                let metrics = if args.metrics { Some("--metrics") } else { None };
                 let out = std::process::Command::new(exe)
-                    .args(["bench", "--in-process", "--runs", "1", "--json", case.name()])
+                    .args(["bench", "--in-process", "--runs", "1", "--json"])
+                    .args(metrics)
+                    .arg(case.name())
                     .output()
                     .context("cannot run a bench child process")?;
                 // A child whose checks failed prints its report and exits non-zero: the

@@ -9,11 +9,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
 use volcano_api::names::{event_reason, pod_condition, pod_group_condition, pod_group_reason};
 
-use crate::cycle::{Observer, PluginStage};
 use crate::effect::{Effect, Event, EventKind, EventType, PodScheduledFalse};
 use crate::model::*;
 use crate::plugin::{CloseOutput, JobMetric, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
+use crate::session::observer::{Observer, PluginStage};
 use crate::session::Session;
 use crate::snapshot::Snapshot;
 use crate::stats::{CycleMetrics, JobMetrics};

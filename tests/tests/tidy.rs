@@ -111,12 +111,13 @@ const LAYERS: &[(&str, u32)] = &[
     ("volcano-plugins", 2),
     ("volcano-actions", 2),
     ("volcano-testkit", 2),
-    ("volcano-controller", 2),
+    ("volcano-metrics", 2),
+    ("volcano-controller", 3),
     ("volcano-scheduler", 3),
     ("volcano-webhook", 3),
-    ("volcano-sim", 3),
-    ("volcano-benches", 4),
-    ("volcano-rs", 5),
+    ("volcano-sim", 4),
+    ("volcano-benches", 5),
+    ("volcano-rs", 6),
 ];
 
 /// Crates with a narrower rule than their layer: the only workspace crates they may depend on.
@@ -124,7 +125,12 @@ const ONLY: &[(&str, &[&str])] = &[
     // The test kit builds fixtures for every crate's tests: api and framework only.
     ("volcano-testkit", &["volcano-api", "volcano-framework"]),
     // The kube backend never links the simulator or the bench harness.
-    ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions", "volcano-kube"]),
+    (
+        "volcano-scheduler",
+        &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions", "volcano-kube", "volcano-metrics"],
+    ),
+    // The metrics read the core's outcomes: the framework only.
+    ("volcano-metrics", &["volcano-framework"]),
     // The controller plans from the API types.
     ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube"]),
     // The webhook admits with the API crate's pure checks.

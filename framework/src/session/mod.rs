@@ -2,6 +2,7 @@
 //! their answers (Volcano's `session_plugins.go`), plus the state changes that actions make (allocate,
 //! pipeline, evict and their undo) with the plugin event handlers they fire.
 
+pub mod observer;
 pub mod select;
 pub mod worklist;
 
@@ -84,7 +85,7 @@ impl Session {
         ctx: SessionContext,
         options: SessionOptions,
     ) -> Self {
-        Self::open_observed(snap, plugins, ctx, options, &mut crate::cycle::NoObserver)
+        Self::open_observed(snap, plugins, ctx, options, &mut observer::NoObserver)
     }
 
     /// [`Session::open`], telling the observer when each plugin's `on_session_open` starts
@@ -94,7 +95,7 @@ impl Session {
         plugins: Vec<Vec<(Box<dyn Plugin>, Hooks)>>,
         ctx: SessionContext,
         options: SessionOptions,
-        observer: &mut dyn crate::cycle::Observer,
+        observer: &mut dyn observer::Observer,
     ) -> Self {
         let tiers: Vec<Vec<Slot>> = plugins
             .into_iter()
@@ -139,9 +140,9 @@ impl Session {
             stats: SessionStats::default(),
         };
         for slot in ssn.tiers.iter_mut().flatten() {
-            observer.plugin_started(slot.plugin.name(), crate::cycle::PluginStage::Open);
+            observer.plugin_started(slot.plugin.name(), observer::PluginStage::Open);
             slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
-            observer.plugin_ended(slot.plugin.name(), crate::cycle::PluginStage::Open);
+            observer.plugin_ended(slot.plugin.name(), observer::PluginStage::Open);
         }
         ssn
     }
