@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::EnvFilter;
 use volcano_framework::Profile;
 use volcano_sim::{normalise_for, FieldValidation, Manifest, SimError, Simulator};
@@ -41,6 +42,20 @@ const EXIT_INTERNAL: u8 = 4;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on standard error: `text` (readable) or `json` (one JSON object per
+    /// line, for log collectors). The level comes from RUST_LOG (`info` for the services,
+    /// `warn` for the one-shot commands); at `debug`, each cycle, action and bind batch
+    /// span is logged when it ends, with its counts and duration.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -538,14 +553,22 @@ fn error_chain(err: &anyhow::Error) -> String {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // A long-running service logs what it does; the one-shot commands only warnings.
-    let default_level =
-        if matches!(cli.command, Command::Scheduler(_) | Command::Webhook(_)) { "info" } else { "warn" };
+    let service = matches!(cli.command, Command::Scheduler(_) | Command::Webhook(_) | Command::Controller(_));
+    let default_level = if service { "info" } else { "warn" };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    // At debug, the spans (cycle, action, apply) are logged as they close, with their
+    // fields (counts) and busy time.
+    let spans = if filter.max_level_hint().is_some_and(|l| l >= tracing::level_filters::LevelFilter::DEBUG) {
+        FmtSpan::CLOSE
+    } else {
+        FmtSpan::NONE
+    };
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_span_events(spans);
+    match cli.log_format {
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_current_span(true).with_span_list(false).init(),
+    }
 
     std::panic::set_hook(Box::new(report_panic));
     guarded(move || run(&cli))

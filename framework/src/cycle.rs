@@ -25,7 +25,14 @@ pub struct CycleContext {
 
 /// Runs one scheduling cycle.
 pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer: &mut dyn Observer) -> CycleOutcome {
-    let span = tracing::info_span!("cycle", cycle = cx.cycle);
+    let span = tracing::info_span!(
+        "cycle",
+        cycle = cx.cycle,
+        binds = tracing::field::Empty,
+        evictions = tracing::field::Empty,
+        pipelined = tracing::field::Empty,
+        effects = tracing::field::Empty
+    );
     let _enter = span.enter();
     let ctx = SessionContext {
         now_ms: cx.now_ms,
@@ -36,13 +43,24 @@ pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer:
     let mut ssn = Session::open_observed(snap, profile.instantiate(), ctx, cx.options.clone(), observer);
     observer.session_opened();
     for action in &profile.actions {
-        let span = tracing::debug_span!("action", action = action.name());
+        let span = tracing::debug_span!("action", action = action.name(), effects = tracing::field::Empty);
         let _a = span.enter();
+        let before = ssn.effects().len();
         observer.before_action(action.name(), &ssn);
         ssn.current_action = action.name();
         action.execute(&mut ssn);
         ssn.current_action = "";
         observer.after_action(action.name(), &ssn);
+        span.record("effects", ssn.effects().len() - before);
     }
-    close(ssn, observer)
+    let outcome = close(ssn, observer);
+    if span.is_disabled() {
+        return outcome;
+    }
+    let count = |f: fn(&crate::Effect) -> bool| outcome.effects.iter().filter(|e| f(e)).count();
+    span.record("binds", count(|e| matches!(e, crate::Effect::Bind { .. })));
+    span.record("evictions", count(|e| matches!(e, crate::Effect::Evict { .. })));
+    span.record("pipelined", count(|e| matches!(e, crate::Effect::Pipeline { .. })));
+    span.record("effects", outcome.effects.len());
+    outcome
 }

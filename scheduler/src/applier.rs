@@ -339,6 +339,9 @@ impl Applier {
     pub fn apply(&self, effects: Vec<Effect>, now: Time) {
         let inner = &self.inner;
         let now_ms = now.0.as_millisecond();
+        let span = tracing::debug_span!("apply", effects = effects.len(), binds = tracing::field::Empty);
+        let _enter = span.enter();
+        let mut binds = 0usize;
         let mut cache = inner.cache.lock().expect("cache lock");
         for effect in effects {
             match effect {
@@ -348,6 +351,7 @@ impl Applier {
                         m.observe_task_stage(TaskStage::Assumed, (now_ms - c) as f64);
                     }
                     cache.assume_bound(&pod, node.clone());
+                    binds += 1;
                     self.spawn(bind(inner.clone(), pod, node, created_ms));
                 }
                 Effect::Evict { pod, node, action, reason } => {
@@ -410,6 +414,7 @@ impl Applier {
                 Effect::Event(e) => self.event(e),
             }
         }
+        span.record("binds", binds);
     }
 
     fn spawn(&self, fut: impl std::future::Future<Output = ()> + Send + 'static) {
