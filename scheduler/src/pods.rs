@@ -647,10 +647,47 @@ where
     Ok(splitter.list_meta.and_then(|m| m.resource_version).unwrap_or_default())
 }
 
+enum Kind {
+    Added,
+    Other,
+}
+
+/// Observes `volcano_task_scheduling_latency_milliseconds{stage="Watched"}` for the pods the
+/// watch adds that wait for one of these schedulers (no node yet): the pod's creation to the
+/// moment the scheduler saw it, as Volcano's cache does.
+#[derive(Clone)]
+pub struct WatchedStage {
+    /// Where the stage goes.
+    pub metrics: volcano_metrics::SchedulerMetrics,
+    /// The `spec.schedulerName`s this scheduler serves.
+    pub scheduler_names: Vec<String>,
+}
+
+impl WatchedStage {
+    fn observe(&self, p: &core::Pod, added: bool) {
+        if !added {
+            return;
+        }
+        let Some(spec) = &p.spec else { return };
+        let ours = spec.scheduler_name.as_deref().is_some_and(|n| self.scheduler_names.iter().any(|s| s == n));
+        if !ours || spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+            return;
+        }
+        if let Some(c) = &p.metadata.creation_timestamp {
+            let ms = k8s_openapi::jiff::Timestamp::now().as_millisecond() - c.0.as_millisecond();
+            self.metrics.observe_task_stage(volcano_metrics::TaskStage::Watched, ms as f64);
+        }
+    }
+}
+
 /// Lists the pods into the cache (a whole relist: the cache swaps the new set in when it is
 /// complete), then watches from the list's resourceVersion, re-watching when a watch ends
 /// and relisting when the server says the version is too old.
-pub fn reflect(client: Client, cache: Arc<Mutex<ClusterCache>>) -> tokio::task::JoinHandle<()> {
+pub fn reflect(
+    client: Client,
+    cache: Arc<Mutex<ClusterCache>>,
+    watched: Option<WatchedStage>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let api: Api<core::Pod> = Api::all(client.clone());
         let mut failures: u32 = 0;
@@ -705,9 +742,13 @@ pub fn reflect(client: Client, cache: Arc<Mutex<ClusterCache>>) -> tokio::task::
                         }
                     };
                     failures = 0;
+                    let event_kind = if matches!(event, WatchEvent::Added(_)) { Kind::Added } else { Kind::Other };
                     match event {
                         WatchEvent::Added(p) | WatchEvent::Modified(p) => {
                             version = p.metadata.resource_version.clone().unwrap_or(version);
+                            if let Some(w) = &watched {
+                                w.observe(&p, matches!(event_kind, Kind::Added));
+                            }
                             cache.lock().expect("cache lock").apply_pod(Event::Apply(slim(p)));
                         }
                         WatchEvent::Deleted(p) => {

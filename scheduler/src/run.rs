@@ -138,9 +138,18 @@ where
 /// cache strips to their name, namespace and selector as they arrive); abort the handles to
 /// stop them.
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
+    start_watches_observed(client, cache, None)
+}
+
+/// [`start_watches`], observing the `Watched` stage of the pods the watch adds.
+pub fn start_watches_observed(
+    client: &Client,
+    cache: &Arc<Mutex<ClusterCache>>,
+    watched: Option<crate::pods::WatchedStage>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         watch(Api::<Node>::all(client.clone()), cache.clone(), ClusterCache::apply_node),
-        crate::pods::reflect(client.clone(), cache.clone()),
+        crate::pods::reflect(client.clone(), cache.clone(), watched),
         watch(Api::<PodGroup>::all(client.clone()), cache.clone(), ClusterCache::apply_pod_group),
         watch(Api::<Queue>::all(client.clone()), cache.clone(), ClusterCache::apply_queue),
         watch(Api::<PriorityClass>::all(client.clone()), cache.clone(), ClusterCache::apply_priority_class),
@@ -271,7 +280,9 @@ pub async fn run(
 
     // Watches, then wait for the first lists.
     let cache = Arc::new(Mutex::new(ClusterCache::new(opts.scheduler_names.clone(), node_selector)));
-    let watches = start_watches(&client, &cache);
+    let watched =
+        crate::pods::WatchedStage { metrics: metrics.volcano.clone(), scheduler_names: opts.scheduler_names.clone() };
+    let watches = start_watches_observed(&client, &cache, Some(watched));
     let stop_watches = || watches.iter().for_each(|w| w.abort());
     let sync_start = Instant::now();
     while !cache.lock().expect("cache lock").synced() {
