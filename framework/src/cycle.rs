@@ -25,6 +25,18 @@ pub struct CycleContext {
 
 /// Runs one scheduling cycle.
 pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer: &mut dyn Observer) -> CycleOutcome {
+    run_cycle_inspected(snap, profile, cx, observer, &mut |_| {})
+}
+
+/// [`run_cycle`], showing `inspect` the session as the actions left it, before it closes
+/// (`volcano-rs explain` reads what the session saw of a job there).
+pub fn run_cycle_inspected(
+    snap: Snapshot,
+    profile: &Profile,
+    cx: &CycleContext,
+    observer: &mut dyn Observer,
+    inspect: &mut dyn FnMut(&Session),
+) -> CycleOutcome {
     let span = tracing::info_span!(
         "cycle",
         cycle = cx.cycle,
@@ -53,6 +65,7 @@ pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer:
         observer.after_action(action.name(), &ssn);
         span.record("effects", ssn.effects().len() - before);
     }
+    inspect(&ssn);
     let outcome = close(ssn, observer);
     if span.is_disabled() {
         return outcome;

@@ -15,6 +15,7 @@ pub mod close;
 pub mod cow;
 pub mod cycle;
 pub mod effect;
+pub mod explain;
 pub mod implicit;
 pub mod invariants;
 pub mod model;
@@ -32,8 +33,9 @@ pub mod status;
 pub use action::Action;
 pub use close::CycleOutcome;
 pub use cow::CowVec;
-pub use cycle::{run_cycle, Both, CycleContext, NoObserver, Observer, PluginStage};
+pub use cycle::{run_cycle, run_cycle_inspected, Both, CycleContext, NoObserver, Observer, PluginStage};
 pub use effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
+pub use explain::{Ahead, Blocked, Explanation};
 pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
 pub use plugin::{

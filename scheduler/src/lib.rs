@@ -24,6 +24,7 @@
 pub mod applier;
 pub mod cache;
 pub mod config;
+pub mod explain;
 pub mod options;
 pub mod pods;
 pub mod run;

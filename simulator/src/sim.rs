@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::{
-    run_cycle, Both, CycleContext, Effect, InvariantChecker, Profile, QueueReport, SessionOptions, Snapshot,
+    run_cycle, Both, CycleContext, Effect, Explanation, InvariantChecker, Profile, QueueReport, SessionOptions,
+    Snapshot,
 };
 use volcano_metrics::{ControllerMetrics, CycleTimer, SchedulerMetrics, TaskStage};
 
@@ -268,6 +269,30 @@ impl Simulator {
             m.controller.set_queue_pod_groups(q, c);
         }
         Some(m.scheduler.render() + &m.controller.render())
+    }
+
+    /// Explains a job as the next cycle would see it (`volcano-rs explain --manifests`):
+    /// `name` is a PodGroup's `namespace/name` or a Volcano Job's. `Ok(None)` when there is
+    /// no such job. The cycle runs on a copy: the simulation is not changed.
+    pub fn explain(&self, name: &str) -> Result<Option<Explanation>, SimError> {
+        let snap = match &self.prepared {
+            Some(s) => s.clone(),
+            None => Snapshot::build(
+                &self.cluster.objects(),
+                &self.scheduler_names.iter().map(String::as_str).collect::<Vec<_>>(),
+            )
+            .map_err(|e| self.origins.snapshot_error(e))?,
+        };
+        let Some(key) = volcano_framework::explain::resolve(&snap, name) else { return Ok(None) };
+        let cycle = self.history.len() as u64 + 1;
+        let cx = CycleContext { cycle, now_ms: self.cycle_time_ms(cycle), options: self.options.clone() };
+        Ok(volcano_framework::explain::explain(snap, &self.profile, &cx, &key).map(|(e, _)| e))
+    }
+
+    /// The PodGroups (`namespace/name`) that are not ready after the run, with the reason
+    /// the last cycle gave.
+    pub fn waiting(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.last.iter().flat_map(|l| l.pending_reasons.iter())
     }
 
     /// The state of the cluster and what every cycle did, for output.

@@ -216,6 +216,12 @@ impl Session {
         a.creation_ms.cmp(&b.creation_ms).then_with(|| a.uid.cmp(&b.uid))
     }
 
+    /// The plugin whose job order decides between `l` and `r` (the first that does not
+    /// abstain); `None` when all abstain and the creation time decides.
+    pub fn job_order_decider(&self, l: JobId, r: JobId) -> Option<&'static str> {
+        self.active(Hooks::JOB_ORDER).find(|p| p.job_order(&self.snap, l, r) != Ordering::Equal).map(|p| p.name())
+    }
+
     /// Queue order: `Less` means `l` first. Fallback: older queue, then name.
     pub fn queue_order(&self, l: QueueId, r: QueueId) -> Ordering {
         for p in self.active(Hooks::QUEUE_ORDER) {
@@ -529,6 +535,22 @@ impl Session {
             }
         }
         Vec::new()
+    }
+
+    /// Each voting plugin's answer on `candidates` as victims of `preemptor` (`hook` is
+    /// [`Hooks::PREEMPTABLE`] or [`Hooks::RECLAIMABLE`]): how many it allows, in tier order;
+    /// plugins that abstain are left out.
+    pub fn victim_votes(&self, hook: Hooks, preemptor: TaskId, candidates: &[TaskId]) -> Vec<(&'static str, usize)> {
+        self.active(hook)
+            .filter_map(|p| {
+                let found = if hook == Hooks::RECLAIMABLE {
+                    p.reclaimable(&self.snap, preemptor, candidates)
+                } else {
+                    p.preemptable(&self.snap, preemptor, candidates)
+                };
+                found.map(|f| (p.name(), f.len()))
+            })
+            .collect()
     }
 
     /// Victims for a preemption (per tier: intersection of voters; first tier with a
