@@ -111,12 +111,13 @@ const LAYERS: &[(&str, u32)] = &[
     ("volcano-plugins", 2),
     ("volcano-actions", 2),
     ("volcano-testkit", 2),
-    ("volcano-controller", 2),
+    ("volcano-metrics", 2),
+    ("volcano-controller", 3),
     ("volcano-scheduler", 3),
     ("volcano-webhook", 3),
-    ("volcano-sim", 3),
-    ("volcano-benches", 4),
-    ("volcano-rs", 5),
+    ("volcano-sim", 4),
+    ("volcano-benches", 5),
+    ("volcano-rs", 6),
 ];
 
 /// Crates with a narrower rule than their layer: the only workspace crates they may depend on.
@@ -125,8 +126,10 @@ const ONLY: &[(&str, &[&str])] = &[
     ("volcano-testkit", &["volcano-api", "volcano-framework"]),
     // The kube backend never links the simulator or the bench harness.
     ("volcano-scheduler", &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions", "volcano-kube"]),
-    // The controller plans from the API types.
-    ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube"]),
+    // Volcano's metric families, fed from what the core reports.
+    ("volcano-metrics", &["volcano-framework"]),
+    // The controller plans from the API types; its shell serves Volcano's controller metrics.
+    ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube", "volcano-metrics"]),
     // The webhook admits with the API crate's pure checks.
     ("volcano-webhook", &["volcano-api", "volcano-kube"]),
 ];
