@@ -168,7 +168,8 @@ fn controller(kubeconfig: &Path) -> Replica {
         opts: volcano_controller::ControllerOptions,
     }
     let kc = kubeconfig.to_str().unwrap().to_string();
-    let opts = Cli::try_parse_from(["controller", "--kubeconfig", &kc]).unwrap().opts;
+    // Two replicas in one process: no metrics listener (`:8081` by default).
+    let opts = Cli::try_parse_from(["controller", "--kubeconfig", &kc, "--listen-address="]).unwrap().opts;
     let (stop, stopped) = oneshot::channel::<()>();
     let join = tokio::spawn(volcano_controller::run(opts, async move {
         let _ = stopped.await;

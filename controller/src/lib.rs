@@ -18,14 +18,20 @@
 //!   them;
 //! - `recorder` (feature `shell`): the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
 //!   the reconcile's path;
+//! - `server` (feature `shell`): `/metrics` (Volcano's controller metrics in a
+//!   `ControllerMetrics`, which the reconcilers update: PodGroups per queue, jobs entering
+//!   Completed or Failed, the time from a job's creation to its pods') and `/healthz`;
+//!   `deletions` (feature `shell`): the jobs and queues a watch deleted, whose series go;
 //! - `cli` (feature `shell`): `volcano-rs job …` and `volcano-rs queue …` (vcctl's commands).
 //!
 //! Feature `shell` (on by default) adds the modules that talk to the API server, with the
-//! kube client and runtime, tokio, axum and clap; `default-features = false` leaves the pure
-//! modules only (what `volcano-sim` links).
+//! kube client and runtime, tokio, axum, clap and `volcano-metrics`; `default-features =
+//! false` leaves the pure modules only (what `volcano-sim` links).
 
 #[cfg(feature = "shell")]
 pub mod cli;
+#[cfg(feature = "shell")]
+pub mod deletions;
 pub mod events;
 #[cfg(feature = "shell")]
 pub mod options;
@@ -41,13 +47,17 @@ pub mod reconcile;
 pub mod recorder;
 #[cfg(feature = "shell")]
 pub mod run;
+#[cfg(feature = "shell")]
+pub mod server;
 pub mod state;
 pub mod status;
 
 #[cfg(feature = "shell")]
 pub use options::ControllerOptions;
 #[cfg(feature = "shell")]
-pub use run::{run, ControllerError};
+pub use run::{run, run_with_metrics, ControllerError};
+#[cfg(feature = "shell")]
+pub use volcano_metrics::ControllerMetrics;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,9 @@ pub enum OptionsError {
     /// `--healthz-address` is not `host:port` or `:port`.
     #[error("--healthz-address {0:?} is not an address (host:port or :port)")]
     HealthzAddress(String),
+    /// `--listen-address` is not `host:port`, `:port` or empty.
+    #[error("--listen-address {0:?} is not an address (host:port or :port; empty: no metrics server)")]
+    ListenAddress(String),
     /// An empty Lease namespace or name with `--leader-elect`.
     #[error("--leader-elect-resource-namespace and --leader-elect-resource-name must not be empty")]
     Lease,
@@ -47,6 +50,11 @@ pub struct ControllerOptions {
     /// Where `/healthz` and `/readyz` are served (`host:port` or `:port`); not served when unset.
     #[arg(long)]
     pub healthz_address: Option<String>,
+    /// Where `/metrics` is served (`host:port` or `:port`; Volcano's controller manager
+    /// default); empty: not served. The same address as `--healthz-address` serves both on
+    /// one listener.
+    #[arg(long, default_value = ":8081")]
+    pub listen_address: String,
     /// Failed reconciles in a row after which a job is terminated (Volcano's
     /// `--max-requeue-num`); a negative number retries for ever.
     #[arg(long, default_value_t = 15, allow_negative_numbers = true)]
@@ -63,6 +71,7 @@ impl Default for ControllerOptions {
             leader_elect_resource_name: "volcano-rs-controller".into(),
             worker_threads: 3,
             healthz_address: None,
+            listen_address: ":8081".into(),
             max_requeue_num: 15,
         }
     }
@@ -83,15 +92,30 @@ impl ControllerOptions {
             return Err(OptionsError::Lease);
         }
         self.healthz()?;
+        self.listen()?;
         Ok(())
     }
 
     /// The `--healthz-address`, parsed.
     pub fn healthz(&self) -> Result<Option<SocketAddr>, OptionsError> {
         let Some(a) = &self.healthz_address else { return Ok(None) };
-        let full = if a.starts_with(':') { format!("0.0.0.0{a}") } else { a.clone() };
-        full.parse().map(Some).map_err(|_| OptionsError::HealthzAddress(a.clone()))
+        parse_address(a).map(Some).ok_or_else(|| OptionsError::HealthzAddress(a.clone()))
     }
+
+    /// The `--listen-address`, parsed; `None` when empty (no metrics server).
+    pub fn listen(&self) -> Result<Option<SocketAddr>, OptionsError> {
+        let a = &self.listen_address;
+        if a.is_empty() {
+            return Ok(None);
+        }
+        parse_address(a).map(Some).ok_or_else(|| OptionsError::ListenAddress(a.clone()))
+    }
+}
+
+/// `host:port`, or `:port` for every IPv4 address (Go's listen addresses).
+fn parse_address(a: &str) -> Option<SocketAddr> {
+    let full = if a.starts_with(':') { format!("0.0.0.0{a}") } else { a.to_string() };
+    full.parse().ok()
 }
 
 #[cfg(test)]
@@ -119,6 +143,8 @@ mod tests {
             ":11252",
             "--max-requeue-num",
             "-1",
+            "--listen-address",
+            "127.0.0.1:9090",
         ])
         .unwrap()
         .opts;
@@ -126,10 +152,17 @@ mod tests {
         assert_eq!(o.worker_threads, 5);
         assert_eq!((d.max_requeue_num, o.max_requeue_num), (15, -1));
         assert_eq!(o.healthz().unwrap().unwrap().port(), 11252);
+        assert_eq!(o.listen().unwrap(), Some("127.0.0.1:9090".parse().unwrap()));
+        // Volcano's default, on every address; empty turns the metrics server off.
+        assert_eq!(d.listen().unwrap(), Some("0.0.0.0:8081".parse().unwrap()));
+        let off = Cli::try_parse_from(["controller", "--listen-address="]).unwrap().opts;
+        assert_eq!(off.listen().unwrap(), None);
         o.validate().unwrap();
         let bad = ControllerOptions { worker_threads: 0, ..Default::default() };
         assert_eq!(bad.validate(), Err(OptionsError::WorkerThreads));
         let bad = ControllerOptions { healthz_address: Some("nope".into()), ..Default::default() };
         assert!(matches!(bad.validate(), Err(OptionsError::HealthzAddress(_))));
+        let bad = ControllerOptions { listen_address: "8081".into(), ..Default::default() };
+        assert_eq!(bad.validate(), Err(OptionsError::ListenAddress("8081".into())));
     }
 }

@@ -12,6 +12,9 @@
 //!    patch of these fields only: `status.allocated` is the scheduler's): a new state at
 //!    once, counts that changed alone at most once per [`COUNTS_INTERVAL`] per queue.
 //!
+//! Every reconcile sets Volcano's `volcano_queue_pod_group_*_count{queue_name}` gauges to the
+//! counts it computed, whether or not the status is written then.
+//!
 //! The queue is reconciled when it is created or its spec changes, when one of its
 //! PodGroups is created, deleted or changes, when a Command targets it, and when its parent
 //! or child asks for it. An API error requeues it with back-off.
@@ -31,6 +34,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::{Action, Command};
 use volcano_api::crd::{PodGroup, Queue, QueueState};
+use volcano_metrics::{ControllerMetrics, POD_GROUP_PHASES};
 
 use crate::queue::{self, Counts, QueueError, CLOSED_BY_PARENT_ANNOTATION, ROOT_QUEUE};
 
@@ -91,11 +95,12 @@ pub struct QueueContext {
     pub trigger: UnboundedSender<ObjectRef<Queue>>,
     /// Records the queues' events.
     pub recorder: Recorder,
+    metrics: ControllerMetrics,
     memory: Mutex<HashMap<String, Memory>>,
 }
 
 impl QueueContext {
-    /// A context over the stores.
+    /// A context over the stores, with metrics of its own.
     pub fn new(
         client: Client,
         (queues, pod_groups, commands): (Store<Queue>, Store<PodGroup>, Store<Command>),
@@ -113,7 +118,34 @@ impl QueueContext {
             synced,
             trigger,
             recorder,
+            metrics: ControllerMetrics::new(),
             memory: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Updates `metrics` (the ones [`crate::run`] serves).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: ControllerMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics the reconciles update.
+    pub fn metrics(&self) -> &ControllerMetrics {
+        &self.metrics
+    }
+
+    /// Forgets what the reconciles remember of queue `name`.
+    pub fn forget(&self, name: &str) {
+        self.memory.lock().expect("queue memory lock").remove(name);
+    }
+
+    /// Sets the queue's PodGroup gauges. A queue deleted meanwhile (gone from the store,
+    /// whose deletion may have removed its series already) keeps none.
+    fn set_pod_group_gauges(&self, name: &str, counts: &Counts) {
+        self.metrics.set_queue_pod_groups(name, gauge_values(counts));
+        if self.queues.get(&ObjectRef::new(name)).is_none() {
+            self.metrics.forget_queue(name);
         }
     }
 
@@ -171,6 +203,20 @@ pub fn pod_group_triggers(
     out
 }
 
+/// The PodGroup counts in the order of the gauges ([`POD_GROUP_PHASES`]).
+pub fn gauge_values(c: &Counts) -> [i64; 5] {
+    POD_GROUP_PHASES.map(|phase| {
+        i64::from(match phase {
+            "inqueue" => c.inqueue,
+            "pending" => c.pending,
+            "running" => c.running,
+            "unknown" => c.unknown,
+            "completed" => c.completed,
+            other => unreachable!("a PodGroup phase without a count: {other}"),
+        })
+    })
+}
+
 /// The queue a Command targets, if it targets one.
 pub fn command_trigger(cmd: &Command) -> Option<ObjectRef<Queue>> {
     cmd.target.as_ref().filter(|t| t.kind == "Queue").map(|t| ObjectRef::new(&t.name))
@@ -187,7 +233,7 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
     let _ = ctx.synced.clone().wait_for(|s| *s).await;
     let name = q.name_any();
     if q.metadata.deletion_timestamp.is_some() {
-        ctx.memory.lock().expect("queue memory lock").remove(&name);
+        ctx.forget(&name);
         return Ok(Requeue::await_change());
     }
     let result = reconcile_with(&q, &ctx).await;
@@ -265,6 +311,8 @@ async fn reconcile_with(q: &Queue, ctx: &QueueContext) -> Result<Requeue, QueueR
 
     let groups = ctx.pod_groups.state();
     let counts = queue::counts(&name, groups.iter().map(|g| g.as_ref()));
+    // As Volcano's syncQueue: the gauges follow every count, written to the status or not.
+    ctx.set_pod_group_gauges(&name, &counts);
     let queues = ctx.queues.state();
     let reference = me.object_ref(&());
     let mut state = queue::state_of(&me);
@@ -408,6 +456,17 @@ mod tests {
         let mut g = PodGroup::new(name, PodGroupSpec { queue: queue.map(str::to_string), ..Default::default() });
         g.metadata.namespace = Some("ns".into());
         g
+    }
+
+    #[test]
+    fn gauges_take_each_count_in_their_order() {
+        let c = Counts { pending: 1, inqueue: 2, running: 3, unknown: 4, completed: 5, total: 15 };
+        let values = gauge_values(&c);
+        let by_phase: std::collections::BTreeMap<&str, i64> = POD_GROUP_PHASES.into_iter().zip(values).collect();
+        assert_eq!(
+            by_phase,
+            [("completed", 5), ("inqueue", 2), ("pending", 1), ("running", 3), ("unknown", 4)].into_iter().collect()
+        );
     }
 
     #[test]

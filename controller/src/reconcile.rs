@@ -18,6 +18,11 @@
 //!
 //! Kubernetes Events with Volcano's reasons and messages go through the
 //! [`Recorder`](crate::recorder::Recorder), which never blocks a reconcile.
+//!
+//! Volcano's job metrics are updated from what the reconcile decided, with no call of its
+//! own: a job entering Completed or Failed ([`state::entered_finished`]) counts once its
+//! status is written, and each pod created observes the time from the job's creation to the
+//! pod's (both as the API server stamped them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -37,7 +42,8 @@ use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::{Action, Command};
 use volcano_api::crd::{PodGroup, PodGroupPhase};
-use volcano_api::job::Job;
+use volcano_api::job::{Job, JobPhase};
+use volcano_metrics::ControllerMetrics;
 
 use crate::events::{self, Request, OUT_OF_SYNC_KEY};
 use crate::plan::{self, PlanError, VolumeClaim};
@@ -119,6 +125,7 @@ pub struct Context {
     /// Whether this replica leads.
     pub leading: watch::Receiver<bool>,
     recorder: Recorder,
+    metrics: ControllerMetrics,
     max_requeue_num: i32,
     synced: Option<watch::Receiver<bool>>,
     memory: Mutex<HashMap<String, Memory>>,
@@ -126,7 +133,7 @@ pub struct Context {
 
 impl Context {
     /// A context over the stores, recording no events, with Volcano's `--max-requeue-num`
-    /// default (15).
+    /// default (15) and metrics of its own.
     pub fn new(
         client: Client,
         pods: Store<Pod>,
@@ -145,6 +152,7 @@ impl Context {
             scheduler_name,
             leading,
             recorder: Recorder::disabled(),
+            metrics: ControllerMetrics::new(),
             max_requeue_num: 15,
             synced: None,
             memory: Mutex::new(HashMap::new()),
@@ -156,6 +164,18 @@ impl Context {
     pub fn with_recorder(mut self, recorder: Recorder) -> Self {
         self.recorder = recorder;
         self
+    }
+
+    /// Updates `metrics` (the ones [`crate::run`] serves).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: ControllerMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics the reconciles update.
+    pub fn metrics(&self) -> &ControllerMetrics {
+        &self.metrics
     }
 
     /// Waits for the stores' first lists on `synced` (set by [`crate::run`]'s one waiter per
@@ -214,7 +234,8 @@ impl Context {
         self.memory.lock().expect("memory lock").insert(key, m);
     }
 
-    fn forget(&self, key: &str) {
+    /// Forgets what the reconciles remember of job `key` (`namespace/name`).
+    pub fn forget(&self, key: &str) {
         self.memory.lock().expect("memory lock").remove(key);
     }
 }
@@ -461,6 +482,7 @@ impl Stepper<'_> {
         if let Some(initial) = status::initial(job, now) {
             job.status = Some(initial);
         }
+        let from = state::phase_of(job);
         let work = state::work(job, action, target);
         let counts = match &work {
             Work::None => return Ok(()),
@@ -493,7 +515,12 @@ impl Stepper<'_> {
         let decision = state::decide(job, &counts, action, target);
         let next = status::next_status(job, &counts, &decision, now);
         job.status = Some(next);
-        self.write_status(job).await?;
+        let written = self.write_status(job).await?;
+        // Counted once written: a write that fails (a stale job) is decided again, from the
+        // phase the API server has.
+        if written {
+            self.count_finished(job, &from, &decision);
+        }
         // (Only when there is one: a finished job's every reconcile decides the deletion.)
         if decision.delete_pod_group && self.pod_group.is_some() {
             let name = plan::pod_group_name(job)?;
@@ -508,9 +535,22 @@ impl Stepper<'_> {
         Ok(())
     }
 
-    async fn write_status(&mut self, job: &mut Job) -> Result<(), ReconcileError> {
+    /// `volcano_job_completed_phase_count` or `volcano_job_failed_phase_count`, when the
+    /// step took the job from `from` into Completed or Failed.
+    fn count_finished(&self, job: &Job, from: &JobPhase, decision: &state::Decision) {
+        let Some(phase) = state::entered_finished(from, decision) else { return };
+        let key = events::job_key(&job.namespace().unwrap_or_default(), &job.name_any());
+        let queue = job.spec.queue.as_deref().unwrap_or_default();
+        match phase {
+            JobPhase::Completed => self.ctx.metrics.job_completed(&key, queue),
+            _ => self.ctx.metrics.job_failed(&key, queue),
+        }
+    }
+
+    /// Writes the status when it changed; whether it was written.
+    async fn write_status(&mut self, job: &mut Job) -> Result<bool, ReconcileError> {
         if job.status == self.stored_status {
-            return Ok(());
+            return Ok(false);
         }
         let api: Api<Job> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
         let written = match api.replace_status(&job.name_any(), &PostParams::default(), job).await {
@@ -530,7 +570,7 @@ impl Stepper<'_> {
         };
         job.metadata.resource_version = written.metadata.resource_version;
         self.stored_status = job.status.clone();
-        Ok(())
+        Ok(true)
     }
 
     /// Marks the pods out of sync, then deletes them; a `FailedDelete` event when some
@@ -621,11 +661,20 @@ impl Stepper<'_> {
                 creates.push(plan::pod(job, &plugins, ti, i)?);
             }
         }
+        let ctx = self.ctx;
+        let metrics = &ctx.metrics;
+        let job_created = job.metadata.creation_timestamp.clone();
+        let job_created = job_created.as_ref();
         let created = join_all(creates.into_iter().map(|pod| {
             let api = pods_api.clone();
             async move {
                 match api.create(&PostParams::default(), &pod).await {
-                    Ok(p) => Ok(p),
+                    Ok(p) => {
+                        if let Some(ms) = creation_latency_ms(job_created, &p) {
+                            metrics.observe_job_to_pod_creation(ms);
+                        }
+                        Ok(p)
+                    }
                     Err(e) if code(&e) == Some(409) => {
                         let mut p = pod;
                         p.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
@@ -807,6 +856,14 @@ impl Stepper<'_> {
     }
 }
 
+/// Milliseconds from the job's creation to the pod's, as the API server stamped them (to the
+/// second); `None` when either has no timestamp.
+fn creation_latency_ms(job_created: Option<&Time>, pod: &Pod) -> Option<f64> {
+    let (job, pod) = (job_created?, pod.metadata.creation_timestamp.as_ref()?);
+    let d = pod.0.duration_since(job.0);
+    Some((d.as_secs_f64() * 1000.0).max(0.0))
+}
+
 async fn delete_pod(api: &Api<Pod>, name: &str, uid: Option<String>) -> Result<(), ReconcileError> {
     let dp = DeleteParams { preconditions: Some(Preconditions { uid, resource_version: None }), ..Default::default() };
     match api.delete(name, &dp).await {
@@ -825,5 +882,26 @@ where
         Ok(_) => Ok(()),
         Err(e) if code(&e) == Some(409) => Ok(()),
         Err(e) => Err(api_err(format!("create {} {}", K::kind(&Default::default()), obj.name_any()))(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Time {
+        Time(s.parse().unwrap())
+    }
+
+    #[test]
+    fn the_pod_creation_latency_is_the_api_servers_timestamps_apart() {
+        let mut pod = Pod::default();
+        let job = at("2026-01-01T00:00:00Z");
+        assert_eq!(creation_latency_ms(Some(&job), &pod), None, "a pod without a timestamp");
+        pod.metadata.creation_timestamp = Some(at("2026-01-01T00:00:02Z"));
+        assert_eq!(creation_latency_ms(Some(&job), &pod), Some(2000.0));
+        assert_eq!(creation_latency_ms(None, &pod), None, "a job without a timestamp");
+        // Never negative (both are to the second).
+        assert_eq!(creation_latency_ms(Some(&at("2026-01-01T00:00:03Z")), &pod), Some(0.0));
     }
 }

@@ -1,16 +1,22 @@
 //! `volcano-rs controller`: the Job and Queue controller process.
 //!
-//! Everything the command line can get wrong is checked and the health listener is bound
-//! before anything is watched. With `--leader-elect` (the default), the replica holding the
+//! Everything the command line can get wrong is checked and the listeners (`/metrics` on
+//! `--listen-address`, `/healthz` and `/readyz` on `--healthz-address`, one listener when
+//! they are the same) are bound before anything is watched. With `--leader-elect` (the default), the replica holding the
 //! Lease runs the controllers (a kube-runtime `Controller` on Jobs, owning Pods and
 //! PodGroups, watching Commands, reading PriorityClasses; another on Queues, triggered by
 //! the PodGroups and Commands of each queue) and records their events; the others wait, and
 //! a replica that loses the Lease stops its controllers. On shutdown the controllers stop
 //! and the Lease is released.
+//!
+//! The reconcilers update one [`ControllerMetrics`]; the watches of Jobs and Queues remove
+//! the series of the ones deleted (and what the reconcilers remember of them), the Jobs
+//! seen being kept from one leadership to the next. A replica that stops leading drops its
+//! queue gauges, which only the leader keeps up to date.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt, TryStreamExt};
@@ -21,15 +27,17 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder as KubeRecorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{predicates, watcher, WatchStreamExt};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::Command;
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
 use volcano_kube::leader::{self, LeaseConfig};
+use volcano_metrics::ControllerMetrics;
 
-use crate::events::JOB_NAME_KEY;
+use crate::deletions::Deletions;
+use crate::events::{self, JOB_NAME_KEY};
 pub use crate::options::{ControllerOptions, OptionsError};
 use crate::queue_reconcile::{self, queue_error_policy, reconcile_queue, QueueContext};
 use crate::reconcile::{error_policy, reconcile, Context};
@@ -44,9 +52,11 @@ pub enum ControllerError {
     /// The kubeconfig or in-cluster configuration cannot be used.
     #[error("cannot configure the Kubernetes client: {0}")]
     Kube(String),
-    /// The health listener cannot be bound.
-    #[error("cannot listen on {addr} (--healthz-address): {source}")]
+    /// A listener cannot be bound.
+    #[error("cannot listen on {addr} (--{flag}): {source}")]
     Listen {
+        /// The flag that gave the address.
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
         /// Why.
@@ -70,22 +80,37 @@ pub async fn run(
     opts: ControllerOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControllerError> {
+    run_with_metrics(opts, ControllerMetrics::new(), shutdown).await
+}
+
+/// [`run`], updating and serving `metrics` (the process metrics are added to them).
+pub async fn run_with_metrics(
+    opts: ControllerOptions,
+    metrics: ControllerMetrics,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ControllerError> {
     opts.validate()?;
+    metrics.register_process_metrics();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut server = None;
-    if let Some(addr) = opts.healthz()? {
-        let listener =
-            tokio::net::TcpListener::bind(addr).await.map_err(|source| ControllerError::Listen { addr, source })?;
-        let router = axum::Router::new()
-            .route("/healthz", axum::routing::get(|| async { "ok" }))
-            .route("/readyz", axum::routing::get(|| async { "ok" }));
+    let mut listeners = Vec::new();
+    for e in crate::server::endpoints(opts.listen()?, opts.healthz()?) {
+        let (addr, flag) = (e.addr, e.flag);
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ControllerError::Listen {
+            flag,
+            addr,
+            source,
+        })?;
+        listeners.push((listener, crate::server::router(&e, metrics.clone())));
+    }
+    let mut servers = Vec::new();
+    for (listener, router) in listeners {
         let mut rx = stop_rx.clone();
-        server = Some(tokio::spawn(async move {
+        servers.push(tokio::spawn(async move {
             let stop = async move {
                 let _ = rx.wait_for(|s| *s).await;
             };
             if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
-                tracing::error!("health server: {e}");
+                tracing::error!("http server: {e}");
             }
         }));
     }
@@ -119,6 +144,9 @@ pub async fn run(
     let recorder =
         Recorder::new(client.clone(), RecorderConfig { instance: identity, ..Default::default() }, leading_rx.clone());
 
+    // The Jobs seen, kept from one leadership to the next: a job deleted while this replica
+    // did not lead is noticed at the next first list, and its counters go.
+    let seen_jobs = Arc::new(Mutex::new(Deletions::default()));
     let mut stop = stop_rx.clone();
     loop {
         let mut leading = leading_rx.clone();
@@ -137,17 +165,28 @@ pub async fn run(
                 _ = s.wait_for(|s| *s) => {}
             }
         };
-        controller(&client, &opts, leading_rx.clone(), recorder.clone(), until).await;
+        let kept = Kept { metrics: metrics.clone(), seen_jobs: seen_jobs.clone() };
+        controller(&client, &opts, leading_rx.clone(), recorder.clone(), kept, until).await;
+        // The next leader counts the queues' PodGroups: stale gauges here would add to its.
+        metrics.forget_queues();
         tracing::info!("the job controller stopped");
     }
     let _ = stop_tx.send(true);
     if let Some(e) = election {
         let _ = e.await;
     }
-    if let Some(s) = server {
+    for s in servers {
         let _ = s.await;
     }
     Ok(())
+}
+
+/// What outlives one run of the controllers.
+struct Kept {
+    /// The metrics the reconcilers update.
+    metrics: ControllerMetrics,
+    /// The Jobs seen (key → queue), to remove the series of the deleted ones.
+    seen_jobs: Arc<Mutex<Deletions<String>>>,
 }
 
 /// Runs the kube-runtime controllers (Jobs, Queues) until `until` resolves.
@@ -156,8 +195,10 @@ async fn controller(
     opts: &ControllerOptions,
     leading: watch::Receiver<bool>,
     recorder: Recorder,
+    kept: Kept,
     until: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let Kept { metrics, seen_jobs } = kept;
     let cfg = || watcher::Config::default().any_semantic();
     // PodGroup and Command events also reconcile the queues they concern.
     let (queue_tx, queue_rx) = futures::channel::mpsc::unbounded::<ObjectRef<Queue>>();
@@ -188,10 +229,6 @@ async fn controller(
             }
         });
     let (queues, queues_w) = reflector::store::<Queue>();
-    let queue_stream = reflector::reflector(queues_w, watcher::watcher(Api::<Queue>::all(client.clone()), cfg()))
-        .default_backoff()
-        .applied_objects()
-        .predicate_filter(predicates::generation, Default::default());
 
     let until = until.shared();
     // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
@@ -228,9 +265,55 @@ async fn controller(
         )
         .with_recorder(recorder)
         .with_max_requeue_num(opts.max_requeue_num)
-        .with_synced(synced.clone()),
+        .with_synced(synced.clone())
+        .with_metrics(metrics.clone()),
     );
-    let jobs = Controller::new(Api::<Job>::all(client.clone()), cfg())
+    let reporter = Reporter { controller: crate::recorder::REPORTER.into(), instance: Some(identity()) };
+    let queue_ctx = Arc::new(
+        QueueContext::new(
+            client.clone(),
+            (queues.clone(), groups, commands),
+            leading,
+            synced,
+            queue_tx,
+            KubeRecorder::new(client.clone(), reporter),
+        )
+        .with_metrics(metrics),
+    );
+
+    // The Jobs and Queues: a deleted one's series go, with what its reconciles remember.
+    let (jobs, jobs_w) = reflector::store::<Job>();
+    let job_ctx = ctx.clone();
+    let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<Job>::all(client.clone()), cfg()))
+        .default_backoff()
+        .inspect_ok(move |ev| {
+            let key = |j: &Job| {
+                (
+                    events::job_key(&j.namespace().unwrap_or_default(), &j.name_any()),
+                    j.spec.queue.clone().unwrap_or_default(),
+                )
+            };
+            let deleted = seen_jobs.lock().expect("seen jobs lock").follow(ev, key);
+            for (job, queue) in deleted {
+                job_ctx.metrics().forget_job(&job, &queue);
+                job_ctx.forget(&job);
+            }
+        })
+        .applied_objects();
+    let mut deleted_queues = Deletions::default();
+    let deleted_queue_ctx = queue_ctx.clone();
+    let queue_stream = reflector::reflector(queues_w, watcher::watcher(Api::<Queue>::all(client.clone()), cfg()))
+        .default_backoff()
+        .inspect_ok(move |ev| {
+            for (queue, ()) in deleted_queues.follow(ev, |q: &Queue| (q.name_any(), ())) {
+                deleted_queue_ctx.metrics().forget_queue(&queue);
+                deleted_queue_ctx.forget(&queue);
+            }
+        })
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+
+    let jobs = Controller::for_stream(job_stream, jobs)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .owns_stream(pod_stream)
         .owns_stream(group_stream)
@@ -251,15 +334,6 @@ async fn controller(
                 tracing::debug!("job controller: {e}");
             }
         });
-    let reporter = Reporter { controller: crate::recorder::REPORTER.into(), instance: Some(identity()) };
-    let queue_ctx = Arc::new(QueueContext::new(
-        client.clone(),
-        (queues.clone(), groups, commands),
-        leading,
-        synced,
-        queue_tx,
-        KubeRecorder::new(client.clone(), reporter),
-    ));
     let queue_controller = Controller::for_stream(queue_stream, queues)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .reconcile_on(queue_rx)

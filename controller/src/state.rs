@@ -410,6 +410,21 @@ pub fn decide(job: &Job, counts: &Counts, action: &Action, target: Option<&Targe
     d
 }
 
+/// The finished phase a step enters, if it enters one: [`JobPhase::Completed`] or
+/// [`JobPhase::Failed`], from a job in phase `from` ([`phase_of`] before the step).
+///
+/// These are the transitions Volcano counts in `volcano_job_completed_phase_count` and
+/// `volcano_job_failed_phase_count`, in the update functions that make them (Running and
+/// Completing to Completed, Running and Restarting to Failed). A step of a job already
+/// finished enters nothing (its phase does not change), so a transition is counted once
+/// however often the job is reconciled afterwards.
+pub fn entered_finished(from: &JobPhase, decision: &Decision) -> Option<JobPhase> {
+    match &decision.next_phase {
+        Some(p @ (JobPhase::Completed | JobPhase::Failed)) if p != from => Some(p.clone()),
+        _ => None,
+    }
+}
+
 /// Where a Running job goes on a sync (Volcano's `runningState` update function).
 fn running_sync(job: &Job, counts: &Counts) -> Option<JobPhase> {
     let replicas = total_replicas(job);

@@ -583,6 +583,68 @@ fn max_retry_zero_means_three() {
 }
 
 // ---------------------------------------------------------------------------------------
+// The finished-phase transitions Volcano's phase counters count
+
+/// One step of `j` for `action` with `counts`, the status written: what it entered.
+fn step(j: &mut Job, action: Action, c: &Counts) -> Option<JobPhase> {
+    let from = state::phase_of(j);
+    let d = state::decide(j, c, &action, None);
+    j.status = Some(status::next_status(j, c, &d, t(20)));
+    state::entered_finished(&from, &d)
+}
+
+#[test]
+fn a_transition_into_completed_counts_once() {
+    // Running, every pod succeeded: Completed, entered once.
+    let mut j = job(JobPhase::Running, 0);
+    let done = with_tasks(counts(0, 0, 5, 0, 0), &[("a", "Succeeded", 3), ("b", "Succeeded", 2)]);
+    assert_eq!(step(&mut j, Action::SyncJob, &done), Some(JobPhase::Completed));
+    // Later reconciles of the Completed job (syncs, pod events, a Command) enter nothing.
+    for action in [Action::SyncJob, Action::SyncJob, Action::RestartJob, Action::CompleteJob] {
+        assert_eq!(step(&mut j, action.clone(), &done), None, "{action:?}");
+        assert_eq!(state::phase_of(&j), JobPhase::Completed);
+    }
+    // Completing: Completed once the pods are gone, not before.
+    let mut j = job(JobPhase::Completing, 0);
+    assert_eq!(step(&mut j, Action::SyncJob, &counts(0, 1, 0, 0, 1)), None);
+    assert_eq!(step(&mut j, Action::SyncJob, &counts(0, 0, 2, 0, 0)), Some(JobPhase::Completed));
+    assert_eq!(step(&mut j, Action::SyncJob, &counts(0, 0, 2, 0, 0)), None);
+    // minSuccess reached while pods still run.
+    let mut j = job(JobPhase::Running, 0);
+    j.spec.min_success = Some(2);
+    assert_eq!(step(&mut j, Action::SyncJob, &counts(0, 3, 2, 0, 0)), Some(JobPhase::Completed));
+}
+
+#[test]
+fn a_transition_into_failed_counts_once() {
+    // Running, every pod done but too few succeeded: Failed.
+    let mut j = job(JobPhase::Running, 0);
+    let done = with_tasks(counts(0, 0, 1, 4, 0), &[("a", "Succeeded", 1), ("b", "Failed", 2)]);
+    assert_eq!(step(&mut j, Action::SyncJob, &done), Some(JobPhase::Failed));
+    assert_eq!(step(&mut j, Action::SyncJob, &done), None);
+    // Restarting at maxRetry: Failed, once.
+    let mut j = job(JobPhase::Restarting, 3);
+    assert_eq!(step(&mut j, Action::SyncJob, &Counts::default()), Some(JobPhase::Failed));
+    assert_eq!(step(&mut j, Action::SyncJob, &Counts::default()), None);
+    assert_eq!(step(&mut j, Action::ResumeJob, &Counts::default()), None);
+}
+
+#[test]
+fn other_transitions_count_nothing() {
+    // Pending → Running, Running → Restarting, Aborting → Aborted, Terminating → Terminated.
+    let mut j = job(JobPhase::Pending, 0);
+    assert_eq!(step(&mut j, Action::SyncJob, &counts(0, 3, 0, 0, 0)), None);
+    assert_eq!(state::phase_of(&j), JobPhase::Running);
+    assert_eq!(step(&mut j, Action::RestartJob, &counts(0, 0, 0, 0, 3)), None);
+    assert_eq!(state::phase_of(&j), JobPhase::Restarting);
+    for (phase, to) in [(JobPhase::Aborting, JobPhase::Aborted), (JobPhase::Terminating, JobPhase::Terminated)] {
+        let mut j = job(phase, 0);
+        assert_eq!(step(&mut j, Action::SyncJob, &Counts::default()), None);
+        assert_eq!(state::phase_of(&j), to);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Counts after the work
 
 #[test]

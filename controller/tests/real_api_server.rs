@@ -2,7 +2,8 @@
 //! `KUBEBUILDER_ASSETS`, skipped with a message when unset; docs/testing.md). There is no
 //! scheduler and no kubelet: the test admits PodGroups (`status.phase: Inqueue`) and moves
 //! pods through their phases itself. The controller runs in process with the token of
-//! deploy/volcano-rs-controller.yaml's ServiceAccount, with leader election on.
+//! deploy/volcano-rs-controller.yaml's ServiceAccount, with leader election on, serving
+//! `/metrics` and `/healthz` on one listener: the test reads Volcano's job metrics there.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,7 +22,8 @@ use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 const NS: &str = "ml";
 const WAIT: Duration = Duration::from_secs(30);
 
-fn options(kubeconfig: &std::path::Path) -> ControllerOptions {
+/// The controller's flags, `/metrics` and `/healthz` on `http` (one listener).
+fn options(kubeconfig: &std::path::Path, http: &str) -> ControllerOptions {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
@@ -29,8 +31,52 @@ fn options(kubeconfig: &std::path::Path) -> ControllerOptions {
         opts: ControllerOptions,
     }
     let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig, "--worker-threads", "2"]).unwrap().opts
+    let args =
+        ["--kubeconfig", &kubeconfig, "--worker-threads", "2", "--listen-address", http, "--healthz-address", http];
+    Cli::try_parse_from(std::iter::once("controller").chain(args)).unwrap().opts
 }
+
+/// A local port free now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The response to `GET path` from `addr`, headers included.
+async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+/// The value of `series` (a metric name with its labels, as exposed) in a scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Scrapes `/metrics` at `addr` until `series` has a value `f` accepts (`None`: absent).
+async fn metric_where(addr: &str, series: &str, f: impl Fn(Option<f64>) -> bool) -> Option<f64> {
+    eventually(WAIT, &format!("{series} as expected"), || {
+        let f = &f;
+        async move {
+            let v = sample(&http_get(addr, "/metrics").await, series);
+            f(v).then_some(v)
+        }
+    })
+    .await
+}
+
+fn completed_count(job: &str) -> String {
+    format!("volcano_job_completed_phase_count{{job_name=\"{NS}/{job}\",queue_name=\"default\"}}")
+}
+
+fn failed_count(job: &str) -> String {
+    format!("volcano_job_failed_phase_count{{job_name=\"{NS}/{job}\",queue_name=\"default\"}}")
+}
+
+const POD_LATENCY_COUNT: &str = "volcano_controller_job_to_pod_creation_latency_milliseconds_count";
 
 fn task(name: &str, replicas: i64) -> serde_json::Value {
     json!({"name": name, "replicas": replicas, "template": {"spec": {
@@ -148,8 +194,9 @@ async fn the_controller_runs_jobs() {
     .unwrap();
     Api::<Queue>::all(client.clone()).create(&PostParams::default(), &q).await.unwrap();
 
+    let http = format!("127.0.0.1:{}", free_port());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(options(&kubeconfig), async move {
+    let controller = tokio::spawn(run(options(&kubeconfig, &http), async move {
         let _ = stopped.await;
     }));
 
@@ -179,6 +226,11 @@ async fn the_controller_runs_jobs() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     assert!(pods.list(&ListParams::default()).await.unwrap().items.is_empty());
+    // Both endpoints on the one listener; no pod created, none observed.
+    assert!(http_get(&http, "/healthz").await.ends_with("ok"));
+    let scrape = http_get(&http, "/metrics").await;
+    assert_eq!(sample(&scrape, POD_LATENCY_COUNT), Some(0.0), "{scrape}");
+    assert!(!cfg!(target_os = "linux") || scrape.contains("process_cpu_seconds_total"), "{scrape}");
 
     // A changed gang reaches the PodGroup.
     let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
@@ -224,6 +276,8 @@ async fn the_controller_runs_jobs() {
 
     admit(&client, &pg).await;
     let created = pods_of(&client, "ddp", 3).await;
+    // Each pod created is observed once: from the job's creation to the pod's.
+    metric_where(&http, POD_LATENCY_COUNT, |v| v == Some(3.0)).await;
     let by_name: BTreeMap<String, Pod> =
         created.iter().map(|p| (p.metadata.name.clone().unwrap(), p.clone())).collect();
     let worker = env_of(&by_name["ddp-worker-1"]);
@@ -247,11 +301,18 @@ async fn the_controller_runs_jobs() {
     }
     let done = job_where(&client, "ddp", "ddp Completed", |j| phase(j) == Some(JobPhase::Completed)).await;
     assert_eq!(done.status.as_ref().unwrap().succeeded, 3);
+    // Volcano's counter: the job entered Completed once.
+    metric_where(&http, &completed_count("ddp"), |v| v == Some(1.0)).await;
     // No pod was created twice, none more than the replicas.
     assert_eq!(pods.list(&ListParams::default().labels("volcano.sh/job-name=ddp")).await.unwrap().items.len(), 3);
     // ttlSecondsAfterFinished: deleted (in the foreground: with no garbage collector in this
     // test, the job stays with its deletionTimestamp).
     job_where(&client, "ddp", "ddp deleted after its TTL", |j| j.metadata.deletion_timestamp.is_some()).await;
+    // The reconciles since (pods finished, the TTL, the deletion) left it Completed: still
+    // counted once, and never as failed.
+    let scrape = http_get(&http, "/metrics").await;
+    assert_eq!(sample(&scrape, &completed_count("ddp")), Some(1.0), "{scrape}");
+    assert_eq!(sample(&scrape, &failed_count("ddp")), None, "{scrape}");
 
     // A job restarted by its policy when a pod fails.
     let restart = create_job(
@@ -440,6 +501,38 @@ async fn the_controller_runs_jobs() {
     job_where(&client, "starts", "Running", |j| phase(j) == Some(JobPhase::Running)).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(phase(&jobs.get("starts").await.unwrap()), Some(JobPhase::Running), "the started pods cancelled it");
+
+    // A job whose only pod fails, with no policy: Failed, counted once; its series goes
+    // with the job.
+    let doomed = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "doomed", "namespace": NS},
+            "spec": {
+                "minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "maxRetry": 3,
+                "tasks": [task("worker", 1)]
+            }
+        }),
+    )
+    .await;
+    let pg = pod_group_of(&client, &doomed).await;
+    admit(&client, &pg).await;
+    let pod = pods_of(&client, "doomed", 1).await.remove(0);
+    set_phase(&client, &pod, "Running").await;
+    job_where(&client, "doomed", "doomed Running", |j| phase(j) == Some(JobPhase::Running)).await;
+    set_phase(&client, &pod, "Failed").await;
+    job_where(&client, "doomed", "doomed Failed", |j| phase(j) == Some(JobPhase::Failed)).await;
+    metric_where(&http, &failed_count("doomed"), |v| v == Some(1.0)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let scrape = http_get(&http, "/metrics").await;
+    assert_eq!(sample(&scrape, &failed_count("doomed")), Some(1.0), "{scrape}");
+    assert_eq!(sample(&scrape, &completed_count("doomed")), None, "{scrape}");
+    // Restarted, aborted: neither counts.
+    assert_eq!(sample(&scrape, &failed_count("restart")), None, "{scrape}");
+    assert_eq!(sample(&scrape, &completed_count("stuck")), None, "{scrape}");
+    jobs.delete("doomed", &kube::api::DeleteParams::background()).await.unwrap();
+    metric_where(&http, &failed_count("doomed"), |v| v.is_none()).await;
 
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();

@@ -3,7 +3,7 @@
 //! docs/testing.md). The controller runs in process with the token of
 //! deploy/volcano-rs-controller.yaml's ServiceAccount; the queues are created, opened and
 //! closed with the CLI's code (`volcano_controller::cli::queue`), as `volcano-rs queue`
-//! does it.
+//! does it. Volcano's queue metrics are read from the controller's `ControllerMetrics`.
 
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use volcano_api::bus::Command;
 use volcano_api::crd::{PodGroup, Queue, QueueState};
 use volcano_controller::cli::{self, QueueCommand};
 use volcano_controller::queue::CLOSED_BY_PARENT_ANNOTATION;
-use volcano_controller::{run, ControllerOptions};
+use volcano_controller::{run_with_metrics, ControllerMetrics, ControllerOptions};
 use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -28,7 +28,28 @@ fn options(kubeconfig: &std::path::Path) -> ControllerOptions {
         opts: ControllerOptions,
     }
     let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig]).unwrap().opts
+    // No metrics listener: the test reads the metrics themselves.
+    Cli::try_parse_from(["controller", "--kubeconfig", &kubeconfig, "--listen-address="]).unwrap().opts
+}
+
+/// The value of `volcano_queue_pod_group_<phase>_count` for `queue` (`None`: no series).
+fn gauge(m: &ControllerMetrics, phase: &str, queue: &str) -> Option<f64> {
+    let series = format!("volcano_queue_pod_group_{phase}_count{{queue_name=\"{queue}\"}} ");
+    m.render().lines().find_map(|l| l.strip_prefix(&series)?.parse().ok())
+}
+
+/// Waits until the gauges of `queue` (inqueue, pending, running, unknown, completed) are
+/// `want` (`None`: no series).
+async fn gauges_where(m: &ControllerMetrics, queue: &str, want: Option<[f64; 5]>) {
+    eventually(WAIT, &format!("the PodGroup gauges of queue {queue}: {want:?}"), || async move {
+        let got: Vec<Option<f64>> = volcano_metrics::POD_GROUP_PHASES.iter().map(|p| gauge(m, p, queue)).collect();
+        let want: Vec<Option<f64>> = match want {
+            Some(w) => w.into_iter().map(Some).collect(),
+            None => vec![None; 5],
+        };
+        (got == want).then_some(())
+    })
+    .await
 }
 
 async fn create_queue(client: &Client, name: &str, parent: Option<&str>) {
@@ -81,8 +102,9 @@ async fn queues_open_and_close_through_commands() {
     for (name, parent) in [("root", None), ("eng", None), ("dev", Some("eng")), ("ops", Some("eng"))] {
         create_queue(&client, name, parent).await;
     }
+    let metrics = ControllerMetrics::new();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let controller = tokio::spawn(run(options(&kubeconfig), async move {
+    let controller = tokio::spawn(run_with_metrics(options(&kubeconfig), metrics.clone(), async move {
         let _ = stopped.await;
     }));
 
@@ -110,6 +132,9 @@ async fn queues_open_and_close_through_commands() {
         q.status.as_ref().is_some_and(|s| s.running == 1 && s.inqueue == 1)
     })
     .await;
+    // Volcano's gauges follow the counts (inqueue, pending, running, unknown, completed).
+    gauges_where(&metrics, "dev", Some([1.0, 0.0, 1.0, 0.0, 0.0])).await;
+    gauges_where(&metrics, "research", Some([0.0; 5])).await;
 
     // Closing eng closes its children: dev has PodGroups, so it is Closing.
     let out = queue_cli(&client, QueueCommand::Close { name: "eng".into() }).await;
@@ -128,6 +153,7 @@ async fn queues_open_and_close_through_commands() {
         state(q) == Some(QueueState::Closed) && q.status.as_ref().is_some_and(|s| s.running == 0 && s.inqueue == 0)
     })
     .await;
+    gauges_where(&metrics, "dev", Some([0.0; 5])).await;
 
     // dev cannot be opened while eng is closed; opening eng reopens both children.
     queue_cli(&client, QueueCommand::Open { name: "dev".into() }).await;
@@ -177,6 +203,31 @@ async fn queues_open_and_close_through_commands() {
     queue_cli(&client, QueueCommand::Create { name: "frozen".into(), weight: 1, state: "Closed".into() }).await;
     queue_where(&client, "frozen", "Closed", |q| state(q) == Some(QueueState::Closed)).await;
 
+    // The gauges follow a PodGroup through its phases (the counts alone reach the status at
+    // most once per 5 s per queue; the gauges at every reconcile).
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "late", "namespace": "ml"},
+        "spec": {"minMember": 1, "queue": "frozen"}, "status": {"phase": "Pending"}
+    }))
+    .unwrap();
+    pgs.create(&PostParams::default(), &pg).await.unwrap();
+    gauges_where(&metrics, "frozen", Some([0.0, 1.0, 0.0, 0.0, 0.0])).await;
+    let pg = pgs.get("late").await.unwrap();
+    let mut completed = pg.clone();
+    completed.status.as_mut().unwrap().phase = Some(volcano_api::crd::PodGroupPhase::Completed);
+    pgs.replace("late", &PostParams::default(), &completed).await.unwrap();
+    gauges_where(&metrics, "frozen", Some([0.0, 0.0, 0.0, 0.0, 1.0])).await;
+    queue_where(&client, "frozen", "1 completed PodGroup", |q| q.status.as_ref().is_some_and(|s| s.completed == 1))
+        .await;
+
+    // A deleted queue's series go.
+    Api::<Queue>::all(client.clone()).delete("frozen", &DeleteParams::default()).await.unwrap();
+    gauges_where(&metrics, "frozen", None).await;
+    assert_eq!(gauge(&metrics, "running", "research"), Some(0.0), "the other queues keep theirs");
+
     let _ = stop.send(());
     controller.await.unwrap().unwrap();
+    // Stopped, the controller no longer counts the queues' PodGroups.
+    assert_eq!(gauge(&metrics, "running", "research"), None);
 }

@@ -1,8 +1,9 @@
 //! The reconciler against a mock API server (kube's `tower-test` style): a reconcile that
 //! fails half-way and is retried creates nothing twice; a job's PVCs come before its pods;
-//! a job that keeps failing is terminated at `--max-requeue-num`; the events are posted.
+//! a job that keeps failing is terminated at `--max-requeue-num`; the events are posted;
+//! Volcano's job metrics count what the reconciles did.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use http::{Method, Request, Response, StatusCode};
@@ -30,8 +31,10 @@ struct Recorded {
 }
 
 /// A fake API server: POSTs store the object by path and name (409 when it exists; 500 for
-/// the names in `fail_once`, the first time); a GET of a PVC not stored is a 404; everything
-/// else echoes the body.
+/// the names in `fail_once`, the first time) and stamp it created at 00:00:01 (the jobs are
+/// created at 00:00:00); a PUT with another resourceVersion than the last PUT of that path
+/// left is a 409; a GET of a PVC not stored is a 404; a DELETE succeeds; everything else
+/// echoes the body (resourceVersion 2).
 fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -39,6 +42,8 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     let mut fail: BTreeSet<String> = fail_once.iter().map(|s| s.to_string()).collect();
     tokio::spawn(async move {
         let mut stored: BTreeSet<(String, String)> = BTreeSet::new();
+        // The resourceVersion each PUT path has, once written.
+        let mut versions: BTreeMap<String, Value> = BTreeMap::new();
         while let Some((request, send)) = handle.next_request().await {
             let (parts, body) = request.into_parts();
             let bytes = body.collect_bytes().await.unwrap_or_default();
@@ -64,9 +69,24 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
                     409,
                     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "exists", "reason": "AlreadyExists"}),
                 )
+            } else if parts.method == Method::PUT
+                && versions.get(&path).is_some_and(|v| *v != obj["metadata"]["resourceVersion"])
+            {
+                (
+                    409,
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "the object has been modified", "reason": "Conflict"}),
+                )
+            } else if parts.method == Method::DELETE {
+                (200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}))
             } else {
                 obj["metadata"]["uid"] = json!(format!("uid-{name}"));
                 obj["metadata"]["resourceVersion"] = json!("2");
+                if parts.method == Method::POST {
+                    obj["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:01Z");
+                }
+                if parts.method == Method::PUT {
+                    versions.insert(path.clone(), json!("2"));
+                }
                 (if parts.method == Method::POST { 201 } else { 200 }, obj)
             };
             log2.lock().unwrap().push(Recorded { method: parts.method.clone(), path, name, status, body });
@@ -84,7 +104,8 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
 fn job() -> Job {
     serde_json::from_value(json!({
         "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-        "metadata": {"name": "j", "namespace": "ml", "uid": "job-uid", "resourceVersion": "1"},
+        "metadata": {"name": "j", "namespace": "ml", "uid": "job-uid", "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
         "spec": {
             "minAvailable": 3, "queue": "default", "schedulerName": "volcano-rs",
             "plugins": {"svc": []},
@@ -163,11 +184,20 @@ async fn a_retried_reconcile_creates_nothing_twice() {
     assert!(retry.iter().any(|r| r.path.ends_with("/services") && r.status == 409));
     // The status is written once, by the reconcile that succeeded.
     assert_eq!(log.iter().filter(|r| r.path.ends_with("/status")).count(), 1);
+    // Each pod created was observed once, a second after the job.
+    let text = ctx.metrics().render();
+    assert!(text.contains("volcano_controller_job_to_pod_creation_latency_milliseconds_count 3"), "{text}");
+    assert!(text.contains("volcano_controller_job_to_pod_creation_latency_milliseconds_sum 3000"), "{text}");
 }
 
 /// A context over empty stores, with the job's PodGroup admitted, recording events through
 /// `client`.
 fn admitted_context(client: Client, max_requeue_num: i32) -> Arc<Context> {
+    admitted_context_with(client, max_requeue_num, Vec::new())
+}
+
+/// [`admitted_context`] with `pods` in the store.
+fn admitted_context_with(client: Client, max_requeue_num: i32, listed: Vec<Pod>) -> Arc<Context> {
     let (pods, mut pods_w) = reflector::store::<Pod>();
     let (groups, mut groups_w) = reflector::store::<PodGroup>();
     let (commands, mut commands_w) = reflector::store::<Command>();
@@ -176,6 +206,9 @@ fn admitted_context(client: Client, max_requeue_num: i32) -> Arc<Context> {
     groups_w.apply_watcher_event(&Event::InitDone);
     commands_w.apply_watcher_event(&Event::InitDone);
     pcs_w.apply_watcher_event(&Event::InitDone);
+    for p in listed {
+        pods_w.apply_watcher_event(&Event::Apply(p));
+    }
     let pg: PodGroup = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
         "metadata": {"name": "j-job-uid", "namespace": "ml", "uid": "pg-uid"},
@@ -294,4 +327,64 @@ async fn a_missing_claim_fails_the_job_until_the_retry_limit_terminates_it() {
         evs.iter().any(|(r, n)| r == "ExecuteAction" && n == "Job failed on action SyncJob for retry limit reached"),
         "{evs:?}"
     );
+}
+
+/// Pod `j-w-<i>` of job `j` in `phase`.
+fn job_pod(i: usize, phase: &str) -> Pod {
+    let name = format!("j-w-{i}");
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"), "resourceVersion": "2",
+            "labels": {"volcano.sh/job-name": "j"},
+            "annotations": {"volcano.sh/task-spec": "w", "volcano.sh/job-name": "j", "volcano.sh/job-version": "0"},
+            "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "j", "uid": "job-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": {"phase": phase}
+    }))
+    .unwrap()
+}
+
+/// The job as the last status write left it (what the watch delivers next).
+fn as_written(log: &Arc<Mutex<Vec<Recorded>>>) -> Job {
+    let log = log.lock().unwrap();
+    let w = log.iter().rev().find(|r| r.method == Method::PUT && r.path.ends_with("/status")).expect("a status write");
+    let mut job = w.body.clone();
+    job["metadata"]["resourceVersion"] = json!("2");
+    serde_json::from_value(job).unwrap()
+}
+
+#[tokio::test]
+async fn a_job_entering_completed_is_counted_once() {
+    let (client, log) = mock_api(&[]);
+    let ctx = admitted_context_with(client, 15, (0..3).map(|i| job_pod(i, "Succeeded")).collect());
+    let mut running = job();
+    running.status =
+        serde_json::from_value(json!({"state": {"phase": "Running"}, "minAvailable": 3, "running": 3})).unwrap();
+    let running = Arc::new(running);
+    let completed = "volcano_job_completed_phase_count{job_name=\"ml/j\",queue_name=\"default\"}";
+
+    // Every pod succeeded: Completed, counted when the status is written.
+    reconcile(running.clone(), ctx.clone()).await.unwrap();
+    let job = as_written(&log);
+    assert_eq!(job.status.as_ref().unwrap().state.phase, Some(volcano_api::job::JobPhase::Completed));
+    let text = ctx.metrics().render();
+    assert!(text.contains(&format!("{completed} 1")), "{text}");
+    assert!(!text.contains("volcano_job_failed_phase_count{"), "{text}");
+
+    // A reconcile of the stale copy (still Running) decides Completed again, but its write
+    // is refused: not counted.
+    assert!(reconcile(running, ctx.clone()).await.is_err(), "a stale write is a conflict");
+    assert!(ctx.metrics().render().contains(&format!("{completed} 1")));
+
+    // The reconciles of the Completed job that follow leave it Completed: no more counts.
+    let writes =
+        |log: &Arc<Mutex<Vec<Recorded>>>| log.lock().unwrap().iter().filter(|r| r.path.ends_with("/status")).count();
+    let before = writes(&log);
+    reconcile(Arc::new(job), ctx.clone()).await.unwrap();
+    let job = as_written(&log);
+    reconcile(Arc::new(job), ctx.clone()).await.unwrap();
+    assert!(writes(&log) > before, "the later reconciles wrote the status too");
+    let text = ctx.metrics().render();
+    assert!(text.contains(&format!("{completed} 1")), "{text}");
+    // No pod was created: nothing observed.
+    assert!(text.contains("volcano_controller_job_to_pod_creation_latency_milliseconds_count 0"), "{text}");
 }

@@ -129,10 +129,10 @@ const ONLY: &[(&str, &[&str])] = &[
         "volcano-scheduler",
         &["volcano-api", "volcano-framework", "volcano-plugins", "volcano-actions", "volcano-kube", "volcano-metrics"],
     ),
-    // The metrics read the core's outcomes: the framework only.
+    // Volcano's metric families, fed from what the core reports.
     ("volcano-metrics", &["volcano-framework"]),
-    // The controller plans from the API types.
-    ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube"]),
+    // The controller plans from the API types; its shell serves Volcano's controller metrics.
+    ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube", "volcano-metrics"]),
     // The webhook admits with the API crate's pure checks.
     ("volcano-webhook", &["volcano-api", "volcano-kube"]),
 ];
