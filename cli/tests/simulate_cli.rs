@@ -205,3 +205,44 @@ fn usage_errors_exit_2() {
     let o = run(&["simulate", "--output", "xml", "examples/gpu-cluster.yaml"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn explain_on_manifests_names_the_refusal_and_writes_json() {
+    let o = run(&["explain", "--manifests", "examples/", "research/giant-moe"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("research/giant-moe: waiting"), "{text}");
+    assert!(text.contains("not admitted: ") && text.contains("nvidia.com/gpu"), "{text}");
+    let o = run(&["explain", "-o", "json", "--manifests", "examples/", "research/giant-moe"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    assert_eq!(v["job"], "research/giant-moe");
+    assert_eq!(v["ready"], false);
+    assert_eq!(v["tasks"]["Pending"], 4);
+    assert!(v["notAdmitted"].as_str().is_some_and(|s| s.contains("overcommit factor")));
+    // A name that is no job, and a name that is not NAMESPACE/NAME.
+    let o = run(&["explain", "--manifests", "examples/", "research/nope"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no PodGroup and no Volcano Job research/nope"), "{}", stderr(&o));
+    let o = run(&["explain", "--manifests", "examples/", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not NAMESPACE/NAME"), "{}", stderr(&o));
+}
+
+#[test]
+fn simulate_writes_volcanos_metrics() {
+    let path = std::env::temp_dir().join(format!("volcano-rs-cli-metrics-{}.txt", std::process::id()));
+    let o = run(&["simulate", "--metrics", path.to_str().unwrap(), "examples/"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(&path).expect("the metrics file");
+    for line in [
+        "volcano_queue_weight{queue_name=\"research\"} 3",
+        "volcano_unschedule_task_count{job_id=\"giant-moe\"} 4",
+        "volcano_unschedule_job_count 1",
+        "volcano_queue_pod_group_pending_count{queue_name=\"research\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+    }
+    assert!(text.contains("# TYPE volcano_e2e_scheduling_latency_milliseconds histogram"));
+    let _ = std::fs::remove_file(&path);
+}

@@ -365,6 +365,46 @@ async fn unschedulable_gang(server: &ApiServer) {
         assert_eq!(node_of(&client, ns, &format!("big-{i}")).await, None, "no member of the gang is bound");
     }
     running.stop().await;
+
+    // `volcano-rs explain` on the cluster: the same caches, one cycle in memory, nothing
+    // written. Two members fit the node's 4 GPUs, the third fits nowhere.
+    let registries = volcano_scheduler::registries();
+    let profile = std::sync::Arc::new(volcano_framework::Profile::builtin_default(&registries).unwrap());
+    let selector = [("envtest-scenario".to_string(), vec![ns.to_string()])].into_iter().collect();
+    let explained = volcano_scheduler::explain::explain(
+        &client,
+        vec![sched.to_string()],
+        selector,
+        profile,
+        &format!("{ns}/big"),
+        WAIT,
+    )
+    .await
+    .expect("explain runs");
+    let volcano_scheduler::explain::Explained::Job(e) = explained else { panic!("the PodGroup is found") };
+    assert!(!e.ready, "{e}");
+    assert_eq!(e.min_member, 3);
+    let blocked: u32 = e.blocked.iter().map(|b| b.count).sum();
+    assert!(blocked >= 1, "{e}");
+    assert!(
+        e.blocked.iter().any(|b| b.reasons.iter().any(|(r, _)| r.contains("Insufficient nvidia.com/gpu"))),
+        "the GPU shortage is named per node: {e}"
+    );
+    assert!(e.condition.as_deref().is_some_and(|c| c.contains("3/3 tasks in gang unschedulable")
+        || c.contains("tasks in gang unschedulable")), "{e}");
+    let before = pgs.get("big").await.unwrap().metadata.resource_version;
+    let missing = volcano_scheduler::explain::explain(
+        &client,
+        vec![sched.to_string()],
+        Default::default(),
+        std::sync::Arc::new(volcano_framework::Profile::builtin_default(&registries).unwrap()),
+        &format!("{ns}/nothing"),
+        WAIT,
+    )
+    .await
+    .expect("explain runs");
+    assert!(matches!(missing, volcano_scheduler::explain::Explained::NotFound));
+    assert_eq!(pgs.get("big").await.unwrap().metadata.resource_version, before, "explain writes nothing");
 }
 
 /// A plain pod without a PodGroup gets `podgroup-<uid>` and is bound.
