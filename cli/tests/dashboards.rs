@@ -45,7 +45,8 @@ const FORBIDDEN: [&str; 3] = [
 /// needs no series in the test's Prometheus; instead it must be declared where the
 /// scheduler serves it (see [`Declared`]):
 ///
-/// - `volcano_rs_*`: volcano-rs's own families, string literals in `scheduler/src/server.rs`;
+/// - `volcano_rs_*`: volcano-rs's own families, string literals in `scheduler/src/server.rs` and
+///   series of the scheduler registry (`volcano_scheduler::server::Metrics`);
 /// - `process_*`: the process collector's, in the scheduler registry's text
 ///   (`volcano_scheduler::server::Metrics`);
 /// - the two Volcano families observed by the scheduler's applier only (the bind call and
@@ -694,18 +695,24 @@ impl Declared {
     /// Why an allow-listed name is not served by `volcano-rs scheduler`, if it is not.
     fn check(&self, name: &str) -> Result<(), String> {
         let literal = |text: &str, n: &str| text.contains(&format!("\"{n}\""));
-        let typed = |n: &str| self.registry.lines().any(|l| l.starts_with(&format!("# TYPE {n} ")));
+        // A series of exactly this name in the scheduler registry's exposition (its
+        // unlabelled families always have one: `volcano_rs_*` and the process collector's).
+        let served =
+            |n: &str| self.registry.lines().any(|l| l.strip_prefix(n).is_some_and(|rest| rest.starts_with([' ', '{'])));
         if name.starts_with("volcano_rs_") {
-            if literal(&self.server_rs, name) || literal(&self.server_rs, family(name)) {
-                return Ok(());
+            if !literal(&self.server_rs, family(name)) {
+                return Err(format!("{} is not a metric name in scheduler/src/server.rs", family(name)));
             }
-            return Err(format!("{name} is not a metric name in scheduler/src/server.rs"));
+            if !served(name) {
+                return Err(format!("volcano-rs scheduler's registry has no series {name}"));
+            }
+            return Ok(());
         }
         if name.starts_with("process_") {
-            if typed(name) || typed(family(name)) {
-                return Ok(());
+            if !served(name) {
+                return Err(format!("volcano-rs scheduler's registry has no series {name} (the process collector)"));
             }
-            return Err(format!("{name} is not in volcano-rs scheduler's registry (the process collector)"));
+            return Ok(());
         }
         let (f, fed) = SCHEDULER_ONLY_FAMILIES.iter().find(|(f, _)| *f == family(name)).expect("allow-listed");
         if !literal(&self.metrics_rs, f) {
