@@ -5,10 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use prometheus::core::Collector;
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{Counter as ProtoCounter, Gauge as ProtoGauge, LabelPair, Metric, MetricFamily, MetricType};
 use prometheus::{
-    Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 use volcano_framework::{CycleOutcome, QueueReport, Resource};
 
@@ -72,16 +72,19 @@ impl ResourceGauges {
     }
 }
 
-/// The series one job has, with the last values written (a value is written only when it
-/// changes, so a cycle over thousands of settled jobs costs a map lookup each).
+/// One job's values, kept as plain numbers: the per-job families are produced from these at
+/// scrape time ([`JobFamilies`]), so a cycle over thousands of jobs writes a few numbers per
+/// job and creates no Prometheus series.
 struct JobSeries {
     queue: String,
+    /// The PodGroup's creation, Unix seconds.
+    start_time: f64,
     share: Option<f64>,
-    share_gauge: Option<Gauge>,
     unscheduled: Option<i64>,
-    unscheduled_gauge: Option<IntGauge>,
-    retries: Option<IntCounter>,
-    scheduled: bool,
+    retries: u64,
+    /// The last cycle that placed a task of the job: (creation → that cycle in ms, its Unix
+    /// seconds).
+    scheduled: Option<(f64, f64)>,
     /// The cycle that last listed the job.
     seen: u64,
 }
@@ -91,10 +94,163 @@ struct JobSeries {
 struct State {
     cycle: u64,
     jobs: HashMap<String, JobSeries>,
-    /// Jobs per name: the series labelled by the name alone (`job_id`) go with the last.
-    names: HashMap<String, u32>,
     /// Queues with series, with the scalar resource names each family has seen.
     queues: BTreeMap<String, [BTreeSet<String>; 6]>,
+}
+
+/// The per-job families, collected from [`State`] at scrape time.
+struct JobFamilies {
+    state: Arc<Mutex<State>>,
+    descs: Vec<Desc>,
+}
+
+/// The per-job families: (name, help, type, labels).
+const JOB_FAMILIES: [(&str, &str, MetricType, &[&str]); 6] = [
+    (
+        "volcano_e2e_job_scheduling_duration",
+        "Per-job duration from job creation to last task assumed in scheduler cache, in milliseconds",
+        MetricType::GAUGE,
+        &["job_name", "job_namespace", "queue"],
+    ),
+    (
+        "volcano_e2e_job_scheduling_start_time",
+        "E2E job scheduling start time",
+        MetricType::GAUGE,
+        &["job_name", "job_namespace", "queue"],
+    ),
+    (
+        "volcano_e2e_job_scheduling_last_time",
+        "E2E job scheduling last time",
+        MetricType::GAUGE,
+        &["job_name", "job_namespace", "queue"],
+    ),
+    ("volcano_unschedule_task_count", "Number of tasks could not be scheduled", MetricType::GAUGE, &["job_id"]),
+    ("volcano_job_share", "Share for one job", MetricType::GAUGE, &["job_id", "job_ns"]),
+    ("volcano_job_retry_counts", "Number of retry counts for one job", MetricType::COUNTER, &["job_id"]),
+];
+
+impl JobFamilies {
+    fn new(state: Arc<Mutex<State>>) -> Self {
+        let descs = JOB_FAMILIES
+            .iter()
+            .map(|(name, help, _, labels)| {
+                Desc::new(
+                    name.to_string(),
+                    help.to_string(),
+                    labels.iter().map(|l| l.to_string()).collect(),
+                    HashMap::new(),
+                )
+                .expect("valid metric description")
+            })
+            .collect();
+        JobFamilies { state, descs }
+    }
+}
+
+fn labelled(labels: &[&str], values: &[&str], value: f64, counter: bool) -> Metric {
+    let mut m = Metric::default();
+    m.set_label(
+        labels
+            .iter()
+            .zip(values)
+            .map(|(n, v)| {
+                let mut l = LabelPair::default();
+                l.set_name(n.to_string());
+                l.set_value(v.to_string());
+                l
+            })
+            .collect(),
+    );
+    if counter {
+        let mut c = ProtoCounter::default();
+        c.set_value(value);
+        m.set_counter(c);
+    } else {
+        let mut g = ProtoGauge::default();
+        g.set_value(value);
+        m.set_gauge(g);
+    }
+    m
+}
+
+impl Collector for JobFamilies {
+    fn desc(&self) -> Vec<&Desc> {
+        self.descs.iter().collect()
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut jobs: Vec<(&str, &str, &JobSeries)> = state
+            .jobs
+            .iter()
+            .map(|(k, s)| {
+                let (ns, name) = k.split_once('/').unwrap_or(("", k.as_str()));
+                (ns, name, s)
+            })
+            .collect();
+        jobs.sort_by(|a, b| (a.1, a.0).cmp(&(b.1, b.0)));
+        // Volcano labels `unschedule_task_count` and `job_retry_counts` by the job's name
+        // alone: jobs of one name in several namespaces share them (the retries add up, the
+        // largest shortfall shows).
+        let mut by_name: BTreeMap<&str, (Option<i64>, u64, bool)> = BTreeMap::new();
+        for (_, name, s) in &jobs {
+            let e = by_name.entry(name).or_default();
+            if let Some(u) = s.unscheduled {
+                e.0 = Some(e.0.map_or(u, |x| x.max(u)));
+            }
+            e.1 += s.retries;
+            e.2 |= s.retries > 0;
+        }
+        let mut families = Vec::with_capacity(JOB_FAMILIES.len());
+        for (i, (name, help, kind, labels)) in JOB_FAMILIES.iter().enumerate() {
+            let mut metrics = Vec::new();
+            match i {
+                0..=2 => {
+                    for (ns, job, s) in &jobs {
+                        let value = match i {
+                            0 => s.scheduled.map(|(d, _)| d),
+                            1 => Some(s.start_time),
+                            _ => s.scheduled.map(|(_, t)| t),
+                        };
+                        if let Some(v) = value {
+                            metrics.push(labelled(labels, &[job, ns, &s.queue], v, false));
+                        }
+                    }
+                }
+                3 => {
+                    for (job, (u, _, _)) in &by_name {
+                        if let Some(u) = u {
+                            metrics.push(labelled(labels, &[job], *u as f64, false));
+                        }
+                    }
+                }
+                4 => {
+                    for (ns, job, s) in &jobs {
+                        if let Some(v) = s.share {
+                            metrics.push(labelled(labels, &[job, ns], v, false));
+                        }
+                    }
+                }
+                _ => {
+                    for (job, (_, r, any)) in &by_name {
+                        if *any {
+                            metrics.push(labelled(labels, &[job], *r as f64, true));
+                        }
+                    }
+                }
+            }
+            if metrics.is_empty() {
+                continue;
+            }
+            let mut f = MetricFamily::default();
+            f.set_name(name.to_string());
+            f.set_help(help.to_string());
+            f.set_field_type(*kind);
+            *f.mut_metric() = metrics;
+            families.push(f);
+        }
+        families
+    }
 }
 
 /// The scheduler's metric families (docs/observability.md lists them).
@@ -116,14 +272,11 @@ pub struct SchedulerMetrics {
     /// `volcano_scheduling_stage_duration_milliseconds{stage}`: per-task stage cost (the
     /// shells observe `Bind`, the API call; see docs/observability.md for the others).
     pub stage_duration: HistogramVec,
-    /// `volcano_e2e_job_scheduling_latency_milliseconds`: job creation → a task placed.
+    /// `volcano_e2e_job_scheduling_latency_milliseconds`: job creation → a task placed. The
+    /// per-job families (`volcano_e2e_job_scheduling_{duration,start_time,last_time}`,
+    /// `volcano_unschedule_task_count`, `volcano_job_share`, `volcano_job_retry_counts`) are
+    /// produced from the recorder's state when scraped.
     pub job_latency: Histogram,
-    /// `volcano_e2e_job_scheduling_duration{job_name,queue,job_namespace}`.
-    pub job_duration: GaugeVec,
-    /// `volcano_e2e_job_scheduling_start_time{…}`: the PodGroup's creation, Unix seconds.
-    pub job_start_time: GaugeVec,
-    /// `volcano_e2e_job_scheduling_last_time{…}`: the last cycle that placed a task of it.
-    pub job_last_time: GaugeVec,
     /// `volcano_schedule_attempts_total{result}`: registered as in Volcano, which updates it
     /// nowhere.
     pub schedule_attempts: IntCounterVec,
@@ -133,14 +286,8 @@ pub struct SchedulerMetrics {
     pub preemption_attempts: IntCounter,
     /// `volcano_eviction_transactions_total{action}`.
     pub eviction_transactions: IntCounterVec,
-    /// `volcano_unschedule_task_count{job_id}`.
-    pub unschedule_task_count: IntGaugeVec,
     /// `volcano_unschedule_job_count`.
     pub unschedule_job_count: IntGauge,
-    /// `volcano_job_share{job_ns,job_id}`.
-    pub job_share: GaugeVec,
-    /// `volcano_job_retry_counts{job_id}`.
-    pub job_retry_counts: IntCounterVec,
     queue_allocated: ResourceGauges,
     queue_request: ResourceGauges,
     queue_deserved: ResourceGauges,
@@ -168,6 +315,7 @@ impl SchedulerMetrics {
     /// The families, registered in `registry`.
     pub fn with_registry(registry: Registry) -> Self {
         let reg = |c: Box<dyn Collector>| registry.register(c).expect("unique metric");
+        let state: Arc<Mutex<State>> = Arc::default();
         let histogram = |name: &str, help: &str, min: f64, max: f64, count: usize| {
             let h = Histogram::with_opts(
                 HistogramOpts::new(name, help).buckets(exponential_buckets_range(min, max, count)),
@@ -217,7 +365,6 @@ impl SchedulerMetrics {
                 &["queue_name", "resource"],
             ),
         };
-        let job_labels = ["job_name", "queue", "job_namespace"];
         let preemption_victims =
             IntGauge::new("volcano_pod_preemption_victims", "Number of selected preemption victims")
                 .expect("valid gauge");
@@ -284,13 +431,6 @@ impl SchedulerMetrics {
                 120000.0,
                 30,
             ),
-            job_duration: gauge_vec(
-                "volcano_e2e_job_scheduling_duration",
-                "Per-job duration from job creation to last task assumed in scheduler cache, in milliseconds",
-                &job_labels,
-            ),
-            job_start_time: gauge_vec("volcano_e2e_job_scheduling_start_time", "E2E job scheduling start time", &job_labels),
-            job_last_time: gauge_vec("volcano_e2e_job_scheduling_last_time", "E2E job scheduling last time", &job_labels),
             schedule_attempts: counter_vec(
                 "volcano_schedule_attempts_total",
                 "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be scheduled, while 'error' means an internal scheduler problem.",
@@ -303,14 +443,7 @@ impl SchedulerMetrics {
                 "Total number of committed eviction transactions, by action",
                 &["action"],
             ),
-            unschedule_task_count: int_gauge_vec(
-                "volcano_unschedule_task_count",
-                "Number of tasks could not be scheduled",
-                &["job_id"],
-            ),
             unschedule_job_count,
-            job_share: gauge_vec("volcano_job_share", "Share for one job", &["job_ns", "job_id"]),
-            job_retry_counts: counter_vec("volcano_job_retry_counts", "Number of retry counts for one job", &["job_id"]),
             queue_allocated: resource("allocated", "Allocated"),
             queue_request: resource("request", "Request"),
             queue_deserved: resource("deserved", "Deserved"),
@@ -325,9 +458,10 @@ impl SchedulerMetrics {
                 "Number of running goroutines split by the work they do such as binding.",
                 &["operation"],
             ),
-            state: Arc::default(),
+            state: state.clone(),
             registry: registry.clone(),
         };
+        reg(Box::new(JobFamilies::new(state)));
         // Volcano defines the namespace families and updates them nowhere: registered with
         // no series, so dashboards that name them find them.
         for (name, help) in [
@@ -380,90 +514,40 @@ impl SchedulerMetrics {
             self.forget_queue(&q, &known);
         }
 
-        // Jobs.
+        // Jobs: plain numbers, turned into series when scraped.
         for job in &m.jobs {
-            let (ns, name) = (job.namespace(), job.name());
             let queue = m.queue_names.get(job.queue).map_or("", String::as_str);
             let series = match state.jobs.get_mut(&job.key) {
-                Some(s) if s.queue == queue => s,
-                found => {
-                    // A new job (or one that moved queue: its queue-labelled series go).
-                    if let Some(old) = found {
-                        let old_queue = std::mem::take(&mut old.queue);
-                        self.forget_job_queue_series(ns, name, &old_queue);
-                        old.queue = queue.to_string();
-                    } else {
-                        *state.names.entry(name.to_string()).or_default() += 1;
-                        state.jobs.insert(
-                            job.key.clone(),
-                            JobSeries {
-                                queue: queue.to_string(),
-                                share: None,
-                                share_gauge: None,
-                                unscheduled: None,
-                                unscheduled_gauge: None,
-                                retries: None,
-                                scheduled: false,
-                                seen: cycle,
-                            },
-                        );
-                    }
-                    self.job_start_time.with_label_values(&[name, queue, ns]).set((job.creation_ms / 1000) as f64);
-                    state.jobs.get_mut(&job.key).expect("inserted")
-                }
+                Some(s) => s,
+                None => state.jobs.entry(job.key.clone()).or_insert(JobSeries {
+                    queue: String::new(),
+                    start_time: (job.creation_ms / 1000) as f64,
+                    share: None,
+                    unscheduled: None,
+                    retries: 0,
+                    scheduled: None,
+                    seen: cycle,
+                }),
             };
-            series.seen = cycle;
-            if series.share != job.share {
-                series.share = job.share;
-                match job.share {
-                    Some(s) => {
-                        series.share_gauge.get_or_insert_with(|| self.job_share.with_label_values(&[ns, name])).set(s)
-                    }
-                    None => {
-                        if series.share_gauge.take().is_some() {
-                            let _ = self.job_share.remove_label_values(&[ns, name]);
-                        }
-                    }
-                }
+            if series.queue != queue {
+                series.queue = queue.to_string();
             }
-            if series.unscheduled != job.unscheduled_tasks {
+            series.seen = cycle;
+            series.share = job.share;
+            if job.unscheduled_tasks.is_some() {
                 series.unscheduled = job.unscheduled_tasks;
-                if let Some(n) = job.unscheduled_tasks {
-                    series
-                        .unscheduled_gauge
-                        .get_or_insert_with(|| self.unschedule_task_count.with_label_values(&[name]))
-                        .set(n);
-                }
             }
             if job.retried {
-                series.retries.get_or_insert_with(|| self.job_retry_counts.with_label_values(&[name])).inc();
+                series.retries += 1;
             }
             if job.scheduled {
-                series.scheduled = true;
                 let took = (now_ms - job.creation_ms).max(0) as f64;
-                self.job_duration.with_label_values(&[name, queue, ns]).set(took);
-                self.job_last_time.with_label_values(&[name, queue, ns]).set((now_ms / 1000) as f64);
+                series.scheduled = Some((took, (now_ms / 1000) as f64));
                 self.job_latency.observe(took);
             }
         }
         if state.jobs.len() > m.jobs.len() {
-            let gone: Vec<String> =
-                state.jobs.iter().filter(|(_, s)| s.seen != cycle).map(|(k, _)| k.clone()).collect();
-            for key in gone {
-                let series = state.jobs.remove(&key).expect("listed");
-                let (ns, name) = key.split_once('/').unwrap_or(("", key.as_str()));
-                self.forget_job_queue_series(ns, name, &series.queue);
-                let _ = self.job_share.remove_label_values(&[ns, name]);
-                let left = state.names.get_mut(name).map(|n| {
-                    *n -= 1;
-                    *n
-                });
-                if left == Some(0) {
-                    state.names.remove(name);
-                    let _ = self.unschedule_task_count.remove_label_values(&[name]);
-                    let _ = self.job_retry_counts.remove_label_values(&[name]);
-                }
-            }
+            state.jobs.retain(|_, s| s.seen == cycle);
         }
 
         if let Some(n) = m.unschedulable_jobs {
@@ -519,12 +603,6 @@ impl SchedulerMetrics {
         }
         for g in [&self.queue_share, &self.queue_weight, &self.queue_overused] {
             let _ = g.remove_label_values(&[name]);
-        }
-    }
-
-    fn forget_job_queue_series(&self, ns: &str, name: &str, queue: &str) {
-        for g in [&self.job_duration, &self.job_start_time, &self.job_last_time] {
-            let _ = g.remove_label_values(&[name, queue, ns]);
         }
     }
 
