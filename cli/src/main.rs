@@ -271,6 +271,10 @@ struct ExplainArgs {
     /// The kubeconfig (cluster mode); in-cluster configuration or ~/.kube/config when absent.
     #[arg(long, value_name = "FILE", conflicts_with = "manifests")]
     kubeconfig: Option<PathBuf>,
+    /// Cluster mode: only the nodes with this label, as the scheduler's --node-selector
+    /// (KEY:VALUE, repeatable).
+    #[arg(long = "node-selector", value_name = "KEY:VALUE", conflicts_with = "manifests")]
+    node_selector: Vec<String>,
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value_t = ExplainOutput::Text)]
     output: ExplainOutput,
@@ -295,6 +299,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
         None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
     };
     let found = if args.manifests.is_empty() {
+        let selector = volcano_scheduler::options::parse_node_selector(&args.node_selector)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         let profile = std::sync::Arc::new(profile);
         runtime.block_on(async {
@@ -302,6 +307,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
             let explained = volcano_scheduler::explain::explain(
                 &client,
                 args.scheduler_names.clone(),
+                selector,
                 profile,
                 &args.job,
                 std::time::Duration::from_secs(120),

@@ -176,7 +176,7 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
         }
     }
     let mut blocked: Vec<Blocked> = groups.into_values().collect();
-    blocked.sort_by(|a, b| b.count.cmp(&a.count));
+    blocked.sort_by_key(|b| std::cmp::Reverse(b.count));
     e.blocked = blocked;
 
     // Jobs of the queue ordered before it.

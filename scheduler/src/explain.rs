@@ -3,6 +3,7 @@
 //! with the given configuration, and what it saw of one job. Nothing is written to the
 //! cluster.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -23,15 +24,17 @@ pub enum Explained {
 }
 
 /// Explains the job `name` (`namespace/name` of a PodGroup or of a Volcano Job) as the next
-/// cycle of a scheduler serving `scheduler_names` with `profile` would see it.
+/// cycle of a scheduler serving `scheduler_names` over the nodes `node_selector` keeps (its
+/// `--node-selector`, label → accepted values; empty: every node) with `profile` would see it.
 pub async fn explain(
     client: &Client,
     scheduler_names: Vec<String>,
+    node_selector: BTreeMap<String, Vec<String>>,
     profile: Arc<Profile>,
     name: &str,
     sync_timeout: Duration,
 ) -> Result<Explained, RunError> {
-    let cache = Arc::new(Mutex::new(ClusterCache::new(scheduler_names, Default::default())));
+    let cache = Arc::new(Mutex::new(ClusterCache::new(scheduler_names, node_selector)));
     let watches = start_watches(client, &cache);
     let started = Instant::now();
     let synced = loop {

@@ -204,19 +204,25 @@ impl SchedulerOptions {
 
     /// `--node-selector` as label key → accepted values.
     pub fn node_selector_labels(&self) -> Result<BTreeMap<String, Vec<String>>, OptionsError> {
-        let mut labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for s in &self.node_selector {
-            let Some((k, v)) = s.split_once(':') else {
-                return Err(err("node-selector", format!("{s:?} is not KEY:VALUE")));
-            };
-            let (k, v) = (k.trim(), v.trim());
-            if k.is_empty() {
-                return Err(err("node-selector", format!("{s:?}: the label key is empty")));
-            }
-            labels.entry(k.to_string()).or_default().push(v.to_string());
-        }
-        Ok(labels)
+        parse_node_selector(&self.node_selector)
     }
+}
+
+/// `--node-selector KEY:VALUE` flags as label → accepted values (a key given twice accepts
+/// either value).
+pub fn parse_node_selector(flags: &[String]) -> Result<BTreeMap<String, Vec<String>>, OptionsError> {
+    let mut labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in flags {
+        let Some((k, v)) = s.split_once(':') else {
+            return Err(err("node-selector", format!("{s:?} is not KEY:VALUE")));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        if k.is_empty() {
+            return Err(err("node-selector", format!("{s:?}: the label key is empty")));
+        }
+        labels.entry(k.to_string()).or_default().push(v.to_string());
+    }
+    Ok(labels)
 }
 
 #[cfg(test)]

@@ -370,7 +370,8 @@ async fn unschedulable_gang(server: &ApiServer) {
     // written. Two members fit the node's 4 GPUs, the third fits nowhere.
     let registries = volcano_scheduler::registries();
     let profile = std::sync::Arc::new(volcano_framework::Profile::builtin_default(&registries).unwrap());
-    let selector = [("envtest-scenario".to_string(), vec![ns.to_string()])].into_iter().collect();
+    let selector: BTreeMap<String, Vec<String>> =
+        [("envtest-scenario".to_string(), vec![ns.to_string()])].into_iter().collect();
     let explained = volcano_scheduler::explain::explain(
         &client,
         vec![sched.to_string()],
@@ -396,7 +397,7 @@ async fn unschedulable_gang(server: &ApiServer) {
     let missing = volcano_scheduler::explain::explain(
         &client,
         vec![sched.to_string()],
-        Default::default(),
+        BTreeMap::new(),
         std::sync::Arc::new(volcano_framework::Profile::builtin_default(&registries).unwrap()),
         &format!("{ns}/nothing"),
         WAIT,
