@@ -254,9 +254,10 @@ struct ExplainArgs {
     /// The job: `NAMESPACE/NAME` of a PodGroup or of a Volcano Job.
     #[arg(value_name = "NAMESPACE/NAME")]
     job: String,
-    /// Explain on these manifests instead of a cluster: they are simulated as `simulate`
-    /// does (until a cycle changes nothing, or --cycles), then the next cycle is explained.
-    #[arg(long, value_name = "FILE", num_args = 1..)]
+    /// Explain on these manifests instead of a cluster (a file or a directory; repeat the
+    /// flag for several): they are simulated as `simulate` does (until a cycle changes
+    /// nothing, or --cycles), then the next cycle is explained.
+    #[arg(long, value_name = "FILE")]
     manifests: Vec<PathBuf>,
     /// With --manifests: run exactly N cycles before the explained one.
     #[arg(long, value_name = "N", requires = "manifests")]
