@@ -355,6 +355,8 @@ fn explanation_json(e: &volcano_framework::Explanation) -> serde_json::Value {
         "ready": e.ready,
         "tasks": e.tasks,
         "notAdmitted": e.not_admitted,
+        "refused": e.refused,
+        "rolledBack": e.rolled_back.iter().map(|(t, n)| json!({"pod": t, "node": n})).collect::<Vec<_>>(),
         "placed": e.placed.iter().map(|(t, n, s)| json!({"pod": t, "node": n, "status": s})).collect::<Vec<_>>(),
         "blocked": e.blocked.iter().map(|b| json!({
             "count": b.count,

@@ -38,6 +38,12 @@ pub struct Explanation {
     pub tasks: BTreeMap<String, u32>,
     /// Why the job was not admitted, if it was not: the plugin's message.
     pub not_admitted: Option<String>,
+    /// A job-level refusal recorded in this cycle for an admitted job (a queue limit that
+    /// stopped its tasks in `allocate`: the bound, per resource, what is left).
+    pub refused: Option<String>,
+    /// Pending tasks that found a node in an attempt the cycle then rolled back (its gang
+    /// could not be completed): (task, node).
+    pub rolled_back: Vec<(String, String)>,
     /// Tasks holding a node after the cycle (`task`, node, status).
     pub placed: Vec<(String, String, String)>,
     /// Pending tasks grouped by what they found on the nodes.
@@ -148,12 +154,19 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
         .find(|(x, _)| *x == j)
         .map(|(_, why)| why.clone())
         .or_else(|| job.job_fit_error.clone().filter(|_| job.is_pending()));
+    if !job.is_pending() {
+        e.refused = job.job_fit_error.clone();
+    }
 
     // Placed and blocked tasks.
     let mut groups: BTreeMap<String, Blocked> = BTreeMap::new();
     for &t in &job.tasks {
         let task = snap.task(t);
         match (task.status, task.node) {
+            (TaskStatus::Pending, _) if job.fit_errors.get(&t).is_none() && task.last_tx.is_some() => {
+                let (_, n) = task.last_tx.expect("checked");
+                e.rolled_back.push((task.key.to_string(), snap.node(n).name.to_string()));
+            }
             (TaskStatus::Pending, _) => match job.fit_errors.get(&t) {
                 Some(fit) => {
                     let g = groups.entry(fit.to_string()).or_insert_with(|| {
@@ -299,6 +312,22 @@ impl std::fmt::Display for Explanation {
         if let Some(why) = &self.not_admitted {
             writeln!(f, "  not admitted: {why}")?;
         }
+        if let Some(why) = &self.refused {
+            writeln!(f, "  refused: {why}")?;
+        }
+        if !self.rolled_back.is_empty() {
+            let shown: Vec<String> =
+                self.rolled_back.iter().take(EXAMPLES * 2).map(|(t, n)| format!("{t} on {n}")).collect();
+            let more = self.rolled_back.len().saturating_sub(EXAMPLES * 2);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            writeln!(
+                f,
+                "  fit, rolled back: {} task(s) found a node, but the gang could not be completed, so the \
+                 cycle undid them: {}{more}",
+                self.rolled_back.len(),
+                shown.join(", ")
+            )?;
+        }
         if self.placed.is_empty() {
             writeln!(f, "  placed: none")?;
         } else {
@@ -326,6 +355,8 @@ impl std::fmt::Display for Explanation {
         if self.not_tried > 0 {
             let why = if self.not_admitted.is_some() {
                 "the job is not admitted"
+            } else if self.refused.is_some() {
+                "the refusal above"
             } else {
                 "the cycle did not reach them: the queue or the job was skipped, or its gang could not be \
                  completed before them"

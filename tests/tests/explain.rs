@@ -63,6 +63,8 @@ fn every_waiting_job_of_every_scenario_is_explained() {
             // A waiting job says why: a refusal, predicate failures, tasks not tried, jobs
             // ahead, its placements still short of the gang, or the condition the cycle writes.
             let said = e.not_admitted.is_some()
+                || e.refused.is_some()
+                || !e.rolled_back.is_empty()
                 || !e.blocked.is_empty()
                 || e.not_tried > 0
                 || !e.ahead.is_empty()
