@@ -163,7 +163,7 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
     for &t in &job.tasks {
         let task = snap.task(t);
         match (task.status, task.node) {
-            (TaskStatus::Pending, _) if job.fit_errors.get(&t).is_none() && task.last_tx.is_some() => {
+            (TaskStatus::Pending, _) if !job.fit_errors.contains_key(&t) && task.last_tx.is_some() => {
                 let (_, n) = task.last_tx.expect("checked");
                 e.rolled_back.push((task.key.to_string(), snap.node(n).name.to_string()));
             }
