@@ -185,6 +185,28 @@ async fn gang_binds(server: &ApiServer) {
         (gpu == "8").then_some(())
     })
     .await;
+    // The scheduler's /metrics registry carries Volcano's families for what it did.
+    let text = eventually(WAIT, "the bind stages in the metrics", || async {
+        let text = running.handle.metrics.render();
+        text.contains("volcano_task_scheduling_latency_milliseconds_count{stage=\"Bound\"} 2").then_some(text)
+    })
+    .await;
+    for needle in [
+        "volcano_e2e_scheduling_latency_milliseconds_count ",
+        "volcano_open_session_duration_milliseconds_count ",
+        "volcano_action_scheduling_latency_milliseconds_count{action=\"allocate\"}",
+        "volcano_plugin_scheduling_latency_milliseconds_count{OnSession=\"OnSessionOpen\",plugin=\"gang\"}",
+        "volcano_task_scheduling_latency_milliseconds_count{stage=\"Watched\"}",
+        "volcano_task_scheduling_latency_milliseconds_count{stage=\"Assumed\"} 2",
+        "volcano_scheduling_stage_duration_milliseconds_count{stage=\"Bind\"} 2",
+        "volcano_queue_allocated_scalar_resources{queue_name=\"default\",resource=\"nvidia.com/gpu\"} 8000",
+        "volcano_unschedule_task_count{job_id=\"train\"} 0",
+        "volcano_e2e_job_scheduling_duration{job_name=\"train\",job_namespace=\"gang\",queue=\"default\"}",
+        "volcano_goroutines{operation=\"binding\"} 0",
+        "process_resident_memory_bytes ",
+    ] {
+        assert!(text.contains(needle), "{needle} missing from /metrics:\n{text}");
+    }
     running.stop().await;
 }
 
