@@ -75,6 +75,7 @@ impl ResourceGauges {
 /// One job's values, kept as plain numbers: the per-job families are produced from these at
 /// scrape time ([`JobFamilies`]), so a cycle over thousands of jobs writes a few numbers per
 /// job and creates no Prometheus series.
+#[derive(Clone)]
 struct JobSeries {
     queue: String,
     /// The PodGroup's creation, Unix seconds.
@@ -179,9 +180,13 @@ impl Collector for JobFamilies {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let mut jobs: Vec<(&str, &str, &JobSeries)> = state
-            .jobs
+        // Copied out, so that the cycle that records the next outcome does not wait for the
+        // families of thousands of jobs to be built.
+        let copied: Vec<(String, JobSeries)> = {
+            let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            state.jobs.iter().map(|(k, s)| (k.clone(), s.clone())).collect()
+        };
+        let mut jobs: Vec<(&str, &str, &JobSeries)> = copied
             .iter()
             .map(|(k, s)| {
                 let (ns, name) = k.split_once('/').unwrap_or(("", k.as_str()));
