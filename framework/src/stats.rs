@@ -47,15 +47,3 @@ pub struct JobMetrics {
     /// (`volcano_e2e_job_scheduling_duration`: the cycle's time minus the creation time).
     pub scheduled: bool,
 }
-
-impl JobMetrics {
-    /// The PodGroup's namespace.
-    pub fn namespace(&self) -> &str {
-        self.key.split_once('/').map_or("", |(ns, _)| ns)
-    }
-
-    /// The PodGroup's name.
-    pub fn name(&self) -> &str {
-        self.key.split_once('/').map_or(self.key.as_str(), |(_, n)| n)
-    }
-}

@@ -2,15 +2,13 @@
 //! with at least one concrete fact, and chosen scenarios give the facts their decisions
 //! imply (a refused admission, predicate failures per node, a preemption nobody allowed).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::scenarios_dir;
 use volcano_framework::{Explanation, Profile, Registries};
 use volcano_sim::{Manifest, Simulator};
-use volcano_testkit::scenario::Scenario;
-
-fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
-}
 
 fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
@@ -26,20 +24,8 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// The scenario simulated as its file says; `None` when its input is refused on purpose.
 fn simulate(path: &Path) -> Option<Simulator> {
-    let text = std::fs::read_to_string(path).unwrap();
-    let scenario: Scenario = serde_yaml_ng::from_str(&text).unwrap();
-    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
-    let profile = match &scenario.config {
-        Some(c) => Profile::from_yaml(c, &reg).ok()?,
-        None => Profile::builtin_default(&reg).unwrap(),
-    };
-    let mut manifest = Manifest::new();
-    manifest.load_str("cluster", &scenario.cluster.expand().to_yaml()).ok()?;
-    if let Some(objects) = &scenario.objects {
-        manifest.load_str("objects", objects).ok()?;
-    }
-    let mut sim = Simulator::new(manifest, profile).ok()?;
-    sim.run(scenario.cycles).ok()?;
+    let (mut sim, cycles) = common::load(path)?;
+    sim.run(cycles).ok()?;
     Some(sim)
 }
 

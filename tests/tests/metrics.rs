@@ -2,30 +2,12 @@
 //! Volcano's metrics kept, and the text exposition checked for the series the scenario's
 //! decisions must produce.
 
-use std::path::Path;
-
-use volcano_framework::{Profile, Registries};
-use volcano_sim::{Manifest, Simulator};
-use volcano_testkit::scenario::Scenario;
+mod common;
 
 fn run(file: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(file);
-    let text = std::fs::read_to_string(&path).expect("scenario file");
-    let scenario: Scenario = serde_yaml_ng::from_str(&text).expect("scenario");
-    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
-    let profile = match &scenario.config {
-        Some(c) => Profile::from_yaml(c, &reg),
-        None => Profile::builtin_default(&reg),
-    }
-    .expect("configuration");
-    let mut manifest = Manifest::new();
-    manifest.load_str(file, &scenario.cluster.expand().to_yaml()).expect("cluster");
-    if let Some(objects) = &scenario.objects {
-        manifest.load_str(file, objects).expect("objects");
-    }
-    let mut sim = Simulator::new(manifest, profile).expect("simulator");
+    let (mut sim, cycles) = common::load(&common::scenarios_dir().join(file)).expect("the scenario loads");
     sim.enable_metrics();
-    sim.run(scenario.cycles).expect("run");
+    sim.run(cycles).expect("run");
     sim.metrics_text().expect("metrics kept")
 }
 

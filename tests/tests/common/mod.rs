@@ -1,0 +1,30 @@
+//! What the metrics and explain tests share: a scenario file run through the simulator.
+
+use std::path::{Path, PathBuf};
+
+use volcano_framework::{Profile, Registries};
+use volcano_sim::{Manifest, Simulator};
+use volcano_testkit::scenario::Scenario;
+
+/// `tests/scenarios`.
+pub(crate) fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+/// The scenario at `path` loaded into a simulator (not run yet) with its cycle count; `None`
+/// when its configuration or input is refused on purpose.
+pub(crate) fn load(path: &Path) -> Option<(Simulator, Option<u32>)> {
+    let text = std::fs::read_to_string(path).expect("scenario file");
+    let scenario: Scenario = serde_yaml_ng::from_str(&text).expect("scenario");
+    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    let profile = match &scenario.config {
+        Some(c) => Profile::from_yaml(c, &reg).ok()?,
+        None => Profile::builtin_default(&reg).expect("the built-in configuration"),
+    };
+    let mut manifest = Manifest::new();
+    manifest.load_str("cluster", &scenario.cluster.expand().to_yaml()).ok()?;
+    if let Some(objects) = &scenario.objects {
+        manifest.load_str("objects", objects).ok()?;
+    }
+    Some((Simulator::new(manifest, profile).ok()?, scenario.cycles))
+}
