@@ -16,7 +16,7 @@
 
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
-use volcano_framework::{parse_args, Action, ArgsError, JobId, Session, Statement, TaskId, Worklist};
+use volcano_framework::{parse_args, Action, ArgsError, EvictionTry, JobId, Session, Statement, TaskId, Worklist};
 
 use crate::evict::{
     candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, sort_in_victim_order,
@@ -66,8 +66,15 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 pub struct Preempt;
 
 /// Tries to free a node for `t` by evicting candidates accepted by `filter`; on success the
-/// node's evictions and the pipelined task are merged into `stmt`.
-fn preempt_task(ssn: &mut Session, stmt: &mut Statement, t: TaskId, filter: impl Fn(&Session, TaskId) -> bool) -> bool {
+/// node's evictions and the pipelined task are merged into `stmt`. `candidates` is set when
+/// some node had pods the filter accepts.
+fn preempt_task(
+    ssn: &mut Session,
+    stmt: &mut Statement,
+    t: TaskId,
+    filter: impl Fn(&Session, TaskId) -> bool,
+    candidates: &mut bool,
+) -> bool {
     if !may_evict_for(ssn, t) || ssn.pre_predicate(t).is_err() {
         return false;
     }
@@ -86,6 +93,7 @@ fn preempt_task(ssn: &mut Session, stmt: &mut Statement, t: TaskId, filter: impl
         if preemptees.is_empty() {
             continue;
         }
+        *candidates = true;
         sort_in_victim_order(ssn, t, &mut preemptees);
         let victims = ssn.preemptable(t, &preemptees);
         if !victims_suffice(ssn, t, n, &victims) {
@@ -138,19 +146,25 @@ impl Action for Preempt {
             while let Some(j) = work.pop_job(ssn, q) {
                 let mut stmt = Statement::new();
                 let mut heap = work.take_tasks(j);
+                let mut candidates = false;
                 while ssn.job_starving(j) {
                     let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
                     let filter = |s: &Session, v: TaskId| {
                         victim_status_ok(s, t, v)
                             && s.snap.task(v).job.is_some_and(|vj| vj != j && s.snap.job(vj).queue == q)
                     };
-                    preempt_task(ssn, &mut stmt, t, filter);
+                    preempt_task(ssn, &mut stmt, t, filter, &mut candidates);
                 }
                 work.put_tasks(j, heap);
                 if ssn.job_pipelined(j) {
                     stmt.commit(ssn);
+                    ssn.record_eviction_try(j, EvictionTry::Committed);
                 } else {
                     stmt.discard(ssn);
+                    ssn.record_eviction_try(
+                        j,
+                        if candidates { EvictionTry::NoRoom } else { EvictionTry::NoCandidates },
+                    );
                 }
             }
             // Phase 2: within each starving job, in job order (Volcano takes them in map
@@ -162,7 +176,7 @@ impl Action for Preempt {
                 while let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
                     let mut stmt = Statement::new();
                     let filter = |s: &Session, v: TaskId| victim_status_ok(s, t, v) && s.snap.task(v).job == Some(j);
-                    let assigned = preempt_task(ssn, &mut stmt, t, filter);
+                    let assigned = preempt_task(ssn, &mut stmt, t, filter, &mut false);
                     stmt.commit(ssn);
                     if !assigned {
                         break;

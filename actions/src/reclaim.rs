@@ -8,7 +8,7 @@
 
 use volcano_api::conf::Arguments;
 use volcano_framework::{
-    parse_args, Action, ArgsError, JobId, QueueId, Session, Statement, TaskId, TaskStatus, Worklist,
+    parse_args, Action, ArgsError, EvictionTry, JobId, QueueId, Session, Statement, TaskId, TaskStatus, Worklist,
 };
 
 use crate::evict::{
@@ -32,7 +32,8 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 #[derive(Debug)]
 pub struct Reclaim;
 
-fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId) -> bool {
+/// `candidates` is set when some node had pods of other reclaimable queues to consider.
+fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, candidates: &mut bool) -> bool {
     let nodes = candidate_nodes(ssn, t, false);
     if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
         stmt.pipeline(ssn, t, n);
@@ -58,6 +59,7 @@ fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId) 
         if reclaimees.is_empty() {
             continue;
         }
+        *candidates = true;
         let mut reclaimees = reclaimees;
         sort_in_victim_order(ssn, t, &mut reclaimees);
         let victims = ssn.reclaimable(t, &reclaimees);
@@ -98,22 +100,37 @@ impl Action for Reclaim {
         while let Some(q) = work.pop_queue(ssn) {
             if ssn.overused(q) {
                 tracing::debug!(queue = %ssn.snap.queue(q).name, "overused queue reclaims nothing");
+                while let Some(j) = work.pop_job(ssn, q) {
+                    ssn.record_eviction_try(j, EvictionTry::QueueOverused);
+                }
                 continue;
             }
             let Some(j) = work.pop_job(ssn, q) else { continue };
             let mut stmt = Statement::new();
             let mut heap = work.take_tasks(j);
+            let (mut candidates, mut limited) = (false, false);
             while ssn.job_starving(j) {
                 let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
-                if !may_evict_for(ssn, t) || !ssn.preemptive(q, t) || ssn.pre_predicate(t).is_err() {
+                if !may_evict_for(ssn, t) || ssn.pre_predicate(t).is_err() {
                     continue;
                 }
-                reclaim_task(ssn, &mut stmt, q, t);
+                if !ssn.preemptive(q, t) {
+                    limited = true;
+                    continue;
+                }
+                reclaim_task(ssn, &mut stmt, q, t, &mut candidates);
             }
             if ssn.job_pipelined(j) {
                 stmt.commit(ssn);
+                ssn.record_eviction_try(j, EvictionTry::Committed);
             } else {
                 stmt.discard(ssn);
+                let outcome = match (candidates, limited) {
+                    (true, _) => EvictionTry::NoRoom,
+                    (false, true) => EvictionTry::QueueLimit,
+                    (false, false) => EvictionTry::NoCandidates,
+                };
+                ssn.record_eviction_try(j, outcome);
             }
             work.push_queue(ssn, q);
         }

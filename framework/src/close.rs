@@ -128,6 +128,13 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
     // order the plugins gave them, become its conditions.
     let mut verdicts = out.job_verdicts;
     verdicts.sort_by_key(|(j, _)| *j);
+    // The short facts the Unschedulable condition adds to the plugin's message (see
+    // [`condition_facts`]); the pods keep the plugin's message.
+    let mut unschedulable_jobs: Vec<JobId> =
+        verdicts.iter().filter(|(_, v)| matches!(v, JobVerdict::Unschedulable { .. })).map(|(j, _)| *j).collect();
+    unschedulable_jobs.dedup();
+    let facts = condition_facts(&ssn, &unschedulable_jobs);
+    let mut facts = unschedulable_jobs.into_iter().zip(facts).peekable();
     let mut verdicts = verdicts.into_iter().peekable();
     let mut mine: Vec<PodGroupCondition> = Vec::new();
     let mut pending_reasons = BTreeMap::new();
@@ -158,11 +165,22 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
                 }
             }
         }
+        let mut condition_message = None;
+        if let Some((_, extra)) = facts.next_if(|(x, _)| *x == j) {
+            if let (Some(message), false) = (&unschedulable, extra.is_empty()) {
+                let sep = if message.ends_with('.') { " " } else { ". " };
+                let full = format!("{message}{sep}{extra}.");
+                if let Some(c) = mine.iter_mut().rev().find(|c| c.type_ == pod_group_condition::UNSCHEDULABLE) {
+                    c.message = Some(full.clone());
+                }
+                condition_message = Some(full);
+            }
+        }
         let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
         let unschedulable_now = unschedulable.is_some();
         if let Some(message) = unschedulable {
             pod_conditions(snap, job, &message, &mut effects);
-            pending_reasons.insert(job.key.clone(), message);
+            pending_reasons.insert(job.key.clone(), condition_message.unwrap_or(message));
         }
         let phase = job_phase(job, snap, unschedulable_now);
         let running = job.count(TaskStatus::Running);
@@ -341,6 +359,111 @@ fn same_resource(a: &Resource, b: &Resource) -> bool {
 
 fn jiff_from_ms(ms: i64) -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// The short facts the PodGroup `Unschedulable` condition message carries after Volcano's
+/// text, for each of `jobs` (in that order; an empty string when there is nothing to add):
+///
+/// - how many jobs of a higher priority, ordered before it in its queue, still wait there
+///   (only when the job order puts them first; jobs of one priority add nothing);
+/// - what `preempt` and `reclaim` concluded for it in this cycle, when either is configured:
+///   pods evicted for it, no victims that make room, its queue overused, or not starving.
+///
+/// Every fact depends on the job, its queue's waiting jobs and this cycle's evictions, not
+/// on counts that move every cycle, so the condition (and its status write) changes only when
+/// the answer does. Cost: one sort of each queue's waiting jobs when priorities differ, and
+/// one pass over the recorded tries.
+fn condition_facts(ssn: &Session, jobs: &[JobId]) -> Vec<String> {
+    let snap = &ssn.snap;
+    let waiting = |j: JobId| {
+        let job = snap.job(j);
+        !job.is_ready() && job.count(TaskStatus::Pending) > 0
+    };
+    // Higher-priority waiting jobs ahead, per job asked about.
+    let mut ahead: BTreeMap<JobId, u32> = BTreeMap::new();
+    let mut by_queue: BTreeMap<usize, Vec<JobId>> = BTreeMap::new();
+    for i in 0..snap.jobs.len() as u32 {
+        let j = JobId(i);
+        if waiting(j) {
+            by_queue.entry(snap.job(j).queue.idx()).or_default().push(j);
+        }
+    }
+    let asked: std::collections::BTreeSet<JobId> = jobs.iter().copied().collect();
+    for queue_jobs in by_queue.values_mut() {
+        let first = snap.job(queue_jobs[0]).priority;
+        if queue_jobs.iter().all(|j| snap.job(*j).priority == first) || !queue_jobs.iter().any(|j| asked.contains(j)) {
+            continue;
+        }
+        queue_jobs.sort_by(|a, b| ssn.job_order(*a, *b));
+        // Priorities seen so far (before in job order), with counts.
+        let mut seen: BTreeMap<i32, u32> = BTreeMap::new();
+        for &j in queue_jobs.iter() {
+            let p = snap.job(j).priority;
+            if asked.contains(&j) {
+                let n: u32 = seen.range(p.saturating_add(1)..).map(|(_, n)| *n).sum();
+                if n > 0 {
+                    ahead.insert(j, n);
+                }
+            }
+            *seen.entry(p).or_default() += 1;
+        }
+    }
+    // The evicting actions' last word on each job.
+    let evicting: Vec<&str> =
+        ssn.stats.actions.iter().copied().filter(|a| *a == "preempt" || *a == "reclaim").collect();
+    let mut tries: BTreeMap<JobId, Vec<(&str, crate::session::EvictionTry)>> = BTreeMap::new();
+    for (action, j, outcome) in &ssn.stats.eviction_tries {
+        if asked.contains(j) {
+            tries.entry(*j).or_default().push((action, *outcome));
+        }
+    }
+    jobs.iter()
+        .map(|&j| {
+            let job = snap.job(j);
+            let mut facts: Vec<String> = Vec::new();
+            if let Some(n) = ahead.get(&j) {
+                let s = if *n == 1 { "" } else { "s" };
+                facts.push(format!(
+                    "{n} waiting job{s} of higher priority ahead in queue {}",
+                    snap.queue(job.queue).name
+                ));
+            }
+            if !evicting.is_empty() && !job.is_pending() && job.count(TaskStatus::Pending) > 0 {
+                use crate::session::EvictionTry::*;
+                let never = job.tasks.iter().all(|t| {
+                    let task = snap.task(*t);
+                    task.status != TaskStatus::Pending || task.preemption_never
+                });
+                match tries.get(&j) {
+                    Some(_) if never => facts.push("its pods' preemptionPolicy is Never, so they evict nothing".into()),
+                    Some(list) => {
+                        for (action, outcome) in list {
+                            facts.push(match outcome {
+                                Committed => format!("{action}: room made for it, pipelined"),
+                                NoCandidates if *action == "preempt" => {
+                                    "preempt: no running preemptable pod in its queue to evict".to_string()
+                                }
+                                NoCandidates => {
+                                    format!("{action}: no running preemptable pod in other reclaimable queues to evict")
+                                }
+                                NoRoom => format!("{action}: no room from the victims the plugins allow"),
+                                QueueLimit => format!(
+                                    "{action}: queue {} may reclaim no more (its deserved share or capability)",
+                                    snap.queue(job.queue).name
+                                ),
+                                QueueOverused => format!("{action}: queue {} is overused", snap.queue(job.queue).name),
+                            });
+                        }
+                    }
+                    None if !ssn.job_starving(j) => {
+                        facts.push(format!("not starving, so no {}", evicting.join(" or ")));
+                    }
+                    None => {}
+                }
+            }
+            facts.join(". ")
+        })
+        .collect()
 }
 
 #[cfg(test)]

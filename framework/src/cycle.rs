@@ -60,6 +60,7 @@ pub fn run_cycle_inspected(
         let before = ssn.effects().len();
         observer.before_action(action.name(), &ssn);
         ssn.current_action = action.name();
+        ssn.stats.actions.push(action.name());
         action.execute(&mut ssn);
         ssn.current_action = "";
         observer.after_action(action.name(), &ssn);

@@ -49,7 +49,7 @@ pub use registry::{
 pub use resource::{DimensionDefault, Resource};
 pub use session::select::{self, NodeChoice};
 pub use session::worklist::Worklist;
-pub use session::{Session, SessionOptions};
+pub use session::{EvictionTry, Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};
 pub use statement::Statement;
 pub use stats::{CycleMetrics, JobMetrics};

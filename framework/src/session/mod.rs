@@ -73,6 +73,29 @@ pub(crate) struct SessionStats {
     pub(crate) eviction_transactions: std::collections::BTreeMap<&'static str, u64>,
     /// Per job: a task was bound or pipelined in a committed statement (grown on demand).
     pub(crate) scheduled: Vec<bool>,
+    /// The actions run so far, in order.
+    pub(crate) actions: Vec<&'static str>,
+    /// What `preempt` and `reclaim` concluded for the starving jobs they took (the action,
+    /// the job, the outcome), in the order they took them.
+    pub(crate) eviction_tries: Vec<(&'static str, JobId, EvictionTry)>,
+}
+
+/// What an evicting action (`preempt`, `reclaim`) concluded for a starving job it took; the
+/// PodGroup condition message says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionTry {
+    /// Victims were evicted (or room found) and the job is pipelined onto the freed nodes.
+    Committed,
+    /// No node had a pod the action may consider as a victim (a running preemptable pod of
+    /// the job's queue for `preempt`, of another reclaimable queue for `reclaim`).
+    NoCandidates,
+    /// No node where the victims the plugins allow would make room for the job.
+    NoRoom,
+    /// The job's queue may take no more (the plugins' `preemptive` rule: its capability, its
+    /// real capability), so it reclaims nothing for the job's pods.
+    QueueLimit,
+    /// The job's queue is overused, so it reclaims nothing.
+    QueueOverused,
 }
 
 impl Session {
@@ -152,6 +175,11 @@ impl Session {
     pub fn record_preemption_attempt(&mut self, victims: usize) {
         self.stats.preemption_attempts += 1;
         self.stats.preemption_victims = Some(victims as u64);
+    }
+
+    /// Records what the running evicting action concluded for job `j` (see [`EvictionTry`]).
+    pub fn record_eviction_try(&mut self, j: JobId, outcome: EvictionTry) {
+        self.stats.eviction_tries.push((self.current_action, j, outcome));
     }
 
     /// Counts a committed statement that evicted pods, under the running action.
