@@ -456,126 +456,164 @@ impl Manifest {
 
     /// Parses the text of one file named `file` (JSON when the name ends in `.json` or the
     /// text starts with `{`, YAML otherwise) and appends its objects.
+    ///
+    /// A large YAML file is read on all cores: its documents are parsed in chunks split at
+    /// document markers, and decoded in parallel; the objects, warnings and the first error
+    /// (in document order) are exactly those of reading it in one pass.
     pub fn load_str(&mut self, file: &str, text: &str) -> Result<(), InputError> {
+        use rayon::prelude::*;
         let docs = if is_json(file, text) { json_documents(file, text)? } else { yaml_documents(file, text)? };
-        for doc in docs {
-            let origin = Origin { file: file.to_string(), document: doc.index, line: doc.line, item: None };
-            match doc.value {
-                // An empty document (`---` at the end of a file, say).
-                Value::Null => {}
-                Value::Object(map) => self.top_level(origin, map)?,
-                other => return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
+        let validation = self.validation;
+        let decoded: Vec<Result<Vec<Loaded>, InputError>> = docs
+            .into_par_iter()
+            .with_min_len(64)
+            .map(|doc| {
+                let origin = Origin { file: file.to_string(), document: doc.index, line: doc.line, item: None };
+                let mut out = Vec::new();
+                match doc.value {
+                    // An empty document (`---` at the end of a file, say).
+                    Value::Null => {}
+                    Value::Object(map) => top_level(validation, origin, map, &mut out)?,
+                    other => {
+                        return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) })
+                    }
+                }
+                Ok(out)
+            })
+            .collect();
+        for loaded in decoded {
+            for item in loaded? {
+                match item {
+                    Loaded::Entry(e) => self.entries.push(e),
+                    Loaded::Skipped(key) => *self.skipped.entry(key).or_default() += 1,
+                    Loaded::Warning(w) => self.warnings.push(w),
+                }
             }
         }
         Ok(())
     }
+}
 
-    fn top_level(&mut self, origin: Origin, mut map: Map<String, Value>) -> Result<(), InputError> {
-        let (api_version, kind) = type_of(&origin, &map)?;
-        let item_kind = kind.strip_suffix("List");
-        let typed_list = item_kind.and_then(|k| ObjectKind::from_type(&api_version, k));
-        if !(api_version == "v1" && kind == "List") && typed_list.is_none() {
-            return self.object(origin, map);
+/// What reading one document gives, in order.
+enum Loaded {
+    Entry(Entry),
+    Skipped(String),
+    Warning(String),
+}
+
+fn top_level(
+    validation: FieldValidation,
+    origin: Origin,
+    mut map: Map<String, Value>,
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    let (api_version, kind) = type_of(&origin, &map)?;
+    let item_kind = kind.strip_suffix("List");
+    let typed_list = item_kind.and_then(|k| ObjectKind::from_type(&api_version, k));
+    if !(api_version == "v1" && kind == "List") && typed_list.is_none() {
+        return object(validation, origin, map, out);
+    }
+    let items = match map.remove("items") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(InputError::Field {
+                origin: Some(Box::new(origin)),
+                kind: "List",
+                object: name_of(&map).unwrap_or_else(|| "(unnamed)".into()),
+                field: "items".into(),
+                message: format!("expected a list of objects, found {}", value_type(&other)),
+            })
         }
-        let items = match map.remove("items") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items,
-            Some(other) => {
+    };
+    for (i, item) in items.into_iter().enumerate() {
+        let origin = Origin { item: Some(i + 1), ..origin.clone() };
+        match item {
+            Value::Object(mut m) => {
+                // Items of a typed list (`PodList`) may leave out their apiVersion and kind.
+                if let Some(k) = typed_list {
+                    m.entry("apiVersion").or_insert_with(|| k.api_version().into());
+                    m.entry("kind").or_insert_with(|| k.as_str().into());
+                }
+                object(validation, origin, m, out)?;
+            }
+            other => return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
+        }
+    }
+    Ok(())
+}
+
+fn object(
+    validation: FieldValidation,
+    origin: Origin,
+    mut map: Map<String, Value>,
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    let (api_version, kind) = type_of(&origin, &map)?;
+    let name = name_of(&map);
+    let Some(k) = ObjectKind::from_type(&api_version, &kind) else {
+        if is_skipped_kind(&api_version, &kind) {
+            let key = if api_version == "v1" { kind } else { format!("{api_version} {kind}") };
+            out.push(Loaded::Skipped(key));
+            return Ok(());
+        }
+        return Err(InputError::UnknownKind { origin: Box::new(origin), object: name, api_version, kind });
+    };
+    let display = display_name(k, &map);
+    if matches!(k, ObjectKind::PodGroup | ObjectKind::Queue) {
+        // Both CRDs accept an object without a spec.
+        map.entry("spec").or_insert_with(|| Value::Object(Map::new()));
+    }
+    let value = Value::Object(map);
+    let mut unknown = Vec::new();
+    let object = match k {
+        ObjectKind::Node => Object::Node(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Job => Object::Job(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Namespace => Object::Namespace(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::PersistentVolumeClaim => {
+            Object::PersistentVolumeClaim(decode(&origin, k, &display, value, &mut unknown)?)
+        }
+        ObjectKind::PersistentVolume => Object::PersistentVolume(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::StorageClass => Object::StorageClass(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::CSINode => Object::CSINode(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Service => Object::Service(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::ReplicationController => {
+            Object::ReplicationController(decode(&origin, k, &display, value, &mut unknown)?)
+        }
+        ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
+    };
+    if !unknown.is_empty() {
+        let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
+        match validation {
+            FieldValidation::Strict => {
                 return Err(InputError::Field {
                     origin: Some(Box::new(origin)),
-                    kind: "List",
-                    object: name_of(&map).unwrap_or_else(|| "(unnamed)".into()),
-                    field: "items".into(),
-                    message: format!("expected a list of objects, found {}", value_type(&other)),
+                    kind: k.as_str(),
+                    object: display,
+                    field: unknown[0].clone(),
+                    message: format!(
+                        "strict decoding error: {} ({} {} has no such field; check the spelling, or pass \
+                             --validate=warn to drop unknown fields)",
+                        fields.join(", "),
+                        k.api_version(),
+                        k.as_str()
+                    ),
                 })
             }
-        };
-        for (i, item) in items.into_iter().enumerate() {
-            let origin = Origin { item: Some(i + 1), ..origin.clone() };
-            match item {
-                Value::Object(mut m) => {
-                    // Items of a typed list (`PodList`) may leave out their apiVersion and kind.
-                    if let Some(k) = typed_list {
-                        m.entry("apiVersion").or_insert_with(|| k.api_version().into());
-                        m.entry("kind").or_insert_with(|| k.as_str().into());
-                    }
-                    self.object(origin, m)?;
-                }
-                other => return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
+            FieldValidation::Warn => {
+                out.push(Loaded::Warning(format!("{origin}: {} {display}: {}", k.as_str(), fields.join(", "))))
             }
+            FieldValidation::Ignore => {}
         }
-        Ok(())
     }
-
-    fn object(&mut self, origin: Origin, mut map: Map<String, Value>) -> Result<(), InputError> {
-        let (api_version, kind) = type_of(&origin, &map)?;
-        let name = name_of(&map);
-        let Some(k) = ObjectKind::from_type(&api_version, &kind) else {
-            if is_skipped_kind(&api_version, &kind) {
-                let key = if api_version == "v1" { kind } else { format!("{api_version} {kind}") };
-                *self.skipped.entry(key).or_default() += 1;
-                return Ok(());
-            }
-            return Err(InputError::UnknownKind { origin: Box::new(origin), object: name, api_version, kind });
-        };
-        let display = display_name(k, &map);
-        if matches!(k, ObjectKind::PodGroup | ObjectKind::Queue) {
-            // Both CRDs accept an object without a spec.
-            map.entry("spec").or_insert_with(|| Value::Object(Map::new()));
-        }
-        let value = Value::Object(map);
-        let mut unknown = Vec::new();
-        let object = match k {
-            ObjectKind::Node => Object::Node(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::Job => Object::Job(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::Namespace => Object::Namespace(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::PersistentVolumeClaim => {
-                Object::PersistentVolumeClaim(decode(&origin, k, &display, value, &mut unknown)?)
-            }
-            ObjectKind::PersistentVolume => {
-                Object::PersistentVolume(decode(&origin, k, &display, value, &mut unknown)?)
-            }
-            ObjectKind::StorageClass => Object::StorageClass(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::CSINode => Object::CSINode(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::Service => Object::Service(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::ReplicationController => {
-                Object::ReplicationController(decode(&origin, k, &display, value, &mut unknown)?)
-            }
-            ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
-            ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
-        };
-        if !unknown.is_empty() {
-            let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
-            match self.validation {
-                FieldValidation::Strict => {
-                    return Err(InputError::Field {
-                        origin: Some(Box::new(origin)),
-                        kind: k.as_str(),
-                        object: display,
-                        field: unknown[0].clone(),
-                        message: format!(
-                            "strict decoding error: {} ({} {} has no such field; check the spelling, or pass \
-                             --validate=warn to drop unknown fields)",
-                            fields.join(", "),
-                            k.api_version(),
-                            k.as_str()
-                        ),
-                    })
-                }
-                FieldValidation::Warn => {
-                    self.warnings.push(format!("{origin}: {} {display}: {}", k.as_str(), fields.join(", ")))
-                }
-                FieldValidation::Ignore => {}
-            }
-        }
-        validate(&origin, &object, &display)?;
-        self.entries.push(Entry { origin, object });
-        Ok(())
-    }
+    validate(&origin, &object, &display)?;
+    out.push(Loaded::Entry(Entry { origin, object }));
+    Ok(())
 }
 
 fn is_json(file: &str, text: &str) -> bool {
@@ -642,13 +680,21 @@ fn decode<T: DeserializeOwned>(
     value: Value,
     unknown: &mut Vec<String>,
 ) -> Result<T, InputError> {
-    let mut seen = |path: serde_ignored::Path<'_>| {
-        let path = ignored_path(&path);
+    fn note(unknown: &mut Vec<String>, path: &serde_ignored::Path<'_>) {
+        let path = ignored_path(path);
         // The type was read from these already; some derives leave them to the caller.
         if path != "apiVersion" && path != "kind" {
             unknown.push(path);
         }
-    };
+    }
+    // The common case, a valid object, is decoded without tracking the path; only a failure
+    // is decoded again with it, for the field the error names.
+    let mut seen = |p: serde_ignored::Path<'_>| note(unknown, &p);
+    if let Ok(object) = T::deserialize(serde_ignored::Deserializer::new(&value, &mut seen)) {
+        return Ok(object);
+    }
+    unknown.clear();
+    let mut seen = |p: serde_ignored::Path<'_>| note(unknown, &p);
     let de = serde_ignored::Deserializer::new(value, &mut seen);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -710,7 +756,7 @@ fn validate(origin: &Origin, object: &Object, display: &str) -> Result<(), Input
 /// the last one silently).
 struct Strict<'a> {
     /// Keys and indices from the document's root to the value being read.
-    path: &'a std::cell::RefCell<Vec<String>>,
+    path: &'a std::cell::RefCell<Vec<Step>>,
 }
 
 impl<'de> serde::de::DeserializeSeed<'de> for Strict<'_> {
@@ -755,7 +801,7 @@ impl<'de> serde::de::Visitor<'de> for Strict<'_> {
     fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         let mut items = Vec::new();
         loop {
-            self.path.borrow_mut().push(format!("[{}]", items.len()));
+            self.path.borrow_mut().push(Step::Index(items.len()));
             let next = seq.next_element_seed(Strict { path: self.path });
             self.path.borrow_mut().pop();
             match next? {
@@ -775,22 +821,33 @@ impl<'de> serde::de::Visitor<'de> for Strict<'_> {
                      duplicate fields)"
                 )));
             }
-            self.path.borrow_mut().push(key);
+            self.path.borrow_mut().push(Step::Key(key));
             let value = map.next_value_seed(Strict { path: self.path });
-            let key = self.path.borrow_mut().pop().expect("pushed above");
+            let Some(Step::Key(key)) = self.path.borrow_mut().pop() else { unreachable!("pushed above") };
             out.insert(key, value?);
         }
         Ok(Value::Object(out))
     }
 }
 
-fn path_text(path: &[String]) -> String {
+/// One step from a document's root: a mapping key or a list index.
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn path_text(path: &[Step]) -> String {
     let mut s = String::new();
     for p in path {
-        if !p.starts_with('[') && !s.is_empty() {
-            s.push('.');
+        match p {
+            Step::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Step::Index(i) => s.push_str(&format!("[{i}]")),
         }
-        s.push_str(p);
     }
     s
 }
@@ -810,26 +867,75 @@ impl<'de> Deserialize<'de> for StrictDoc {
     }
 }
 
+/// Below this many bytes a YAML file is parsed in one piece.
+const PARALLEL_YAML_BYTES: usize = 1 << 20;
+
 fn yaml_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
-    let mut docs = Vec::new();
+    use rayon::prelude::*;
     let lines = yaml_document_lines(text);
-    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
-        // On a syntax error the iterator would repeat the error forever: stop at the first.
-        let value = strict_value(de).map_err(|source| InputError::Yaml {
+    let chunks = if text.len() < PARALLEL_YAML_BYTES {
+        vec![text]
+    } else {
+        split_at_document_markers(text, 4 * rayon::current_num_threads())
+    };
+    // Each chunk is a YAML stream of its own: parsed alone it gives the same documents as
+    // in the whole text. On any error the whole text is parsed again in one piece, for the
+    // error exactly as one pass reports it (its document index and line).
+    let parsed: Option<Vec<Vec<Value>>> =
+        if chunks.len() > 1 { chunks.par_iter().map(|c| yaml_values(c).ok()).collect() } else { None };
+    let values = match parsed {
+        Some(parts) => parts.into_iter().flatten().collect(),
+        None => yaml_values(text).map_err(|(i, source)| InputError::Yaml {
             file: file.to_string(),
             document: i + 1,
             // The parser's own errors carry their line; a duplicate key gets its document's.
             line: lines.get(i).copied(),
             source,
-        })?;
-        docs.push(Document { index: i + 1, line: None, value });
+        })?,
+    };
+    let known = lines.len() == values.len();
+    Ok(values
+        .into_iter()
+        .enumerate()
+        .map(|(i, value)| Document { index: i + 1, line: if known { Some(lines[i]) } else { None }, value })
+        .collect())
+}
+
+/// The documents of a YAML stream, or the index of the first one that fails, with its error.
+fn yaml_values(text: &str) -> Result<Vec<Value>, (usize, serde_yaml_ng::Error)> {
+    let mut values = Vec::new();
+    for (i, de) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+        // On a syntax error the iterator would repeat the error forever: stop at the first.
+        values.push(strict_value(de).map_err(|e| (i, e))?);
     }
-    if lines.len() == docs.len() {
-        for (d, line) in docs.iter_mut().zip(lines) {
-            d.line = Some(line);
+    Ok(values)
+}
+
+/// Splits a YAML stream into about `parts` pieces of similar size, each starting at a `---`
+/// document marker at the start of a line, so that each piece is a stream of whole
+/// documents. A marker line cannot occur inside a document's content (YAML forbids it even
+/// in block scalars), so the pieces hold the same documents as the whole. A text with a
+/// directive (`%YAML`, `%TAG`, which apply to the document after them) is not split.
+fn split_at_document_markers(text: &str, parts: usize) -> Vec<&str> {
+    let is_marker = |line: &str| {
+        line.strip_prefix("---").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    };
+    if parts < 2 || text.lines().any(|l| l.starts_with('%')) {
+        return vec![text];
+    }
+    let target = text.len() / parts + 1;
+    let mut pieces = Vec::with_capacity(parts);
+    let mut start = 0;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if offset - start >= target && is_marker(line.trim_end_matches('\n')) {
+            pieces.push(&text[start..offset]);
+            start = offset;
         }
+        offset += line.len();
     }
-    Ok(docs)
+    pieces.push(&text[start..]);
+    pieces
 }
 
 /// The 1-based line where each YAML document starts: its first line of content (the
@@ -889,6 +995,72 @@ fn json_documents(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_streams_parse_to_the_same_documents() {
+        let texts = [
+            "a: 1\n---\nb: 2\n---\nc: 3\n",
+            "---\na: 1\n---\n---\nb: 2\n---\n",
+            "# head\n---\na: 1\n...\n---\nb: [1, 2]\n--- # c\nc: |\n  ---- not a marker\n  x\n---\n",
+            "--- {a: 1}\n--- \nb: 2\n---\t\nc: 3\r\n---\r\nd: 4\n",
+            "a: 1\n---\n# only a comment\n---\nb: 2",
+            "%YAML 1.2\n---\na: 1\n---\nb: 2\n",
+        ];
+        for text in texts {
+            let whole = yaml_values(text).expect("valid YAML");
+            for parts in 2..8 {
+                let pieces = split_at_document_markers(text, parts);
+                assert_eq!(pieces.concat(), text);
+                let split: Vec<Value> = pieces.iter().flat_map(|p| yaml_values(p).expect("valid piece")).collect();
+                assert_eq!(split, whole, "{text:?} in {parts} parts: {pieces:?}");
+            }
+        }
+    }
+
+    /// A file large enough to be read in parallel gives the objects, origins, warnings and
+    /// errors of one pass.
+    #[test]
+    fn a_large_file_reads_as_in_one_pass() {
+        let node = |i: usize| {
+            format!(
+                "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: node-{i:05}\n  labels:\n    zone: z{}\n",
+                i % 4
+            )
+        };
+        let n = PARALLEL_YAML_BYTES * 5 / 4 / node(0).len();
+        let text: String = (0..n).map(node).collect();
+        assert!(text.len() > PARALLEL_YAML_BYTES);
+        let mut m = Manifest::with_validation(FieldValidation::Warn);
+        m.load_str("big.yaml", &text).expect("valid");
+        assert_eq!(m.entries.len(), n);
+        for (i, e) in m.entries.iter().enumerate() {
+            assert_eq!(e.object.metadata().name.as_deref(), Some(format!("node-{i:05}").as_str()));
+            assert_eq!((e.origin.document, e.origin.line), (i + 1, Some(7 * i + 2)));
+        }
+
+        // Unknown fields warn in document order.
+        let odd = |i: usize| node(i).replace("kind: Node", "kind: Node\nfoo: 1");
+        let text: String = (0..n).map(|i| if i % 1000 == 7 { odd(i) } else { node(i) }).collect();
+        let mut m = Manifest::with_validation(FieldValidation::Warn);
+        m.load_str("big.yaml", &text).expect("valid");
+        assert_eq!(m.warnings.len(), n.div_ceil(1000));
+        assert!(m.warnings[1].starts_with("big.yaml: document 1008 (line "), "{}", m.warnings[1]);
+
+        // A duplicate key and a syntax error in the middle are reported as one pass does.
+        for (bad, what) in [("  name: x\n  name: y\n", "duplicate key"), ("  name: [unclosed\n", "")] {
+            let broken = |i: usize| node(i).replace(&format!("  name: node-{i:05}\n"), bad);
+            let text: String = (0..n).map(|i| if i == n / 2 { broken(i) } else { node(i) }).collect();
+            let err = Manifest::new().load_str("big.yaml", &text).expect_err("broken document");
+            match err {
+                InputError::Yaml { document, line, source, .. } => {
+                    assert_eq!(document, n / 2 + 1);
+                    assert_eq!(line, Some(7 * (n / 2) + 2));
+                    assert!(source.to_string().contains(what), "{source}");
+                }
+                other => panic!("{other}"),
+            }
+        }
+    }
 
     #[test]
     fn document_lines_follow_markers_and_content() {
