@@ -115,21 +115,32 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut origins = Origins::default();
     let mut entries = manifest.entries;
 
-    // Namespaces, then duplicates.
-    for e in &mut entries {
-        let kind = e.object.kind();
-        let meta = e.object.metadata_mut();
-        if kind.namespaced() {
-            if meta.namespace.as_deref().is_none_or(str::is_empty) {
-                meta.namespace = Some("default".into());
+    // Namespaces and the checks of each object alone, on all cores; then duplicates, and
+    // the first error in input order.
+    use rayon::prelude::*;
+    let checks: Vec<Result<(), FieldError>> = entries
+        .par_iter_mut()
+        .with_min_len(256)
+        .map(|e| {
+            let kind = e.object.kind();
+            let meta = e.object.metadata_mut();
+            if kind.namespaced() {
+                if meta.namespace.as_deref().is_none_or(str::is_empty) {
+                    meta.namespace = Some("default".into());
+                }
+            } else {
+                // The API server ignores a namespace on a cluster-scoped object.
+                meta.namespace = None;
             }
-        } else {
-            // The API server ignores a namespace on a cluster-scoped object.
-            meta.namespace = None;
-        }
-        if let Object::ReplicationController(rc) = &mut e.object {
-            replication_controller_defaults(rc);
-        }
+            if let Object::ReplicationController(rc) = &mut e.object {
+                replication_controller_defaults(rc);
+            }
+            validate(&e.object)
+        })
+        .collect();
+    origins.map.reserve(entries.len());
+    for (e, check) in entries.iter().zip(checks) {
+        let kind = e.object.kind();
         let key = e.object.key();
         if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
             return Err(InputError::Duplicate {
@@ -139,7 +150,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 second: Box::new(e.origin.clone()),
             });
         }
-        validate(&e.object).map_err(|FieldError { field, message }| InputError::Field {
+        check.map_err(|FieldError { field, message }| InputError::Field {
             origin: Some(Box::new(e.origin.clone())),
             kind: kind.as_str(),
             object: key,
