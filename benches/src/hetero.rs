@@ -284,11 +284,17 @@ pub fn worker_request(v: usize) -> (u32, u32, u32) {
     }
 }
 
-/// The five constraint indices of job `j`: request variant `v = j mod 7`, node selector
-/// `s = j mod 5`, tolerations `t = j mod 3`, required node affinity `r = j mod 11`,
-/// preferred node affinity `p = j mod 13`.
+/// The pending jobs repeat their constraints with this period: job `j` has those of
+/// `c = j mod 455` (455 = 5 × 7 × 13), so that every size from `hetero-1k` on has the same
+/// set of shapes.
+pub const SHAPE_PERIOD: usize = 455;
+
+/// The constraint indices of job `j`, from `c = j mod 455`: request variant `v = c mod 7`,
+/// node selector `s = c mod 5`, tolerations `t = c mod 3`, required node affinity
+/// `r = c mod 11`, preferred node affinity `p = c mod 13`.
 pub fn variants(j: usize) -> (usize, usize, usize, usize, usize) {
-    (j % 7, j % 5, j % 3, j % 11, j % 13)
+    let c = j % SHAPE_PERIOD;
+    (c % 7, c % 5, c % 3, c % 11, c % 13)
 }
 
 fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
@@ -307,16 +313,17 @@ fn term(requirements: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
 /// job): node selector, tolerations, node affinity, priority.
 fn pending_spec(j: usize) -> PodSpec {
     let (v, s, t, r, p) = variants(j);
+    let c = j % SHAPE_PERIOD;
     let gpu = worker_request(v).2 > 0;
     let zone = |x: usize| format!("zone-{}", x % 4);
     let selector: Vec<(&str, String)> = match (s, gpu) {
         (0, _) => vec![],
-        (1, _) => vec![(ZONE_KEY, zone(j / 5))],
+        (1, _) => vec![(ZONE_KEY, zone(c / 5))],
         (2, true) => vec![(GPU_MODEL_KEY, "A100".into())],
         (3, true) => vec![(GPU_MODEL_KEY, "H100".into())],
         (4, true) => vec![(GPU_MODEL_KEY, "L40".into())],
         (2, false) => vec![(NODE_TYPE_KEY, "cpu".into())],
-        (3, false) => vec![(NODE_TYPE_KEY, "cpu".into()), (ZONE_KEY, zone(j / 5))],
+        (3, false) => vec![(NODE_TYPE_KEY, "cpu".into()), (ZONE_KEY, zone(c / 5))],
         _ => vec![(ARCH_KEY, "amd64".into())],
     };
     let node_selector = (!selector.is_empty())
@@ -336,7 +343,7 @@ fn pending_spec(j: usize) -> PodSpec {
         9 => Some(vec![term(vec![req(GPU_MODEL_KEY, "DoesNotExist", &[])])]),
         10 => Some(vec![
             term(vec![req(NODE_TYPE_KEY, "In", &["h100"])]),
-            term(vec![req(ZONE_KEY, "In", &[&zone(j / 11)]), req(NODE_TYPE_KEY, "NotIn", &["l40"])]),
+            term(vec![req(ZONE_KEY, "In", &[&zone(c / 11)]), req(NODE_TYPE_KEY, "NotIn", &["l40"])]),
         ]),
         _ => None,
     };
@@ -346,7 +353,7 @@ fn pending_spec(j: usize) -> PodSpec {
             (80, term(vec![req(NODE_TYPE_KEY, "In", &["h100"])])),
             (20, term(vec![req(NODE_TYPE_KEY, "In", &["a100"])])),
         ]),
-        12 => Some(vec![(100, term(vec![req(RACK_KEY, "In", &[&format!("rack-{:03}", (j / 13) % 10)])]))]),
+        12 => Some(vec![(100, term(vec![req(RACK_KEY, "In", &[&format!("rack-{:03}", (c / 13) % 10)])]))]),
         _ => None,
     };
     let affinity = (required.is_some() || preferred.is_some()).then(|| Affinity {
@@ -371,9 +378,9 @@ fn pending_spec(j: usize) -> PodSpec {
     }
 }
 
-/// The namespace index of pending job `j`: `(j div 8) mod 8`.
+/// The namespace index of pending job `j`: `(c div 8) mod 8` with `c = j mod 455`.
 pub fn pending_namespace(j: usize) -> usize {
-    (j / 8) % NAMESPACES
+    (j % SHAPE_PERIOD / 8) % NAMESPACES
 }
 
 /// The PriorityClass of pending job `j`: `bench-low`, `bench-medium`, `bench-high` for
@@ -394,7 +401,7 @@ pub fn pod_request(v: usize, size: usize, k: usize) -> (u32, u32, u32) {
 }
 
 /// Pending job `j` of `hetero-N`: `job-{j:06}`, `S[j mod 8]` pods, in namespace
-/// `team-{(j div 8) mod 8}` and that namespace's queue.
+/// `team-{(c div 8) mod 8}` (`c = j mod 455`) and that namespace's queue.
 pub fn pending_job(j: usize) -> workloads::Job {
     let size = SIZES[j % 8] as usize;
     let (v, ..) = variants(j);
@@ -544,10 +551,24 @@ mod tests {
     fn hetero_1k_has_at_least_500_pending_shapes() {
         let o = objects(1000);
         let snap = Snapshot::build(&o, &[SCHEDULER_NAME]).unwrap();
-        let shapes: BTreeSet<u32> =
-            snap.tasks.iter().filter(|t| t.status == TaskStatus::Pending).map(|t| t.shape).collect();
-        let pending = snap.tasks.iter().filter(|t| t.status == TaskStatus::Pending).count();
-        assert!(pending <= 8000 && pending > 7900, "{pending}");
-        assert!(shapes.len() >= 500, "only {} distinct pending shapes", shapes.len());
+        let pending = || snap.tasks.iter().filter(|t| t.status == TaskStatus::Pending);
+        let shapes: BTreeSet<u32> = pending().map(|t| t.shape).collect();
+        assert_eq!(pending().count(), 7988);
+        assert_eq!(shapes.len(), 853);
+    }
+
+    /// The shapes of the larger sizes are those of one period of 455 jobs (a job's
+    /// constraints are those of `j mod 455`), each with a worker and a leader request: at
+    /// most 910, whatever the size.
+    #[test]
+    fn the_shapes_repeat_with_the_period() {
+        for j in [3, 100, 454] {
+            let (a, b) = (pending_job(j), pending_job(j + 7 * SHAPE_PERIOD));
+            let spec = |job: &workloads::Job| {
+                let s = job.pods[0].spec.clone().unwrap();
+                (s.node_selector, s.affinity, s.tolerations, job.pods[0].metadata.namespace.clone())
+            };
+            assert_eq!(spec(&a), spec(&b));
+        }
     }
 }

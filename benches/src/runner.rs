@@ -65,7 +65,7 @@ pub struct CaseReport {
     pub pods_bound: usize,
     /// Pods bound per second of cycle time (`pods_bound / cycle_seconds`).
     pub pods_per_second: f64,
-    /// Gangs placed whole.
+    /// Gangs placed whole (bound, or pipelined onto room that evictions free).
     pub gangs_whole: usize,
     /// Gangs tried and rolled back (nothing bound).
     pub gangs_rolled_back: usize,
@@ -76,6 +76,10 @@ pub struct CaseReport {
     /// evictions; bound in a later cycle).
     #[serde(default)]
     pub pipelined: usize,
+    /// Effects of the (first) measured cycle, of every kind (binds, evictions, pipelines,
+    /// pod conditions, PodGroup and Queue statuses, events).
+    #[serde(default)]
+    pub effects: usize,
     /// Peak resident memory of the process, bytes (0 when unknown).
     pub peak_rss_bytes: u64,
     /// `steady-5k`: median cycle time.
@@ -225,8 +229,8 @@ fn context(cycle: u64) -> CycleContext {
     CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() }
 }
 
-/// The pending groups with a pod bound by these effects (placed whole: the cycle commits
-/// a gang whole or not at all), and the others (rolled back or not tried).
+/// The pending groups with a pod bound or pipelined by these effects (placed whole: the
+/// cycle commits a gang whole or not at all), and the others (rolled back or not tried).
 fn gangs(cluster: &Cluster, effects: &[Effect], pending: &BTreeMap<String, usize>) -> (usize, usize) {
     let groups = bound_groups(cluster, effects);
     let whole = pending.keys().filter(|g| groups.contains(g.as_str())).count();
@@ -343,6 +347,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     let mut bound = 0;
     let mut evicted = 0;
     let mut nominated = 0;
+    let mut effect_count = 0;
     let mut whole = 0;
     let mut rolled_back = 0;
     // steady-5k and hetero-10k-idle measure warm sessions, each from the same state: the
@@ -367,6 +372,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
             bound = binds(&effects);
             evicted = evictions(&effects);
             nominated = pipelined(&effects);
+            effect_count = effects.len();
             first_effects = effects;
         }
         times.push(t.total_seconds);
@@ -412,6 +418,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
         gangs_rolled_back: rolled_back,
         evictions: evicted,
         pipelined: nominated,
+        effects: effect_count,
         peak_rss_bytes,
         p50_seconds: warm.is_some().then_some(median),
         p99_seconds: warm.is_some().then(|| percentile(&sorted, 0.99)),
@@ -454,12 +461,13 @@ pub fn run_manifests(
             failures.extend(check_cycle(snap, profile, cycle, &effects));
             failures.extend(check_rules(&objects, &effects, cycle));
             let (whole, rolled_back) = gangs(&cluster, &effects, &pending);
-            first = Some((t, binds(&effects), whole, rolled_back, evictions(&effects), pipelined(&effects)));
+            first =
+                Some((t, binds(&effects), whole, rolled_back, evictions(&effects), pipelined(&effects), effects.len()));
         }
         drop(objects);
         failures.extend(apply(&mut cluster, &effects, cycle));
     }
-    let (phases, bound, whole, rolled_back, evicted, nominated) = first.expect("at least one cycle");
+    let (phases, bound, whole, rolled_back, evicted, nominated, effect_count) = first.expect("at least one cycle");
     let cycle_seconds = times[0];
     Ok(CaseReport {
         case: label.to_string(),
@@ -473,6 +481,7 @@ pub fn run_manifests(
         gangs_rolled_back: rolled_back,
         evictions: evicted,
         pipelined: nominated,
+        effects: effect_count,
         peak_rss_bytes: peak_rss_bytes(),
         p50_seconds: None,
         p99_seconds: None,
@@ -508,11 +517,11 @@ fn group_of(p: &Pod) -> String {
     }
 }
 
-/// The groups with a pod bound by these effects.
+/// The groups with a pod bound or pipelined by these effects.
 fn bound_groups(cluster: &Cluster, effects: &[Effect]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for e in effects {
-        if let Effect::Bind { pod, .. } = e {
+        if let Effect::Bind { pod, .. } | Effect::Pipeline { pod, .. } = e {
             if let Some(p) = cluster.pods.get(pod.key()) {
                 out.insert(group_of(p));
             }
@@ -567,6 +576,7 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
         if r.evictions > 0 || r.pipelined > 0 {
             let _ = writeln!(out, "  evictions    {} pods evicted, {} pods pipelined", r.evictions, r.pipelined);
         }
+        let _ = writeln!(out, "  effects      {} (binds, evictions, pipelines, statuses, events)", r.effects);
         let _ = writeln!(out, "  peak RSS     {:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0));
         if r.checks_passed {
             let _ = writeln!(
