@@ -3,7 +3,7 @@
 //! gangs). `cargo run --release -p volcano-benches --example idle -- steady-5k 20`; prints the
 //! phases of each cycle.
 
-use volcano_benches::runner::{apply, bench_profile, prepare, timed_cycle, timed_warm_cycle};
+use volcano_benches::runner::{apply, case_profile, prepare, timed_cycle, timed_warm_cycle};
 use volcano_benches::workloads::{Case, SCHEDULER_NAME};
 use volcano_framework::Snapshot;
 
@@ -12,7 +12,7 @@ fn main() {
     let name = args.next().unwrap_or_else(|| "steady-5k".to_string());
     let reps: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(20);
     let case = Case::from_name(&name).expect("a bench case name");
-    let profile = bench_profile();
+    let profile = case_profile(case);
     let mut cluster = prepare(case, &profile);
     // Cycles are run and applied until one has nothing to say (the first binds, the next
     // ones write the statuses that follow from the binds).

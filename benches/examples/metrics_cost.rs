@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use volcano_benches::runner::{bench_profile, prepare};
+use volcano_benches::runner::{case_profile, prepare};
 use volcano_benches::workloads::{Case, SCHEDULER_NAME};
 use volcano_framework::{run_cycle, CycleContext, NoObserver, SessionOptions, Snapshot};
 use volcano_metrics::SchedulerMetrics;
@@ -13,7 +13,7 @@ use volcano_metrics::SchedulerMetrics;
 fn main() {
     let name = std::env::args().nth(1).unwrap_or_else(|| "steady-5k".to_string());
     let case = Case::from_name(&name).expect("a bench case name");
-    let profile = bench_profile();
+    let profile = case_profile(case);
     let cluster = prepare(case, &profile);
     let snap = Snapshot::build(&cluster.objects(), &[SCHEDULER_NAME]).expect("valid");
     let cx = CycleContext { cycle: 10, now_ms: 1_800_000_000_000, options: SessionOptions::default() };

@@ -3,7 +3,7 @@
 //! `perf record --call-graph dwarf`. The objects (and, for `steady-5k`, the cached snapshot)
 //! are built once; each repetition prints its phase times.
 
-use volcano_benches::runner::{bench_profile, prepare, timed_cycle, timed_warm_cycle};
+use volcano_benches::runner::{case_profile, prepare, timed_cycle, timed_warm_cycle};
 use volcano_benches::workloads::{Case, SCHEDULER_NAME};
 use volcano_framework::Snapshot;
 
@@ -12,12 +12,12 @@ fn main() {
     let name = args.next().unwrap_or_else(|| "fill-10k".to_string());
     let reps: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let case = Case::from_name(&name).expect("a bench case name");
-    let profile = bench_profile();
+    let profile = case_profile(case);
     // The cluster stays alive, as in `volcano-rs bench`: freeing it would change the heap the
     // measured cycles allocate from.
     let cluster = prepare(case, &profile);
     let objects = cluster.objects();
-    let cached = (case == Case::Steady5k).then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
+    let cached = case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
     let mut totals = Vec::new();
     for c in 0..reps {
         let (effects, t) = match &cached {

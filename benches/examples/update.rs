@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use volcano_benches::runner::{apply, bench_profile, prepare, timed_cycle};
+use volcano_benches::runner::{apply, case_profile, prepare, timed_cycle};
 use volcano_benches::workloads::{Case, SCHEDULER_NAME};
 use volcano_framework::{Changes, ClusterObjects, Effect, Snapshot};
 
@@ -71,7 +71,7 @@ fn main() {
     let name = args.next().unwrap_or_else(|| "steady-5k".to_string());
     let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(5);
     let case = Case::from_name(&name).expect("a bench case name");
-    let profile = bench_profile();
+    let profile = case_profile(case);
     let mut cluster = prepare(case, &profile);
     let before = cluster.objects();
     let (effects, _) = timed_cycle(&before, &profile, 10);

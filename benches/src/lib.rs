@@ -9,6 +9,8 @@
 //! the Kubernetes definitions rather than the plugins' code.
 
 pub mod cluster;
+pub mod hetero;
+pub mod preempt;
 pub mod rules;
 pub mod runner;
 pub mod workloads;

@@ -65,10 +65,21 @@ pub struct CaseReport {
     pub pods_bound: usize,
     /// Pods bound per second of cycle time (`pods_bound / cycle_seconds`).
     pub pods_per_second: f64,
-    /// Gangs placed whole.
+    /// Gangs placed whole (bound, or pipelined onto room that evictions free).
     pub gangs_whole: usize,
     /// Gangs tried and rolled back (nothing bound).
     pub gangs_rolled_back: usize,
+    /// Pods evicted in the (first) measured cycle (`preempt` and `reclaim`).
+    #[serde(default)]
+    pub evictions: usize,
+    /// Pods pipelined in the (first) measured cycle (placed on room being freed by
+    /// evictions; bound in a later cycle).
+    #[serde(default)]
+    pub pipelined: usize,
+    /// Effects of the (first) measured cycle, of every kind (binds, evictions, pipelines,
+    /// pod conditions, PodGroup and Queue statuses, events).
+    #[serde(default)]
+    pub effects: usize,
     /// Peak resident memory of the process, bytes (0 when unknown).
     pub peak_rss_bytes: u64,
     /// `steady-5k`: median cycle time.
@@ -218,8 +229,8 @@ fn context(cycle: u64) -> CycleContext {
     CycleContext { cycle, now_ms: 1_800_000_000_000 + cycle as i64 * 1000, options: SessionOptions::default() }
 }
 
-/// The pending groups with a pod bound by these effects (placed whole: the cycle commits
-/// a gang whole or not at all), and the others (rolled back or not tried).
+/// The pending groups with a pod bound or pipelined by these effects (placed whole: the
+/// cycle commits a gang whole or not at all), and the others (rolled back or not tried).
 fn gangs(cluster: &Cluster, effects: &[Effect], pending: &BTreeMap<String, usize>) -> (usize, usize) {
     let groups = bound_groups(cluster, effects);
     let whole = pending.keys().filter(|g| groups.contains(g.as_str())).count();
@@ -248,13 +259,27 @@ fn binds(effects: &[Effect]) -> usize {
     effects.iter().filter(|e| matches!(e, Effect::Bind { .. })).count()
 }
 
+fn evictions(effects: &[Effect]) -> usize {
+    effects.iter().filter(|e| matches!(e, Effect::Evict { .. })).count()
+}
+
+fn pipelined(effects: &[Effect]) -> usize {
+    effects.iter().filter(|e| matches!(e, Effect::Pipeline { .. })).count()
+}
+
 /// The bench profile (`BENCH_CONF` with the built-in registries).
 pub fn bench_profile() -> Profile {
     Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid")
 }
 
+/// The profile of a case ([`Case::conf`] with the built-in registries).
+pub fn case_profile(case: Case) -> Profile {
+    Profile::from_yaml(case.conf(), &registries()).expect("the bench configuration is valid")
+}
+
 /// The cluster at the start of a case's measured cycle(s). For `steady-5k` this runs the
-/// earlier sessions that place gang-30000 (untimed) and adds the new pending jobs.
+/// earlier sessions that place gang-30000 (untimed) and adds the new pending jobs; for
+/// `hetero-10k-idle` it runs `hetero-10k`'s first cycle (untimed) and applies its effects.
 pub fn prepare(case: Case, profile: &Profile) -> Cluster {
     let nodes = case.nodes();
     match case {
@@ -275,7 +300,18 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
         Case::Spread5k => {
             Cluster::from_objects(workloads::spread_objects(nodes, case.running_pods(), case.pending_pods()))
         }
-        _ => Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods()))),
+        Case::Hetero1k | Case::Hetero5k | Case::Hetero10k => Cluster::from_objects(crate::hetero::objects(nodes)),
+        Case::Hetero10kIdle => {
+            let mut cluster = Cluster::from_objects(crate::hetero::objects(nodes));
+            let (effects, _) = timed_cycle(&cluster.objects(), profile, 1);
+            let failures = apply(&mut cluster, &effects, 1);
+            assert!(failures.is_empty(), "hetero-10k-idle preparation: {failures:?}");
+            cluster
+        }
+        Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => Cluster::from_objects(crate::preempt::objects(nodes)),
+        Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
+            Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))
+        }
     }
 }
 
@@ -299,22 +335,26 @@ pub fn run_case(case: Case) -> CaseReport {
 /// steps and records its outcome in a [`SchedulerMetrics`], as the scheduler does).
 pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     let recorder = metrics.then(SchedulerMetrics::new);
-    let profile = bench_profile();
+    let profile = case_profile(case);
     let nodes = case.nodes();
     let mut cluster = prepare(case, &profile);
-    let cycles = if case == Case::Steady5k { 20 } else { 1 };
+    let warm = case.warm_cycles();
+    let cycles = warm.unwrap_or(1);
     let pending = pending_groups(&cluster, &[SCHEDULER_NAME]);
     let pending_pods: usize = pending.values().sum();
     let mut times = Vec::new();
     let mut first_phases = None;
     let mut bound = 0;
+    let mut evicted = 0;
+    let mut nominated = 0;
+    let mut effect_count = 0;
     let mut whole = 0;
     let mut rolled_back = 0;
-    // steady-5k measures warm sessions, each from the same busy state: the scheduler keeps
-    // its snapshot between cycles, so a cycle starts from a copy of it.
+    // steady-5k and hetero-10k-idle measure warm sessions, each from the same state: the
+    // scheduler keeps its snapshot between cycles, so a cycle starts from a copy of it.
     let objects = cluster.objects();
-    let cached = (case == Case::Steady5k)
-        .then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"));
+    let cached =
+        warm.is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"));
     let mut failures = Vec::new();
     let mut first_effects = Vec::new();
     for c in 0..cycles {
@@ -330,6 +370,9 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
             whole = w;
             rolled_back = r;
             bound = binds(&effects);
+            evicted = evictions(&effects);
+            nominated = pipelined(&effects);
+            effect_count = effects.len();
             first_effects = effects;
         }
         times.push(t.total_seconds);
@@ -343,8 +386,8 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
         eprintln!("peak RSS before the check: {} MiB", peak_rss_bytes >> 20);
     }
     // The first measured cycle is checked (untimed, after all the measured cycles, so that
-    // its allocations do not disturb them) and applied; the warm cycles of steady-5k all
-    // start from the same state, so one check covers them.
+    // its allocations do not disturb them) and applied; the warm cycles of steady-5k and
+    // hetero-10k-idle all start from the same state, so one check covers them.
     let snap = match &cached {
         Some(snap) => snap.clone(),
         None => Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"),
@@ -362,7 +405,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
     let median = percentile(&sorted, 0.5);
-    let cycle_seconds = if case == Case::Steady5k { median } else { times[0] };
+    let cycle_seconds = if warm.is_some() { median } else { times[0] };
     CaseReport {
         case: case.name().to_string(),
         nodes,
@@ -373,9 +416,12 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
         pods_per_second: if cycle_seconds > 0.0 { bound as f64 / cycle_seconds } else { 0.0 },
         gangs_whole: whole,
         gangs_rolled_back: rolled_back,
+        evictions: evicted,
+        pipelined: nominated,
+        effects: effect_count,
         peak_rss_bytes,
-        p50_seconds: (case == Case::Steady5k).then_some(median),
-        p99_seconds: (case == Case::Steady5k).then(|| percentile(&sorted, 0.99)),
+        p50_seconds: warm.is_some().then_some(median),
+        p99_seconds: warm.is_some().then(|| percentile(&sorted, 0.99)),
         checks_passed: failures.is_empty(),
         check_failures: failures,
         parse_seconds: None,
@@ -415,12 +461,13 @@ pub fn run_manifests(
             failures.extend(check_cycle(snap, profile, cycle, &effects));
             failures.extend(check_rules(&objects, &effects, cycle));
             let (whole, rolled_back) = gangs(&cluster, &effects, &pending);
-            first = Some((t, binds(&effects), whole, rolled_back));
+            first =
+                Some((t, binds(&effects), whole, rolled_back, evictions(&effects), pipelined(&effects), effects.len()));
         }
         drop(objects);
         failures.extend(apply(&mut cluster, &effects, cycle));
     }
-    let (phases, bound, whole, rolled_back) = first.expect("at least one cycle");
+    let (phases, bound, whole, rolled_back, evicted, nominated, effect_count) = first.expect("at least one cycle");
     let cycle_seconds = times[0];
     Ok(CaseReport {
         case: label.to_string(),
@@ -432,6 +479,9 @@ pub fn run_manifests(
         pods_per_second: if cycle_seconds > 0.0 { bound as f64 / cycle_seconds } else { 0.0 },
         gangs_whole: whole,
         gangs_rolled_back: rolled_back,
+        evictions: evicted,
+        pipelined: nominated,
+        effects: effect_count,
         peak_rss_bytes: peak_rss_bytes(),
         p50_seconds: None,
         p99_seconds: None,
@@ -467,11 +517,11 @@ fn group_of(p: &Pod) -> String {
     }
 }
 
-/// The groups with a pod bound by these effects.
+/// The groups with a pod bound or pipelined by these effects.
 fn bound_groups(cluster: &Cluster, effects: &[Effect]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for e in effects {
-        if let Effect::Bind { pod, .. } = e {
+        if let Effect::Bind { pod, .. } | Effect::Pipeline { pod, .. } = e {
             if let Some(p) = cluster.pods.get(pod.key()) {
                 out.insert(group_of(p));
             }
@@ -523,6 +573,10 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
         }
         let _ = writeln!(out, "  pods bound   {} ({:.0} pods/s)", r.pods_bound, r.pods_per_second);
         let _ = writeln!(out, "  gangs        {} placed whole, {} rolled back", r.gangs_whole, r.gangs_rolled_back);
+        if r.evictions > 0 || r.pipelined > 0 {
+            let _ = writeln!(out, "  evictions    {} pods evicted, {} pods pipelined", r.evictions, r.pipelined);
+        }
+        let _ = writeln!(out, "  effects      {} (binds, evictions, pipelines, statuses, events)", r.effects);
         let _ = writeln!(out, "  peak RSS     {:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0));
         if r.checks_passed {
             let _ = writeln!(
@@ -559,6 +613,58 @@ mod tests {
         assert_eq!(check_cycle(snap, &profile, 1, &effects), Vec::<String>::new());
         let mut cluster = Cluster::from_objects(objects);
         assert_eq!(apply(&mut cluster, &effects, 1), Vec::<String>::new());
+    }
+
+    /// A cycle over `objects` that passes every check of a case: the invariant checker and a
+    /// second identical run, the required rules, the applier. Returns the effects and the
+    /// cluster with them applied.
+    fn checked_cycle(objects: ClusterObjects, profile: &Profile, cycle: u64) -> (Vec<Effect>, Cluster) {
+        let (effects, _) = timed_cycle(&objects, profile, cycle);
+        assert_eq!(check_rules(&objects, &effects, cycle), Vec::<String>::new());
+        let snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+        assert_eq!(check_cycle(snap, profile, cycle, &effects), Vec::<String>::new());
+        let mut cluster = Cluster::from_objects(objects);
+        assert_eq!(apply(&mut cluster, &effects, cycle), Vec::<String>::new());
+        (effects, cluster)
+    }
+
+    #[test]
+    fn a_small_hetero_case_and_its_idle_cycle_pass_the_checks() {
+        // hetero-N at 40 nodes: 160 running pods, at most 320 pending.
+        let objects = crate::hetero::objects(40);
+        let again = crate::hetero::objects(40);
+        assert_eq!(objects.pods, again.pods);
+        assert_eq!(objects.nodes, again.nodes);
+        let profile = case_profile(Case::Hetero10k);
+        let (effects, cluster) = checked_cycle(objects, &profile, 1);
+        let bound = binds(&effects);
+        assert!(bound > 0, "the small hetero case binds pods");
+        // hetero-10k-idle at that size: the warm cycle after the first, measured as the case
+        // measures it (from a kept snapshot), checked the same way.
+        let objects = cluster.objects();
+        let kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+        let (idle, _) = timed_warm_cycle(&kept, &profile, 2);
+        assert_eq!(check_cycle(kept.clone(), &profile, 2, &idle), Vec::<String>::new());
+        assert_eq!(check_rules(&objects, &idle, 2), Vec::<String>::new());
+        // It places nothing: what could be placed was placed by the first cycle.
+        assert_eq!((binds(&idle), evictions(&idle), pipelined(&idle)), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_small_preempt_case_evicts_and_pipelines() {
+        // preempt-N at 40 nodes: 10 running gangs of 16 on nodes 0..20, gang-320 of high
+        // priority in ten leaves.
+        let objects = crate::preempt::objects(40);
+        let profile = case_profile(Case::Preempt1k);
+        let (effects, _) = checked_cycle(objects, &profile, 1);
+        let by = |action: &str| {
+            effects.iter().filter(|e| matches!(e, Effect::Evict { action: a, .. } if *a == action)).count()
+        };
+        // Both actions evict: preempt in leaf-0 and leaf-5 (high- over low-priority gangs of
+        // the same queue), reclaim for the other leaves (below their deserved share).
+        assert!(by("preempt") > 0 && by("reclaim") > 0, "preempt {}, reclaim {}", by("preempt"), by("reclaim"));
+        assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
+        assert!(binds(&effects) > 0, "the free half of the cluster is filled");
     }
 
     #[test]

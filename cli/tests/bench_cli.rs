@@ -54,3 +54,17 @@ fn manifests_bench_names_a_missing_file_and_refuses_cases_with_it() {
     assert!(!o.status.success(), "--cycles needs --manifests");
     assert!(stderr(&o).contains("--manifests only"), "{}", stderr(&o));
 }
+
+#[test]
+fn bench_help_and_the_unknown_case_error_name_every_case() {
+    let o = run(&["bench", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let help = String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    let o = run(&["bench", "no-such-case"]);
+    assert!(!o.status.success());
+    let known = stderr(&o);
+    for case in volcano_benches::workloads::Case::ALL {
+        assert!(help.contains(case.name()), "bench --help does not name {}: {help}", case.name());
+        assert!(known.contains(case.name()), "the unknown-case error does not name {}: {known}", case.name());
+    }
+}

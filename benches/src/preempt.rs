@@ -1,0 +1,247 @@
+//! The preemption cases of issue 12 (`preempt-1k`, `preempt-5k`, `preempt-10k`;
+//! docs/performance.md): half of cluster `gpu-N` held by low-priority elastic gangs in two
+//! leaves of a two-level `capacity` hierarchy of ten leaves, and high-priority gangs in
+//! every leaf asking, together, for the whole cluster.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec};
+use volcano_framework::ClusterObjects;
+
+use crate::hetero::{priority_classes, priority_value, GPU};
+use crate::workloads::{self, q, time, SCHEDULER_NAME, SIZES};
+
+/// The scheduler configuration of the preemption cases: the standard one with the actions
+/// `enqueue, allocate, preempt, reclaim, backfill`, `conformance` in tier 1, `drf`'s
+/// preemptable vote off (as in the eviction scenarios), and `capacity` (hierarchy on) in
+/// place of `proportion`.
+pub const PREEMPT_CONF: &str = r#"actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.resources: nvidia.com/gpu
+"#;
+
+/// Leaf queues: `leaf-0` … `leaf-9`, `leaf-l` under `org-{l div 5}`.
+pub const LEAVES: usize = 10;
+/// Pods of a running low-priority gang (8 on each of two nodes).
+pub const LOW_GANG: usize = 16;
+/// `minMember` of a running low-priority gang: the other half may be evicted.
+pub const LOW_MIN_MEMBER: usize = 8;
+
+/// The resources of `parts` parts out of `of` of cluster `gpu-N` (cpu 96, memory 768Gi,
+/// 8 GPUs per node): exact when `nodes × parts` is a multiple of `of`.
+fn share(nodes: usize, parts: usize, of: usize) -> BTreeMap<String, Quantity> {
+    [
+        ("cpu".to_string(), q(&(96 * nodes * parts / of).to_string())),
+        ("memory".to_string(), q(&format!("{}Gi", 768 * nodes * parts / of))),
+        (GPU.to_string(), q(&(8 * nodes * parts / of).to_string())),
+    ]
+    .into_iter()
+    .collect()
+}
+
+fn queue(
+    name: &str,
+    parent: Option<&str>,
+    deserved: Option<BTreeMap<String, Quantity>>,
+    capability: Option<BTreeMap<String, Quantity>>,
+) -> Queue {
+    let mut queue = Queue::new(
+        name,
+        QueueSpec {
+            weight: Some(1),
+            reclaimable: Some(true),
+            parent: parent.map(String::from),
+            deserved,
+            capability,
+            ..Default::default()
+        },
+    );
+    queue.metadata.creation_timestamp = Some(time(1_600_000_000));
+    queue
+}
+
+/// The queues of `preempt-N`: `root` (no limits); `org-0`, `org-1` under it, each deserving
+/// half of the cluster, capability the whole cluster; `leaf-0` … `leaf-9`, `leaf-l` under
+/// `org-{l div 5}`, each deserving a tenth, capability half; and `default` (under `root`,
+/// nothing deserved).
+pub fn queues(nodes: usize) -> Vec<Queue> {
+    let mut out = vec![queue("root", None, None, None)];
+    for o in 0..2 {
+        out.push(queue(&format!("org-{o}"), Some("root"), Some(share(nodes, 1, 2)), Some(share(nodes, 1, 1))));
+    }
+    for l in 0..LEAVES {
+        let parent = format!("org-{}", l / 5);
+        out.push(queue(&format!("leaf-{l}"), Some(&parent), Some(share(nodes, 1, 10)), Some(share(nodes, 1, 2))));
+    }
+    out.push(queue("default", None, None, None));
+    out
+}
+
+fn gpu_pod_request() -> BTreeMap<String, Quantity> {
+    [("cpu".to_string(), q("8")), ("memory".to_string(), q("64Gi")), (GPU.to_string(), q("1"))].into_iter().collect()
+}
+
+fn pod(name: &str, group: &str, class: &str, node: Option<String>, created: i64) -> Pod {
+    let annotations: BTreeMap<String, String> = [(crd::GROUP_NAME_ANNOTATION.to_string(), group.to_string())].into();
+    let running = node.is_some();
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("bench".into()),
+            uid: Some(format!("preempt-{name}")),
+            annotations: Some(annotations),
+            creation_timestamp: Some(time(created)),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            scheduler_name: Some(SCHEDULER_NAME.into()),
+            node_name: node,
+            priority_class_name: Some(class.into()),
+            priority: Some(priority_value(class)),
+            containers: vec![Container {
+                name: "main".into(),
+                resources: Some(ResourceRequirements {
+                    requests: Some(gpu_pod_request()),
+                    limits: Some(gpu_pod_request()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some(if running { "Running" } else { "Pending" }.into()),
+            ..Default::default()
+        }),
+    }
+}
+
+fn pod_group(
+    name: &str,
+    queue: &str,
+    class: &str,
+    min_member: usize,
+    running: Option<usize>,
+    created: i64,
+) -> PodGroup {
+    let min_resources: BTreeMap<String, Quantity> = [
+        ("cpu".to_string(), q(&(8 * min_member).to_string())),
+        ("memory".to_string(), q(&format!("{}Gi", 64 * min_member))),
+        (GPU.to_string(), q(&min_member.to_string())),
+    ]
+    .into();
+    let mut pg = PodGroup::new(
+        name,
+        PodGroupSpec {
+            min_member: min_member as i32,
+            queue: Some(queue.into()),
+            priority_class_name: Some(class.into()),
+            min_resources: Some(min_resources),
+            ..Default::default()
+        },
+    );
+    pg.metadata.namespace = Some("bench".into());
+    pg.metadata.uid = Some(format!("preempt-pg-{name}"));
+    pg.metadata.creation_timestamp = Some(time(created));
+    pg.status = Some(match running {
+        Some(n) => PodGroupStatus { phase: Some(PodGroupPhase::Running), running: n as i32, ..Default::default() },
+        None => PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() },
+    });
+    pg
+}
+
+/// Running gang `g` (g in 0..N/4) of `preempt-N`: `low-{g:05}`, 16 pods `low-{g:05}-{k}` on
+/// node `2g + k div 8` (the nodes `0 … N/2 − 1` full: 8 GPUs of 8), queue `leaf-0` when
+/// `g < N/8`, else `leaf-5`, `bench-low`, `minMember` 8.
+pub fn low_job(g: usize, nodes: usize) -> workloads::Job {
+    let name = format!("low-{g:05}");
+    let queue = if g < nodes / 8 { "leaf-0" } else { "leaf-5" };
+    let created = 1_650_000_000 + g as i64;
+    let pods = (0..LOW_GANG)
+        .map(|k| pod(&format!("{name}-{k}"), &name, "bench-low", Some(format!("node-{:05}", 2 * g + k / 8)), created))
+        .collect();
+    workloads::Job { pod_group: pod_group(&name, queue, "bench-low", LOW_MIN_MEMBER, Some(LOW_GANG), created), pods }
+}
+
+/// Pending gang `j` of `preempt-N`: `high-{j:06}`, `S[j mod 8]` pods, queue `leaf-{j mod 10}`,
+/// `bench-high`, `minMember` its size.
+pub fn high_job(j: usize) -> workloads::Job {
+    let size = SIZES[j % 8] as usize;
+    let name = format!("high-{j:06}");
+    let created = 1_700_000_000 + j as i64;
+    let queue = format!("leaf-{}", j % LEAVES);
+    let pods = (0..size).map(|k| pod(&format!("{name}-{k}"), &name, "bench-high", None, created)).collect();
+    workloads::Job { pod_group: pod_group(&name, &queue, "bench-high", size, None, created), pods }
+}
+
+/// The objects of `preempt-N` (`nodes` a multiple of 40): cluster `gpu-N`, the queues of
+/// [`queues`], the three PriorityClasses, N/4 running gangs of [`low_job`] and the pending
+/// gangs of [`high_job`] generated in order until the next would take the pending pods
+/// above 8 × N (the cluster's GPUs).
+pub fn objects(nodes: usize) -> ClusterObjects {
+    assert!(nodes.is_multiple_of(40), "preempt-N needs N a multiple of 40");
+    let mut jobs: Vec<workloads::Job> = (0..nodes / 4).map(|g| low_job(g, nodes)).collect();
+    let mut total = 0usize;
+    for j in 0.. {
+        let size = SIZES[j % 8] as usize;
+        if total + size > 8 * nodes {
+            break;
+        }
+        total += size;
+        jobs.push(high_job(j));
+    }
+    let mut o = workloads::objects(nodes, jobs);
+    o.queues = queues(nodes).into_iter().map(Arc::new).collect();
+    o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_hierarchy_is_valid_and_follows_the_spec() {
+        let qs = queues(1000);
+        volcano_api::validation::queue_hierarchy(qs.iter()).unwrap();
+        let leaf = qs.iter().find(|q| q.metadata.name.as_deref() == Some("leaf-7")).unwrap();
+        assert_eq!(leaf.spec.parent.as_deref(), Some("org-1"));
+        assert_eq!(leaf.spec.deserved.as_ref().unwrap()["cpu"], q("9600"));
+        assert_eq!(leaf.spec.deserved.as_ref().unwrap()["memory"], q("76800Gi"));
+        assert_eq!(leaf.spec.capability.as_ref().unwrap()[GPU], q("4000"));
+        assert_eq!(qs.len(), 14);
+    }
+
+    #[test]
+    fn the_objects_follow_the_spec() {
+        let o = objects(40);
+        let running: Vec<_> = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).collect();
+        assert_eq!(running.len(), 160); // nodes 0..20, 8 pods each
+        assert_eq!(running.last().unwrap().spec.as_ref().unwrap().node_name.as_deref(), Some("node-00019"));
+        let pending = o.pods.len() - running.len();
+        assert!(pending <= 320 && pending + 64 > 320, "{pending}");
+        let low = low_job(5, 40);
+        assert_eq!(low.pod_group.spec.queue.as_deref(), Some("leaf-5"));
+        assert_eq!(low.pods[9].spec.as_ref().unwrap().node_name.as_deref(), Some("node-00011"));
+        let high = high_job(13);
+        assert_eq!((high.pods.len(), high.pod_group.spec.queue.as_deref()), (16, Some("leaf-3")));
+        assert_eq!(high.pods[0].spec.as_ref().unwrap().priority, Some(10_000));
+    }
+}
