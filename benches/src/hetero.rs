@@ -457,17 +457,7 @@ pub fn pending_job(j: usize) -> workloads::Job {
 /// pods above 8 × `nodes`, the standard queues `q0`…`q3` and `default`, and the three
 /// PriorityClasses.
 pub fn objects(nodes: usize) -> ClusterObjects {
-    let limit = PENDING_PER_NODE * nodes;
-    let mut jobs = Vec::new();
-    let mut total = 0usize;
-    for j in 0.. {
-        let size = SIZES[j % 8] as usize;
-        if total + size > limit {
-            break;
-        }
-        total += size;
-        jobs.push(pending_job(j));
-    }
+    let jobs = workloads::jobs_up_to(0, PENDING_PER_NODE * nodes, pending_job);
     let mut o = workloads::objects(0, jobs);
     o.nodes = (0..nodes).map(|i| Arc::new(node(i))).collect();
     o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();

@@ -198,15 +198,7 @@ pub fn high_job(j: usize) -> workloads::Job {
 pub fn objects(nodes: usize) -> ClusterObjects {
     assert!(nodes.is_multiple_of(40), "preempt-N needs N a multiple of 40");
     let mut jobs: Vec<workloads::Job> = (0..nodes / 4).map(|g| low_job(g, nodes)).collect();
-    let mut total = 0usize;
-    for j in 0.. {
-        let size = SIZES[j % 8] as usize;
-        if total + size > 8 * nodes {
-            break;
-        }
-        total += size;
-        jobs.push(high_job(j));
-    }
+    jobs.extend(workloads::jobs_up_to(0, 8 * nodes, high_job));
     let mut o = workloads::objects(nodes, jobs);
     o.queues = queues(nodes).into_iter().map(Arc::new).collect();
     o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();

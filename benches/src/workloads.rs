@@ -156,17 +156,21 @@ pub fn job(j: usize) -> Job {
 
 /// Jobs `first..` generated in order until the next job would make the pod count exceed `p`.
 pub fn gang(first: usize, p: usize) -> Vec<Job> {
+    jobs_up_to(first, p, job)
+}
+
+/// Jobs `first`, `first + 1`, … built by `make`, where job `j` has `S[j mod 8]` pods, in
+/// order until the next one would take the pod count above `p`.
+pub fn jobs_up_to(first: usize, p: usize, make: impl Fn(usize) -> Job) -> Vec<Job> {
     let mut jobs = Vec::new();
     let mut total = 0usize;
-    let mut j = first;
-    loop {
+    for j in first.. {
         let size = SIZES[j % 8] as usize;
         if total + size > p {
             break;
         }
         total += size;
-        jobs.push(job(j));
-        j += 1;
+        jobs.push(make(j));
     }
     jobs
 }
@@ -352,16 +356,7 @@ pub fn spread_job(j: usize) -> Job {
 /// `running` running pods (and their PodGroups `svc-*`), and the jobs of `gang-P` with
 /// `P = pending`, built by [`spread_job`].
 pub fn spread_objects(nodes: usize, running: usize, pending: usize) -> ClusterObjects {
-    let mut jobs = Vec::new();
-    let mut total = 0usize;
-    for j in 0.. {
-        let size = SIZES[j % 8] as usize;
-        if total + size > pending {
-            break;
-        }
-        total += size;
-        jobs.push(spread_job(j));
-    }
+    let jobs = jobs_up_to(0, pending, spread_job);
     let mut o = objects(0, jobs);
     o.nodes = (0..nodes).map(|i| Arc::new(spread_node(i))).collect();
     o.pod_groups.extend(service_pod_groups(running).into_iter().map(Arc::new));
