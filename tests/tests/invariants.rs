@@ -371,8 +371,11 @@ proptest! {
 /// constraints to two jobs in three (those without constraints of their own), the zone
 /// also as `topology.kubernetes.io/zone` on three nodes in four, and every fifth node
 /// without its hostname label: as YAML.
-fn with_default_spread(e: volcano_testkit::scenario::Expanded) -> String {
+fn with_default_spread(e: volcano_testkit::scenario::Expanded, soft_scores: bool) -> String {
     let mut e = with_inter_pod_rules(e);
+    if soft_scores {
+        e = with_soft_node_scores(e);
+    }
     for (i, n) in e.nodes.iter_mut().enumerate() {
         let labels = n.metadata.labels.get_or_insert_with(Default::default);
         if i % 4 != 3 {
@@ -405,7 +408,96 @@ proptest! {
 
     #[test]
     fn system_default_spread_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
-        let yaml = with_default_spread(cluster.expand());
+        let yaml = with_default_spread(cluster.expand(), false);
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    }
+}
+
+/// The cluster with node-local scores that differ between nodes: every node gets a rack
+/// label (`r0` … `r2`) and, on some nodes, one or two `PreferNoSchedule` taints; each job,
+/// by its position, preferred node affinity to a zone, to a rack and a zone, to a label
+/// value no node has, or none, and on every third job a toleration of one of the taints.
+/// Existing affinity (inter-pod rules) is kept.
+fn with_soft_node_scores(mut e: volcano_testkit::scenario::Expanded) -> volcano_testkit::scenario::Expanded {
+    use k8s_openapi::api::core::v1::{
+        Affinity, NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm, Taint, Toleration,
+    };
+    for (i, n) in e.nodes.iter_mut().enumerate() {
+        n.metadata.labels.get_or_insert_with(Default::default).insert("rack".into(), format!("r{}", i % 3));
+        let spec = n.spec.get_or_insert_with(Default::default);
+        let taints = spec.taints.get_or_insert_with(Vec::new);
+        let soft = |key: &str| Taint { key: key.into(), effect: "PreferNoSchedule".into(), ..Default::default() };
+        if i % 4 == 1 || i % 5 == 2 {
+            taints.push(soft("maintenance"));
+        }
+        if i % 5 == 2 {
+            taints.push(soft("draining"));
+        }
+    }
+    let preferred = |weight: i32, key: &str, value: &str| PreferredSchedulingTerm {
+        weight,
+        preference: NodeSelectorTerm {
+            match_expressions: Some(vec![NodeSelectorRequirement {
+                key: key.into(),
+                operator: "In".into(),
+                values: Some(vec![value.into()]),
+            }]),
+            ..Default::default()
+        },
+    };
+    let jobs: Vec<String> = e.pod_groups.iter().filter_map(|pg| pg.metadata.name.clone()).collect();
+    for pod in &mut e.pods {
+        let Some(job) = pod.metadata.annotations.as_ref().and_then(|a| a.get("scheduling.k8s.io/group-name")).cloned()
+        else {
+            continue;
+        };
+        let index = jobs.iter().position(|j| *j == job).unwrap_or(0);
+        let spec = pod.spec.as_mut().expect("pods have a spec");
+        let terms = match index % 5 {
+            1 => vec![preferred(50, "zone", "z0")],
+            2 => vec![preferred(80, "rack", "r1"), preferred(20, "zone", "z1")],
+            3 => vec![preferred(10, "rack", "nowhere")],
+            4 => vec![preferred(30, "rack", "r2"), preferred(30, "rack", "r0")],
+            _ => vec![],
+        };
+        if !terms.is_empty() {
+            let affinity = spec.affinity.get_or_insert_with(Affinity::default);
+            affinity.node_affinity = Some(NodeAffinity {
+                preferred_during_scheduling_ignored_during_execution: Some(terms),
+                ..Default::default()
+            });
+        }
+        if index % 3 == 2 {
+            let key = if index % 2 == 0 { "maintenance" } else { "draining" };
+            spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
+                key: Some(key.into()),
+                operator: Some("Exists".into()),
+                effect: Some("PreferNoSchedule".into()),
+                ..Default::default()
+            });
+        }
+    }
+    e
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x736f_6674), failure_persistence: None, .. ProptestConfig::default() })]
+
+    #[test]
+    fn soft_node_scores_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
+        let yaml = with_soft_node_scores(cluster.expand()).to_yaml();
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    }
+
+    #[test]
+    fn soft_node_scores_with_inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
+        let yaml = with_default_spread(cluster.expand(), true);
         let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
         let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
             .map_err(TestCaseError::fail)?;

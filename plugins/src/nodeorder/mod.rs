@@ -24,7 +24,7 @@
 //!   kube-scheduler normalises them.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use volcano_api::conf::PluginOption;
@@ -420,6 +420,25 @@ pub struct NodeOrder {
     /// The session's inter-pod counts (when a pod has preferred inter-pod terms, is matched
     /// by other pods' terms, or has `ScheduleAnyway` constraints).
     topology: Option<Topology>,
+    /// The batch partitions met this session (see [`Plugin::batch_partition`]).
+    partitions: Mutex<Partitions>,
+}
+
+/// The most domains a batch partition may have: past it, a query would read about as many
+/// tree ranges as a scan reads nodes (preferred terms on the hostname), and the task is
+/// scanned.
+pub const MAX_PARTITION_DOMAINS: u32 = 1024;
+
+/// The batch partitions of a session, computed once per task shape and shared by the shapes
+/// whose NodeAffinity and TaintToleration scores read the same preferred terms and
+/// tolerations (one `Arc` for equal inputs, so the node index lays its trees out once).
+#[derive(Debug, Default)]
+struct Partitions {
+    /// By (task shape, address of the spread partition or 0).
+    by_shape: HashMap<(u32, usize), Option<Arc<NodeDomains>>>,
+    /// By (the preferred terms and tolerations as text, address of the spread partition or
+    /// 0).
+    by_inputs: HashMap<(String, usize), Option<Arc<NodeDomains>>>,
 }
 
 impl NodeOrder {
@@ -432,6 +451,7 @@ impl NodeOrder {
             any_prefer_no_schedule: false,
             images: None,
             topology: None,
+            partitions: Mutex::new(Partitions::default()),
         }
     }
 
@@ -466,6 +486,7 @@ impl Plugin for NodeOrder {
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.images = None;
+        self.partitions = Mutex::new(Partitions::default());
         if self.weights.image_locality != 0 {
             let idx = ImageIndex::new(snap);
             if !idx.is_empty() {
@@ -569,17 +590,30 @@ impl Plugin for NodeOrder {
     }
 
     fn batch_partition(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
-        // PodTopologySpread on the zone (the system defaults) is equal on the nodes of a
-        // zone outside the nodes its hostname constraint counts pods on.
-        let t = self.topology.as_ref()?;
-        if !self.batch_uniform_but_topology(snap, task)
-            || !self.affinity_sparse(t, task)
-            || self.weights.pod_topology_spread == 0
-            || !t.has_spread_scores(task)
-        {
-            return None;
+        // NodeAffinity's raw score (Σ weights of the matching preferred terms) and
+        // TaintToleration's (untolerated PreferNoSchedule taints) are node-local, and are
+        // normalised from the set of raw values among the scored nodes only; PodTopologySpread
+        // on the zone (the system defaults) is equal on the nodes of a zone outside the nodes
+        // its hostname constraint counts pods on. The scores are then equal on the nodes
+        // with the same raw values in the same zone: the product of these partitions.
+        let spread = match &self.topology {
+            Some(t) => {
+                if !self.affinity_sparse(t, task) {
+                    return None;
+                }
+                if self.weights.pod_topology_spread != 0 && t.has_spread_scores(task) {
+                    Some(t.spread_partition(task)?)
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        let (affinity, taints) = self.local_batch_scores(snap, task);
+        if !affinity && !taints {
+            return spread;
         }
-        t.spread_partition(task)
+        self.product_partition(snap, task, spread, affinity, taints)
     }
 
     fn batch_special_nodes(&self, _snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {
@@ -613,11 +647,69 @@ impl NodeOrder {
     /// Whether the batch scores other than InterPodAffinity's and PodTopologySpread's are
     /// uniform for the task.
     fn batch_uniform_but_topology(&self, snap: &Snapshot, task: TaskId) -> bool {
+        self.local_batch_scores(snap, task) == (false, false)
+    }
+
+    /// Whether the task's NodeAffinity and TaintToleration scores may differ between nodes
+    /// (they have preferred terms to match, a node has a PreferNoSchedule taint).
+    fn local_batch_scores(&self, snap: &Snapshot, task: TaskId) -> (bool, bool) {
         let pod = &snap.task(task).pod;
-        let affinity_uniform = self.weights.node_affinity == 0
-            || pod.spec.as_ref().is_none_or(|s| matching::preferred_terms(s).is_empty());
-        let taints_uniform = self.weights.taint_toleration == 0 || !self.any_prefer_no_schedule;
-        affinity_uniform && taints_uniform
+        let affinity = self.weights.node_affinity != 0
+            && pod.spec.as_ref().is_some_and(|s| !matching::preferred_terms(s).is_empty());
+        let taints = self.weights.taint_toleration != 0 && self.any_prefer_no_schedule;
+        (affinity, taints)
+    }
+
+    /// The nodes partitioned by (raw NodeAffinity score, raw TaintToleration score, spread
+    /// domain), for the scores that may differ; `None` past [`MAX_PARTITION_DOMAINS`].
+    /// Domains are numbered in node order, so the partition is a function of its inputs.
+    fn product_partition(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        spread: Option<Arc<NodeDomains>>,
+        affinity: bool,
+        taints: bool,
+    ) -> Option<Arc<NodeDomains>> {
+        let spread_key = spread.as_ref().map_or(0, |s| Arc::as_ptr(s) as usize);
+        let shape_key = (snap.shape_count() > 0).then(|| (snap.task(task).shape, spread_key));
+        let mut cache = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = shape_key.and_then(|k| cache.by_shape.get(&k)) {
+            return found.clone();
+        }
+        let pod = &snap.task(task).pod;
+        let spec = pod.spec.as_ref().filter(|_| affinity);
+        let tolerations = matching::pod_tolerations(pod);
+        let text =
+            format!("{:?}|{:?}", spec.map(matching::preferred_terms), if taints { Some(tolerations) } else { None });
+        let inputs_key = (text, spread_key);
+        let partition = match cache.by_inputs.get(&inputs_key) {
+            Some(found) => found.clone(),
+            None => {
+                let mut ids: HashMap<(i64, u32, u32), u32> = HashMap::new();
+                let mut of_node = Vec::with_capacity(snap.nodes.len());
+                for (i, node) in snap.nodes.iter().enumerate() {
+                    let a = spec.map_or(0, |s| matching::preferred_node_affinity_score(s, node.labels(), &node.name));
+                    let t = if taints {
+                        let node_taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+                        matching::intolerable_prefer_no_schedule(node_taints, tolerations)
+                    } else {
+                        0
+                    };
+                    let z = spread.as_ref().map_or(0, |s| s.of_node[i]);
+                    let next = ids.len() as u32;
+                    of_node.push(*ids.entry((a, t, z)).or_insert(next));
+                }
+                let count = ids.len() as u32;
+                let partition = (count <= MAX_PARTITION_DOMAINS).then(|| Arc::new(NodeDomains { of_node, count }));
+                cache.by_inputs.insert(inputs_key, partition.clone());
+                partition
+            }
+        };
+        if let Some(k) = shape_key {
+            cache.by_shape.insert(k, partition.clone());
+        }
+        partition
     }
 
     /// Whether the task's InterPodAffinity score is 0 outside the nodes
