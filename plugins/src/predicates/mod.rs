@@ -24,10 +24,17 @@
 //!
 //! Resource fit is not checked here: the actions compare the request with the node's idle
 //! resources themselves. Nothing here allocates unless a check fails.
+//!
+//! Checks 1–3 read only the node's labels, taints and `unschedulable`, which a session does
+//! not change, and the pod's selector, node affinity and tolerations, which are part of its
+//! shape: their verdict on every node is computed once per session for each distinct
+//! selector, affinity and tolerations, the first time a task of a shape is checked
+//! ([`StaticVerdicts`]), and read from there afterwards.
 
 use crate::interpod::{Mode, Topology};
 use crate::matching;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use std::borrow::Cow;
 use volcano_api::conf::PluginOption;
@@ -66,12 +73,41 @@ pub fn untolerated_taint_reason(key: &str, value: &str) -> String {
 pub struct Predicates {
     enabled: Enabled,
     topology: Option<Topology>,
+    statics: StaticChecks,
+}
+
+/// The verdicts of checks 1–3 (NodeUnschedulable, NodeAffinity, TaintToleration) of one
+/// selector, required node affinity and tolerations on every node: per node, 0 when they
+/// pass, else 1 + the index of the first failure's reason.
+#[derive(Debug)]
+pub struct StaticVerdicts {
+    of_node: Vec<u32>,
+    reasons: Vec<String>,
+}
+
+impl StaticVerdicts {
+    /// The verdict on a node.
+    fn verdict(&self, node: NodeId) -> Result<(), Status> {
+        match self.of_node[node.idx()] {
+            0 => Ok(()),
+            r => Err(Status::unresolvable(NAME, self.reasons[r as usize - 1].clone())),
+        }
+    }
+}
+
+/// The session's [`StaticVerdicts`]: per task shape, set the first time a task of the shape
+/// is checked, and shared by the shapes with the same selector, node affinity and
+/// tolerations.
+#[derive(Debug, Default)]
+struct StaticChecks {
+    by_shape: Vec<OnceLock<Arc<StaticVerdicts>>>,
+    by_inputs: Mutex<HashMap<String, Arc<StaticVerdicts>>>,
 }
 
 impl Predicates {
     /// A plugin with these checks.
     pub fn new(enabled: Enabled) -> Self {
-        Predicates { enabled, topology: None }
+        Predicates { enabled, topology: None, statics: StaticChecks::default() }
     }
 
     /// The checks this plugin runs.
@@ -110,6 +146,10 @@ impl Plugin for Predicates {
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
+        self.statics = StaticChecks {
+            by_shape: (0..snap.shape_count()).map(|_| OnceLock::new()).collect(),
+            by_inputs: Mutex::new(HashMap::new()),
+        };
         self.topology = None;
         if self.enabled.pod_affinity || self.enabled.pod_topology_spread {
             let topology = Topology::open(snap, Mode::Filter);
@@ -175,9 +215,8 @@ impl Plugin for Predicates {
 }
 
 impl Predicates {
-    /// The predicate; without the task's domain rules when `base` (see
-    /// [`Topology::domain_rules`]).
-    fn check(&self, snap: &Snapshot, task: TaskId, node: NodeId, base: bool) -> Result<(), Status> {
+    /// Checks 1–3 (see the module docs) of a task on a node.
+    fn static_check(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
         let t = snap.task(task);
         let n = snap.node(node);
         let spec = t.pod.spec.as_ref();
@@ -209,6 +248,53 @@ impl Predicates {
                 return Err(Status::unresolvable(NAME, reason));
             }
         }
+        Ok(())
+    }
+
+    /// The static verdicts of a task's shape, computed on first use (`None` without shapes).
+    fn static_verdicts(&self, snap: &Snapshot, task: TaskId) -> Option<&StaticVerdicts> {
+        let cell = self.statics.by_shape.get(snap.task(task).shape as usize)?;
+        Some(cell.get_or_init(|| {
+            let spec = snap.task(task).pod.spec.as_ref();
+            let inputs = format!(
+                "{:?}|{:?}|{:?}",
+                spec.map(|s| &s.node_selector),
+                spec.and_then(|s| s.affinity.as_ref())
+                    .and_then(|a| a.node_affinity.as_ref())
+                    .map(|na| &na.required_during_scheduling_ignored_during_execution),
+                matching::pod_tolerations(&snap.task(task).pod),
+            );
+            let mut by_inputs = self.statics.by_inputs.lock().unwrap_or_else(|e| e.into_inner());
+            by_inputs
+                .entry(inputs)
+                .or_insert_with(|| {
+                    let mut reasons: Vec<String> = Vec::new();
+                    let of_node = (0..snap.nodes.len())
+                        .map(|i| match self.static_check(snap, task, NodeId(i as u32)) {
+                            Ok(()) => 0,
+                            Err(status) => match reasons.iter().position(|r| *r == status.reason) {
+                                Some(r) => r as u32 + 1,
+                                None => {
+                                    reasons.push(status.reason);
+                                    reasons.len() as u32
+                                }
+                            },
+                        })
+                        .collect();
+                    Arc::new(StaticVerdicts { of_node, reasons })
+                })
+                .clone()
+        }))
+    }
+
+    /// The predicate; without the task's domain rules when `base` (see
+    /// [`Topology::domain_rules`]).
+    fn check(&self, snap: &Snapshot, task: TaskId, node: NodeId, base: bool) -> Result<(), Status> {
+        match self.static_verdicts(snap, task) {
+            Some(verdicts) => verdicts.verdict(node)?,
+            None => self.static_check(snap, task, node)?,
+        }
+        let n = snap.node(node);
 
         volumes::check(self.enabled, snap, task, n)?;
 
