@@ -970,7 +970,13 @@ impl Class {
     }
 
     fn intern(&mut self, reason: String) -> u32 {
-        if let Some(id) = self.reason_ids.get(&reason) {
+        // A class meets a few reasons: comparing them (most differ in length or in their
+        // first bytes) is cheaper than hashing.
+        if self.reasons.len() <= 16 {
+            if let Some(id) = self.reasons.iter().position(|r| *r == reason) {
+                return id as u32;
+            }
+        } else if let Some(id) = self.reason_ids.get(&reason) {
             return *id;
         }
         let id = self.reasons.len() as u32;

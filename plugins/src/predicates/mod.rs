@@ -96,12 +96,32 @@ impl StaticVerdicts {
 }
 
 /// The session's [`StaticVerdicts`]: per task shape, set the first time a task of the shape
-/// is checked, and shared by the shapes with the same selector, node affinity and
-/// tolerations.
+/// is checked, merged from the verdicts of its parts, each computed once per distinct
+/// value: the node selector, the required node affinity, the tolerations.
 #[derive(Debug, Default)]
 struct StaticChecks {
     by_shape: Vec<OnceLock<Arc<StaticVerdicts>>>,
-    by_inputs: Mutex<HashMap<String, Arc<StaticVerdicts>>>,
+    parts: Mutex<StaticParts>,
+}
+
+/// The verdicts of the parts of the static checks, by the part's value as text.
+#[derive(Debug, Default)]
+struct StaticParts {
+    /// Whether the node selector matches each node.
+    selectors: HashMap<String, Arc<Vec<bool>>>,
+    /// Whether some term of the required node affinity matches each node.
+    required: HashMap<String, Arc<Vec<bool>>>,
+    /// What the tolerations leave failing on each node.
+    tolerations: HashMap<String, Arc<TolerationVerdicts>>,
+}
+
+/// What a pod's tolerations leave failing on each node: NodeUnschedulable, and the
+/// first untolerated `NoSchedule`/`NoExecute` taint (1 + index into `reasons`, 0 for none).
+#[derive(Debug)]
+struct TolerationVerdicts {
+    unschedulable: Vec<bool>,
+    taint: Vec<u32>,
+    reasons: Vec<String>,
 }
 
 impl Predicates {
@@ -148,7 +168,7 @@ impl Plugin for Predicates {
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.statics = StaticChecks {
             by_shape: (0..snap.shape_count()).map(|_| OnceLock::new()).collect(),
-            by_inputs: Mutex::new(HashMap::new()),
+            parts: Mutex::new(StaticParts::default()),
         };
         self.topology = None;
         if self.enabled.pod_affinity || self.enabled.pod_topology_spread {
@@ -251,40 +271,125 @@ impl Predicates {
         Ok(())
     }
 
-    /// The static verdicts of a task's shape, computed on first use (`None` without shapes).
+    /// The static verdicts of a task's shape, computed on first use (`None` without shapes):
+    /// the verdicts of [`Predicates::static_check`], from those of its parts.
     fn static_verdicts(&self, snap: &Snapshot, task: TaskId) -> Option<&StaticVerdicts> {
         let cell = self.statics.by_shape.get(snap.task(task).shape as usize)?;
-        Some(cell.get_or_init(|| {
-            let spec = snap.task(task).pod.spec.as_ref();
-            let inputs = format!(
-                "{:?}|{:?}|{:?}",
-                spec.map(|s| &s.node_selector),
-                spec.and_then(|s| s.affinity.as_ref())
-                    .and_then(|a| a.node_affinity.as_ref())
-                    .map(|na| &na.required_during_scheduling_ignored_during_execution),
-                matching::pod_tolerations(&snap.task(task).pod),
-            );
-            let mut by_inputs = self.statics.by_inputs.lock().unwrap_or_else(|e| e.into_inner());
-            by_inputs
-                .entry(inputs)
-                .or_insert_with(|| {
-                    let mut reasons: Vec<String> = Vec::new();
-                    let of_node = (0..snap.nodes.len())
-                        .map(|i| match self.static_check(snap, task, NodeId(i as u32)) {
-                            Ok(()) => 0,
-                            Err(status) => match reasons.iter().position(|r| *r == status.reason) {
-                                Some(r) => r as u32 + 1,
-                                None => {
-                                    reasons.push(status.reason);
-                                    reasons.len() as u32
-                                }
-                            },
+        Some(cell.get_or_init(|| Arc::new(self.merge_static_parts(snap, task))))
+    }
+
+    fn merge_static_parts(&self, snap: &Snapshot, task: TaskId) -> StaticVerdicts {
+        let pod = &snap.task(task).pod;
+        let spec = pod.spec.as_ref();
+        let tolerations = matching::pod_tolerations(pod);
+        let nodes = snap.nodes.len();
+        let (selector, required, tolerated) = {
+            let mut parts = self.statics.parts.lock().unwrap_or_else(|e| e.into_inner());
+            let selector = match spec.and_then(|s| s.node_selector.as_ref()).filter(|_| self.enabled.node_affinity) {
+                None => None,
+                Some(sel) => Some(
+                    parts
+                        .selectors
+                        .entry(format!("{sel:?}"))
+                        .or_insert_with(|| {
+                            Arc::new(
+                                snap.nodes
+                                    .iter()
+                                    .map(|n| sel.iter().all(|(k, v)| n.labels().get(k) == Some(v)))
+                                    .collect(),
+                            )
                         })
-                        .collect();
-                    Arc::new(StaticVerdicts { of_node, reasons })
-                })
-                .clone()
-        }))
+                        .clone(),
+                ),
+            };
+            let terms = spec
+                .and_then(|s| s.affinity.as_ref())
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
+                .filter(|_| self.enabled.node_affinity);
+            let required = match terms {
+                None => None,
+                Some(ns) => Some(
+                    parts
+                        .required
+                        .entry(format!("{ns:?}"))
+                        .or_insert_with(|| {
+                            Arc::new(
+                                snap.nodes
+                                    .iter()
+                                    .map(|n| {
+                                        ns.node_selector_terms
+                                            .iter()
+                                            .any(|t| matching::term_matches(t, n.labels(), &n.name))
+                                    })
+                                    .collect(),
+                            )
+                        })
+                        .clone(),
+                ),
+            };
+            let tolerated = parts
+                .tolerations
+                .entry(format!("{tolerations:?}"))
+                .or_insert_with(|| Arc::new(self.toleration_verdicts(snap, tolerations)))
+                .clone();
+            (selector, required, tolerated)
+        };
+        // The first failure in the order of `static_check`.
+        let mut reasons: Vec<String> = vec![REASON_UNSCHEDULABLE.into(), REASON_NODE_AFFINITY.into()];
+        reasons.extend(tolerated.reasons.iter().cloned());
+        let of_node = (0..nodes)
+            .map(|i| {
+                if tolerated.unschedulable[i] {
+                    1
+                } else if selector.as_ref().is_some_and(|s| !s[i]) || required.as_ref().is_some_and(|r| !r[i]) {
+                    2
+                } else if tolerated.taint[i] > 0 {
+                    2 + tolerated.taint[i]
+                } else {
+                    0
+                }
+            })
+            .collect();
+        StaticVerdicts { of_node, reasons }
+    }
+
+    /// What these tolerations leave failing on every node (see [`TolerationVerdicts`]).
+    fn toleration_verdicts(
+        &self,
+        snap: &Snapshot,
+        tolerations: &[k8s_openapi::api::core::v1::Toleration],
+    ) -> TolerationVerdicts {
+        let mut reasons: Vec<String> = Vec::new();
+        let mut unschedulable = Vec::with_capacity(snap.nodes.len());
+        let mut taint = Vec::with_capacity(snap.nodes.len());
+        for n in snap.nodes.iter() {
+            unschedulable.push(
+                n.unschedulable
+                    && !matching::tolerations_tolerate(
+                        tolerations,
+                        matching::TAINT_NODE_UNSCHEDULABLE,
+                        "",
+                        matching::EFFECT_NO_SCHEDULE,
+                    ),
+            );
+            let mut id = 0;
+            if self.enabled.taint_toleration && n.has_taints {
+                let taints = n.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+                if let Some(t) = matching::first_untolerated_taint(taints, tolerations) {
+                    let reason = untolerated_taint_reason(&t.key, t.value.as_deref().unwrap_or(""));
+                    id = match reasons.iter().position(|r| *r == reason) {
+                        Some(r) => r as u32 + 1,
+                        None => {
+                            reasons.push(reason);
+                            reasons.len() as u32
+                        }
+                    };
+                }
+            }
+            taint.push(id);
+        }
+        TolerationVerdicts { unschedulable, taint, reasons }
     }
 
     /// The predicate; without the task's domain rules when `base` (see
