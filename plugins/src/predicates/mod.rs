@@ -285,9 +285,8 @@ impl Predicates {
         let nodes = snap.nodes.len();
         let (selector, required, tolerated) = {
             let mut parts = self.statics.parts.lock().unwrap_or_else(|e| e.into_inner());
-            let selector = match spec.and_then(|s| s.node_selector.as_ref()).filter(|_| self.enabled.node_affinity) {
-                None => None,
-                Some(sel) => Some(
+            let selector =
+                spec.and_then(|s| s.node_selector.as_ref()).filter(|_| self.enabled.node_affinity).map(|sel| {
                     parts
                         .selectors
                         .entry(format!("{sel:?}"))
@@ -299,35 +298,31 @@ impl Predicates {
                                     .collect(),
                             )
                         })
-                        .clone(),
-                ),
-            };
+                        .clone()
+                });
             let terms = spec
                 .and_then(|s| s.affinity.as_ref())
                 .and_then(|a| a.node_affinity.as_ref())
                 .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
                 .filter(|_| self.enabled.node_affinity);
-            let required = match terms {
-                None => None,
-                Some(ns) => Some(
-                    parts
-                        .required
-                        .entry(format!("{ns:?}"))
-                        .or_insert_with(|| {
-                            Arc::new(
-                                snap.nodes
-                                    .iter()
-                                    .map(|n| {
-                                        ns.node_selector_terms
-                                            .iter()
-                                            .any(|t| matching::term_matches(t, n.labels(), &n.name))
-                                    })
-                                    .collect(),
-                            )
-                        })
-                        .clone(),
-                ),
-            };
+            let required = terms.map(|ns| {
+                parts
+                    .required
+                    .entry(format!("{ns:?}"))
+                    .or_insert_with(|| {
+                        Arc::new(
+                            snap.nodes
+                                .iter()
+                                .map(|n| {
+                                    ns.node_selector_terms
+                                        .iter()
+                                        .any(|t| matching::term_matches(t, n.labels(), &n.name))
+                                })
+                                .collect(),
+                        )
+                    })
+                    .clone()
+            });
             let tolerated = parts
                 .tolerations
                 .entry(format!("{tolerations:?}"))
