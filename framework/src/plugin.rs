@@ -425,6 +425,9 @@ pub trait Plugin: Send + Sync {
     /// the inter-pod affinity and topology spread answers of every node of the zone). The
     /// session calls it after each [`Plugin::on_allocate`] and [`Plugin::on_deallocate`] and
     /// re-evaluates these nodes in its node index; the plugin appends them to `out`.
+    /// The node a task was placed on must be listed too when placing it may make a
+    /// predicate pass there that failed before (a required pod affinity to it): the index
+    /// assumes that a node that took a task still fails every task it failed, unless listed.
     fn drain_touched(&mut self, out: &mut Vec<NodeId>) {}
 
     /// A task was allocated or pipelined (or an eviction was undone).

@@ -620,7 +620,7 @@ impl Session {
         self.snap.set_task_status(t, TaskStatus::Allocated);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
-        self.index.touch(n);
+        self.index.touch_used(n);
         self.fire_allocate(t);
     }
 
@@ -630,7 +630,7 @@ impl Session {
         self.snap.set_task_status(t, TaskStatus::Pipelined);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
-        self.index.touch(n);
+        self.index.touch_used(n);
         self.fire_allocate(t);
     }
 

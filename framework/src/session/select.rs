@@ -224,6 +224,10 @@ struct Class {
     /// Reasons of failed resource checks, by the mask of insufficient dimensions.
     insufficient_ids: Vec<(u64, u32)>,
     reason_counts: Vec<u32>,
+    /// Nodes whose `Fit::No` reason may be out of date: they did not fit, and since then
+    /// only took more tasks, which cannot make them fit but may change the first failure
+    /// (see [`NodeIndex::touch_used`]); re-evaluated before the reasons are read.
+    stale: Vec<NodeId>,
 }
 
 /// Why a node does not fit a task.
@@ -294,7 +298,9 @@ const NO_RULES_READ: u64 = 2;
 /// The per-session node index (see the module docs).
 #[derive(Default)]
 pub(crate) struct NodeIndex {
-    log: Vec<NodeId>,
+    /// The nodes changed, in order: `2 × node + 1` when the node only took a task (see
+    /// [`NodeIndex::touch_used`]), `2 × node` for any other change.
+    log: Vec<u32>,
     classes: Vec<Class>,
     /// Class of each task shape with key 0 ([`crate::Plugin::shape_key`]), `u32::MAX` when
     /// not built yet.
@@ -327,8 +333,8 @@ pub(crate) struct NodeIndex {
     candidate_scores: Vec<f64>,
     /// Reused buffer of rule exceptions.
     exceptions: Vec<NodeId>,
-    /// Reused buffer of changed nodes.
-    changed: Vec<NodeId>,
+    /// Reused buffer of changed nodes (log entries).
+    changed: Vec<u32>,
     /// The leaf orders of the node partitions met so far (of domain rules and batch
     /// partitions; equal partitions of different plugins share one).
     layouts: Vec<(Arc<NodeDomains>, Arc<Layout>)>,
@@ -342,14 +348,26 @@ impl NodeIndex {
     /// Records that a node's accounting changed.
     pub(crate) fn touch(&mut self, n: NodeId) {
         if !self.classes.is_empty() {
-            self.log.push(n);
+            self.log.push(2 * n.0);
+        }
+    }
+
+    /// Records that a node took a task (allocated or pipelined): its idle and future idle
+    /// resources shrank and it holds one more task. No check of the predicates or of the
+    /// resources can go from failing to passing on it for that (the inter-pod rules, which
+    /// can, report the nodes they change through [`crate::Plugin::drain_touched`], logged
+    /// as any change), so a node that did not fit a class still does not, and only the
+    /// first failure's reason may differ.
+    pub(crate) fn touch_used(&mut self, n: NodeId) {
+        if !self.classes.is_empty() {
+            self.log.push(2 * n.0 + 1);
         }
     }
 
     /// Records the nodes the plugins reported.
     pub(crate) fn touch_drained(&mut self) {
         if !self.classes.is_empty() {
-            self.log.append(&mut self.touched);
+            self.log.extend(self.touched.drain(..).map(|n| 2 * n.0));
         } else {
             self.touched.clear();
         }
@@ -456,43 +474,70 @@ impl Session {
             let mut changed = std::mem::take(&mut self.index.changed);
             changed.clear();
             changed.extend_from_slice(&self.index.log[start..end]);
+            // Per node, "any change" (even) sorts before "took a task" (odd) and is kept.
             changed.sort_unstable();
-            changed.dedup();
-            self.reevaluate(c, &changed);
+            changed.dedup_by_key(|e| *e >> 1);
+            for &e in changed.iter() {
+                let n = NodeId(e >> 1);
+                let class = &mut self.index.classes[c];
+                if e & 1 == 1 && matches!(class.fits[n.idx()], Fit::No(_)) {
+                    class.stale.push(n);
+                } else {
+                    self.reevaluate_node(c, n);
+                }
+            }
             self.index.changed = changed;
             self.index.classes[c].cursor = end;
         }
     }
 
+    /// Re-evaluates the class's nodes whose reasons may be out of date.
+    fn flush_stale(&mut self, c: usize) {
+        let mut stale = std::mem::take(&mut self.index.classes[c].stale);
+        if stale.is_empty() {
+            return;
+        }
+        stale.sort_unstable();
+        stale.dedup();
+        self.reevaluate(c, &stale);
+        stale.clear();
+        self.index.classes[c].stale = stale;
+    }
+
     /// Re-evaluates these nodes (sorted, distinct) for a class.
     fn reevaluate(&mut self, c: usize, nodes: &[NodeId]) {
+        for &n in nodes {
+            self.reevaluate_node(c, n);
+        }
+    }
+
+    /// Re-evaluates a node for a class.
+    fn reevaluate_node(&mut self, c: usize, n: NodeId) {
         let rep = self.index.classes[c].representative;
         let split = self.index.classes[c].domain_rules;
-        for &n in nodes {
-            let r = self.evaluate(rep, n, split);
-            let class = &mut self.index.classes[c];
-            let fit = class.fit_of(self.snap.task(rep), r);
-            let old = class.fits[n.idx()];
-            if old != fit {
-                if let Fit::No(r) = old {
-                    class.reason_counts[r as usize] -= 1;
-                }
-                if let Fit::No(r) = fit {
-                    class.reason_counts[r as usize] += 1;
-                }
-                if rank(old) != rank(fit) {
-                    let slot = class.split.as_ref().map_or(0, |s| s.slot(n));
-                    if rank(old) > 0 {
-                        class.slot_counts[slot][rank(old) as usize - 1] -= 1;
-                    }
-                    if rank(fit) > 0 {
-                        class.slot_counts[slot][rank(fit) as usize - 1] += 1;
-                    }
-                }
-                class.fits[n.idx()] = fit;
-                let leaf = class.leaf(n);
-                class.tree.set(leaf, n.0, fit);
+        let r = self.evaluate(rep, n, split);
+        let class = &mut self.index.classes[c];
+        let fit = class.fit_of(self.snap.task(rep), r);
+        let old = class.fits[n.idx()];
+        if old != fit {
+            if let Fit::No(r) = old {
+                class.reason_counts[r as usize] -= 1;
             }
+            if let Fit::No(r) = fit {
+                class.reason_counts[r as usize] += 1;
+            }
+            if rank(old) != rank(fit) {
+                let slot = class.split.as_ref().map_or(0, |s| s.slot(n));
+                if rank(old) > 0 {
+                    class.slot_counts[slot][rank(old) as usize - 1] -= 1;
+                }
+                if rank(fit) > 0 {
+                    class.slot_counts[slot][rank(fit) as usize - 1] += 1;
+                }
+            }
+            class.fits[n.idx()] = fit;
+            let leaf = class.leaf(n);
+            class.tree.set(leaf, n.0, fit);
         }
     }
 
@@ -571,6 +616,8 @@ impl Session {
             reason_ids: d.reason_ids.clone(),
             insufficient_ids: d.insufficient_ids.clone(),
             reason_counts: d.reason_counts.clone(),
+            // The donor's answers come with its out-of-date reasons.
+            stale: d.stale.clone(),
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
@@ -607,6 +654,7 @@ impl Session {
             reason_ids: HashMap::new(),
             insufficient_ids: Vec::new(),
             reason_counts: Vec::new(),
+            stale: Vec::new(),
         };
         let task = self.snap.task(t);
         for r in results {
@@ -647,6 +695,7 @@ impl Session {
             1 => return Ok(NodeChoice::Future(key_node(best))),
             _ => {}
         }
+        self.flush_stale(c);
         Err(self.class_errors(c, t))
     }
 

@@ -912,7 +912,10 @@ impl Topology {
                     for nodes in &key.nodes_of_value {
                         self.touched.extend_from_slice(nodes);
                     }
-                } else if counter.report && !key.node_local {
+                } else if counter.report {
+                    // On a node-local key too: the node index does not re-evaluate a node
+                    // that did not fit and only took a task (`NodeIndex::touch_used`),
+                    // while a pod placed there may satisfy a required affinity to it.
                     self.touched.extend_from_slice(&key.nodes_of_value[v as usize]);
                 }
             }

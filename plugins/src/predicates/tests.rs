@@ -573,3 +573,45 @@ fn predicates_are_sync() {
     fn assert_sync<T: Send + Sync>() {}
     assert_sync::<Predicates>();
 }
+
+#[test]
+fn node_index_sees_a_required_affinity_satisfied_by_a_placement() {
+    // `b` needs a pod `app: db` on its node (hostname); none runs yet, so no node fits
+    // it. Placing `db` on n2 in the session must make n2 fit `b`, although n2 only took
+    // a task (the index keeps a node that did not fit and only took tasks as not fitting,
+    // unless a plugin reports it).
+    let snap = Objects::new()
+        .node(zoned("n1", "a"))
+        .node(zoned("n2", "a"))
+        .pod(pod("ns", "db").cpu_mem("1", "1Gi").label("app", "db"))
+        .pod(affine(pod("ns", "b").cpu_mem("1", "1Gi"), vec![selecting("app", "db", "kubernetes.io/hostname")]))
+        .snapshot();
+    let (db, b, n2) = (task(&snap, "db"), task(&snap, "b"), node_id(&snap, "n2"));
+    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    let errors = ssn.find_node(b).expect_err("no pod app=db anywhere yet");
+    assert_eq!(errors.reasons.get(crate::interpod::REASON_AFFINITY), Some(&2), "{errors:?}");
+    ssn.allocate(db, n2);
+    assert_eq!(ssn.find_node(b).map(|c| c.node()), Ok(n2));
+    assert_eq!(ssn.find_node(b), ssn.find_node_by_scan(b));
+}
+
+#[test]
+fn node_index_reasons_follow_placements_on_nodes_that_did_not_fit() {
+    // `big` fails n1 by its selector; once `filler` takes half of n1, the first failure a
+    // scan reports there is the resource check, which comes first.
+    let snap = Objects::new()
+        .node(zoned("n1", "a"))
+        .node(zoned("n2", "b"))
+        .pod(pod("ns", "filler").cpu_mem("5", "1Gi"))
+        .pod(pod("ns", "big").cpu_mem("6", "1Gi").node_selector("zone", "c"))
+        .snapshot();
+    let (filler, big, n1) = (task(&snap, "filler"), task(&snap, "big"), node_id(&snap, "n1"));
+    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    let before = ssn.find_node(big).expect_err("no node in zone c");
+    assert_eq!(before.reasons.get(REASON_NODE_AFFINITY), Some(&2), "{before:?}");
+    ssn.allocate(filler, n1);
+    let after = ssn.find_node(big).expect_err("no node in zone c");
+    assert_eq!(after.reasons.get(REASON_NODE_AFFINITY), Some(&1), "{after:?}");
+    assert_eq!(after.reasons.get("Insufficient cpu"), Some(&1), "{after:?}");
+    assert_eq!(Err(after), ssn.find_node_by_scan(big));
+}
