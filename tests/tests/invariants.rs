@@ -226,6 +226,15 @@ proptest! {
     }
 }
 
+/// Fails unless the simulation with the node index equals the one with a full scan.
+fn index_matches_a_full_scan(yaml: &str, config: usize) -> Result<(), TestCaseError> {
+    let base = simulate(yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
+    let scan = simulate(yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+        .map_err(TestCaseError::fail)?;
+    prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    Ok(())
+}
+
 /// The cluster with inter-pod rules: every node gets its hostname label, every pod the
 /// label `job: <its PodGroup>`, and each job one rule family, by its position: none,
 /// required anti-affinity to its own job on the hostname, `DoNotSchedule` zone spread of
@@ -360,10 +369,7 @@ proptest! {
     #[test]
     fn inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
         let yaml = with_inter_pod_rules(cluster.expand()).to_yaml();
-        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
-        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
-            .map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+        index_matches_a_full_scan(&yaml, config)?;
     }
 }
 
@@ -409,10 +415,7 @@ proptest! {
     #[test]
     fn system_default_spread_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
         let yaml = with_default_spread(cluster.expand(), false);
-        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
-        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
-            .map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+        index_matches_a_full_scan(&yaml, config)?;
     }
 }
 
@@ -489,19 +492,13 @@ proptest! {
     #[test]
     fn soft_node_scores_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
         let yaml = with_soft_node_scores(cluster.expand()).to_yaml();
-        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
-        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
-            .map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+        index_matches_a_full_scan(&yaml, config)?;
     }
 
     #[test]
     fn soft_node_scores_with_inter_pod_rules_node_index_matches_a_full_scan((cluster, config) in arb_cluster_of(17)) {
         let yaml = with_default_spread(cluster.expand(), true);
-        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default()).map_err(TestCaseError::fail)?;
-        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
-            .map_err(TestCaseError::fail)?;
-        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+        index_matches_a_full_scan(&yaml, config)?;
     }
 }
 
