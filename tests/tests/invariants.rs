@@ -235,6 +235,14 @@ fn index_matches_a_full_scan(yaml: &str, config: usize) -> Result<(), TestCaseEr
     Ok(())
 }
 
+/// The PodGroup a pod belongs to (its group annotation), with the group's position in
+/// `jobs`.
+fn job_of(pod: &k8s_openapi::api::core::v1::Pod, jobs: &[String]) -> Option<(String, usize)> {
+    let job = pod.metadata.annotations.as_ref()?.get("scheduling.k8s.io/group-name")?.clone();
+    let index = jobs.iter().position(|j| *j == job).unwrap_or(0);
+    Some((job, index))
+}
+
 /// The cluster with inter-pod rules: every node gets its hostname label, every pod the
 /// label `job: <its PodGroup>`, and each job one rule family, by its position: none,
 /// required anti-affinity to its own job on the hostname, `DoNotSchedule` zone spread of
@@ -264,11 +272,7 @@ fn with_inter_pod_rules(mut e: volcano_testkit::scenario::Expanded) -> volcano_t
     }
     let jobs: Vec<String> = e.pod_groups.iter().filter_map(|pg| pg.metadata.name.clone()).collect();
     for pod in &mut e.pods {
-        let Some(job) = pod.metadata.annotations.as_ref().and_then(|a| a.get("scheduling.k8s.io/group-name")).cloned()
-        else {
-            continue;
-        };
-        let index = jobs.iter().position(|j| *j == job).unwrap_or(0);
+        let Some((job, index)) = job_of(pod, &jobs) else { continue };
         let next = jobs[(index + 1) % jobs.len()].clone();
         pod.metadata.labels.get_or_insert_with(Default::default).insert("job".into(), job.clone());
         let spec = pod.spec.as_mut().expect("pods have a spec");
@@ -453,11 +457,7 @@ fn with_soft_node_scores(mut e: volcano_testkit::scenario::Expanded) -> volcano_
     };
     let jobs: Vec<String> = e.pod_groups.iter().filter_map(|pg| pg.metadata.name.clone()).collect();
     for pod in &mut e.pods {
-        let Some(job) = pod.metadata.annotations.as_ref().and_then(|a| a.get("scheduling.k8s.io/group-name")).cloned()
-        else {
-            continue;
-        };
-        let index = jobs.iter().position(|j| *j == job).unwrap_or(0);
+        let Some((_, index)) = job_of(pod, &jobs) else { continue };
         let spec = pod.spec.as_mut().expect("pods have a spec");
         let terms = match index % 5 {
             1 => vec![preferred(50, "zone", "z0")],
