@@ -86,7 +86,7 @@ pub(crate) fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, Fi
     let task = ssn.snap.task(t);
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
-        if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
+        if Session::fits_future(&task.resreq, node) && ssn.predicate(t, n).is_ok() {
             return Ok(if Session::fits_idle(&task.resreq, node) {
                 NodeChoice::Idle(n)
             } else {

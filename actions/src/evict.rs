@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 
 use volcano_framework::pq::CmpHeap;
-use volcano_framework::{JobId, NodeId, Resource, Session, Statement, TaskId, TaskStatus};
+use volcano_framework::{JobId, NodeId, QueueId, Resource, Session, Statement, TaskId, TaskStatus};
 
 /// Whether `l` is evicted before `r` when `preemptor` needs room (Volcano
 /// `BuildVictimsPriorityQueue`): within a job, the reverse of task order; a victim whose
@@ -114,7 +114,7 @@ pub(crate) fn may_evict_for(ssn: &Session, t: TaskId) -> bool {
     }
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
-        if Session::fits_future_idle(task, node).is_ok() && ssn.predicate(t, n).is_ok() {
+        if Session::fits_future(&task.resreq, node) && ssn.predicate(t, n).is_ok() {
             return false;
         }
         let terminating_lower = node.tasks.iter().any(|x| {
@@ -132,7 +132,15 @@ pub(crate) fn may_evict_for(ssn: &Session, t: TaskId) -> bool {
 pub(crate) fn candidate_nodes(ssn: &Session, t: TaskId, scored: bool) -> Vec<NodeId> {
     let nodes: Vec<NodeId> =
         (0..ssn.snap.nodes.len() as u32).map(NodeId).filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
-    if !scored || nodes.len() < 2 {
+    if !scored {
+        return nodes;
+    }
+    by_score(ssn, t, nodes)
+}
+
+/// The nodes in score order, best first, ties by node order (the nodes given in node order).
+fn by_score(ssn: &Session, t: TaskId, nodes: Vec<NodeId>) -> Vec<NodeId> {
+    if nodes.len() < 2 {
         return nodes;
     }
     let scores = ssn.node_scores(t, &nodes);
@@ -141,7 +149,61 @@ pub(crate) fn candidate_nodes(ssn: &Session, t: TaskId, scored: bool) -> Vec<Nod
     order.into_iter().map(|i| nodes[i]).collect()
 }
 
+/// The nodes `preempt` tries for victims of queue `q` for `t`, in the order of
+/// [`candidate_nodes`] (scored): the candidates that hold a possible victim of the queue
+/// (the others cannot give `preempt` one). When the task's batch scores are uniform, only
+/// those nodes are checked and scored (a node's score does not depend on which others are
+/// scored); otherwise every candidate is, and the others are dropped from the order.
+pub(crate) fn preempt_candidate_nodes(ssn: &mut Session, t: TaskId, q: QueueId) -> Vec<NodeId> {
+    if !ssn.victim_index_enabled() {
+        return candidate_nodes(ssn, t, true);
+    }
+    let among = ssn.victim_nodes_of_queue(q);
+    if among.is_empty() {
+        return among;
+    }
+    if ssn.batch_scores_uniform(t) {
+        let nodes: Vec<NodeId> = among.into_iter().filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
+        return by_score(ssn, t, nodes);
+    }
+    let mut nodes = candidate_nodes(ssn, t, true);
+    nodes.retain(|n| among.binary_search(n).is_ok());
+    nodes
+}
+
+/// The nodes `reclaim` tries for victims for a task of queue `q`, one at a time in node
+/// order: with the victim index on, only the nodes that hold a possible victim of another
+/// reclaimable queue (the others cannot give `reclaim` one). The eviction predicates are
+/// the caller's to check.
+pub(crate) struct ReclaimWalk {
+    q: QueueId,
+    last: Option<NodeId>,
+}
+
+impl ReclaimWalk {
+    pub(crate) fn new(q: QueueId) -> Self {
+        ReclaimWalk { q, last: None }
+    }
+
+    pub(crate) fn next(&mut self, ssn: &mut Session) -> Option<NodeId> {
+        let next = if ssn.victim_index_enabled() {
+            ssn.next_node_with_reclaim_victims(self.q, self.last)
+        } else {
+            let i = self.last.map_or(0, |n| n.0 + 1);
+            (i < ssn.snap.nodes.len() as u32).then_some(NodeId(i))
+        };
+        self.last = next;
+        next
+    }
+}
+
+/// Whether the task fits some node without eviction: its resources fit the node's future
+/// idle resources and every predicate passes there (asked through the node index).
+pub(crate) fn fits_somewhere(ssn: &mut Session, t: TaskId) -> bool {
+    ssn.fits_some_node(t)
+}
+
 /// Whether the task fits the node's future idle resources and passes every predicate.
 pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
-    Session::fits_future_idle(ssn.snap.task(t), ssn.snap.node(n)).is_ok() && ssn.predicate(t, n).is_ok()
+    Session::fits_future(&ssn.snap.task(t).resreq, ssn.snap.node(n)) && ssn.predicate(t, n).is_ok()
 }

@@ -19,8 +19,8 @@ use volcano_api::conf::{args, Arguments};
 use volcano_framework::{parse_args, Action, ArgsError, EvictionTry, JobId, Session, Statement, TaskId, Worklist};
 
 use crate::evict::{
-    candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, sort_in_victim_order,
-    victims_suffice,
+    candidate_nodes, fits_somewhere, fits_without_eviction, free_node_for, may_evict_for, pending_tasks,
+    preempt_candidate_nodes, sort_in_victim_order, victims_suffice,
 };
 
 /// Configuration name.
@@ -79,16 +79,17 @@ fn preempt_task(
         return false;
     }
     let queue = ssn.snap.task(t).job.map(|j| ssn.snap.job(j).queue).expect("preemptors belong to a job");
-    let nodes = candidate_nodes(ssn, t, true);
     // A node where the task already fits needs no victim (Volcano skips such nodes, so a
     // gang that needs idle room on one node and evictions on another starves forever).
-    if ssn.allocatable(queue, t) {
+    if ssn.allocatable(queue, t) && fits_somewhere(ssn, t) {
+        let nodes = candidate_nodes(ssn, t, true);
         if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
             stmt.pipeline(ssn, t, n);
             return true;
         }
     }
-    for n in nodes {
+    // Victims are pods of the preemptor's queue (of its job, in phase 2).
+    for n in preempt_candidate_nodes(ssn, t, queue) {
         let mut preemptees: Vec<TaskId> = ssn.snap.node(n).tasks.iter().copied().filter(|v| filter(ssn, *v)).collect();
         if preemptees.is_empty() {
             continue;
@@ -102,9 +103,7 @@ fn preempt_task(
         ssn.record_preemption_attempt(victims.len());
         let fits = |s: &Session| {
             let task = s.snap.task(t);
-            s.allocatable(queue, t)
-                && Session::fits_future_idle(task, s.snap.node(n)).is_ok()
-                && s.predicate(t, n).is_ok()
+            s.allocatable(queue, t) && Session::fits_future(&task.resreq, s.snap.node(n)) && s.predicate(t, n).is_ok()
         };
         if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "preempt", fits) {
             stmt.merge(node_stmt);

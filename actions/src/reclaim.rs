@@ -12,8 +12,8 @@ use volcano_framework::{
 };
 
 use crate::evict::{
-    candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, sort_in_victim_order,
-    victims_suffice,
+    candidate_nodes, fits_somewhere, fits_without_eviction, free_node_for, may_evict_for, pending_tasks,
+    sort_in_victim_order, victims_suffice, ReclaimWalk,
 };
 
 /// Configuration name.
@@ -34,12 +34,18 @@ pub struct Reclaim;
 
 /// `candidates` is set when some node had pods of other reclaimable queues to consider.
 fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, candidates: &mut bool) -> bool {
-    let nodes = candidate_nodes(ssn, t, false);
-    if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
-        stmt.pipeline(ssn, t, n);
-        return true;
+    if fits_somewhere(ssn, t) {
+        let nodes = candidate_nodes(ssn, t, false);
+        if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
+            stmt.pipeline(ssn, t, n);
+            return true;
+        }
     }
-    for n in nodes {
+    let mut walk = ReclaimWalk::new(q);
+    while let Some(n) = walk.next(ssn) {
+        if ssn.predicate_for_eviction(t, n).is_err() {
+            continue;
+        }
         let reclaimees: Vec<TaskId> = ssn
             .snap
             .node(n)
@@ -66,7 +72,7 @@ fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, 
         if !victims_suffice(ssn, t, n, &victims) {
             continue;
         }
-        let fits = |s: &Session| Session::fits_future_idle(s.snap.task(t), s.snap.node(n)).is_ok();
+        let fits = |s: &Session| Session::fits_future(&s.snap.task(t).resreq, s.snap.node(n));
         if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "reclaim", fits) {
             stmt.merge(node_stmt);
             return true;

@@ -346,8 +346,9 @@ pub trait Plugin: Send + Sync {
         0
     }
 
-    /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task
-    /// (so it cannot change which node wins). Asked only for tasks that every plugin finds
+    /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task,
+    /// whichever nodes are scored together (so it cannot change which node wins, and a
+    /// subset of the nodes may be scored alone). Asked only for tasks that every plugin finds
     /// [`Plugin::shape_local`], once per task and session.
     fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
         false

@@ -4,6 +4,7 @@
 
 pub mod observer;
 pub mod select;
+mod victims;
 pub mod worklist;
 
 use std::cmp::Ordering;
@@ -61,6 +62,8 @@ pub struct Session {
     pub(crate) current_action: &'static str,
     pub(crate) index: crate::session::select::NodeIndex,
     pub(crate) index_enabled: bool,
+    /// The nodes holding possible victims, built when `preempt` or `reclaim` first asks.
+    pub(crate) victims: Option<victims::VictimNodes>,
     /// What the actions did that the metrics count.
     pub(crate) stats: SessionStats,
 }
@@ -160,6 +163,7 @@ impl Session {
             current_action: "",
             index: Default::default(),
             index_enabled,
+            victims: None,
             stats: SessionStats::default(),
         };
         for slot in ssn.tiers.iter_mut().flatten() {
@@ -657,6 +661,7 @@ impl Session {
     /// Marks a task Releasing (its resources become future idle) and fires `on_deallocate`.
     pub(crate) fn do_evict(&mut self, t: TaskId) -> TaskStatus {
         let prev = self.snap.task(t).status;
+        self.victims_leave(t);
         if let Some(n) = self.snap.task(t).node {
             self.snap.node_remove_task(n, t);
             self.snap.set_task_status(t, TaskStatus::Releasing);
@@ -679,6 +684,7 @@ impl Session {
         } else {
             self.snap.set_task_status(t, prev);
         }
+        self.victims_join(t);
         self.fire_allocate(t);
     }
 
@@ -738,5 +744,14 @@ impl Session {
     /// Whether the request fits the node's idle resources now.
     pub fn fits_idle(req: &Resource, node: &NodeInfo) -> bool {
         req.less_equal(&node.idle, DimensionDefault::Zero)
+    }
+
+    /// Whether the request fits the node's future idle resources ([`Session::fits_future_idle`]
+    /// without its message).
+    pub fn fits_future(req: &Resource, node: &NodeInfo) -> bool {
+        if node.releasing.is_exact_zero() && node.pipelined.is_exact_zero() {
+            return Session::fits_idle(req, node);
+        }
+        req.less_equal(&node.future_idle(), DimensionDefault::Zero)
     }
 }

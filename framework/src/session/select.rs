@@ -992,6 +992,27 @@ impl Session {
         mode
     }
 
+    /// Whether the task fits some node now or once releasing pods are gone (its request
+    /// fits the node's future idle resources and every predicate passes there): through
+    /// the node index when it serves the task, by a scan otherwise.
+    pub fn fits_some_node(&mut self, t: TaskId) -> bool {
+        if self.index_usable(t) {
+            return self.find_node(t).is_ok();
+        }
+        let req = &self.snap.task(t).resreq;
+        (0..self.snap.nodes.len() as u32)
+            .map(NodeId)
+            .any(|n| Session::fits_future(req, self.snap.node(n)) && self.predicate(t, n).is_ok())
+    }
+
+    /// Whether the task's batch scores are the same on every node (every plugin with batch
+    /// scores finds them [`crate::Plugin::batch_uniform`] for it), so that scoring a subset
+    /// of the nodes gives each node the score a batch over all of them would, and with the
+    /// node index on. `preempt` then scores only the nodes where it may find victims.
+    pub fn batch_scores_uniform(&mut self, t: TaskId) -> bool {
+        self.index_usable(t) && self.index.usable[t.idx()] == UNIFORM
+    }
+
     /// The same answer as [`Session::find_node`], by checking and scoring every node.
     pub fn find_node_by_scan(&self, t: TaskId) -> Result<NodeChoice, FitErrors> {
         let task = self.snap.task(t);
