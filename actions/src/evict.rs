@@ -144,6 +144,11 @@ fn by_score(ssn: &Session, t: TaskId, nodes: Vec<NodeId>) -> Vec<NodeId> {
         return nodes;
     }
     let scores = ssn.node_scores(t, &nodes);
+    in_score_order(nodes, &scores)
+}
+
+/// The nodes (given in node order) by score, best first, ties by node order.
+fn in_score_order(nodes: Vec<NodeId>, scores: &[f64]) -> Vec<NodeId> {
     let mut order: Vec<usize> = (0..nodes.len()).collect();
     order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
     order.into_iter().map(|i| nodes[i]).collect()
@@ -163,8 +168,8 @@ pub(crate) fn preempt_candidate_nodes(ssn: &mut Session, t: TaskId, q: QueueId) 
         return among;
     }
     if ssn.batch_scores_uniform(t) {
-        let nodes: Vec<NodeId> = among.into_iter().filter(|n| ssn.predicate_for_eviction(t, *n).is_ok()).collect();
-        return by_score(ssn, t, nodes);
+        let (nodes, scores) = ssn.eviction_candidates(t, &among);
+        return in_score_order(nodes, &scores);
     }
     let mut nodes = candidate_nodes(ssn, t, true);
     nodes.retain(|n| among.binary_search(n).is_ok());

@@ -502,6 +502,51 @@ proptest! {
     }
 }
 
+/// The cluster with running victims: every other job (by position) of low priority with
+/// its pods Running on the nodes in turn (from `offset`), the others of high priority;
+/// queue `i` reclaimable when bit `i` of `reclaimable` is set.
+fn with_running_jobs(mut cluster: Cluster, offset: usize, reclaimable: u8) -> Cluster {
+    let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    for (i, q) in cluster.queues.iter_mut().enumerate() {
+        q.reclaimable = Some(reclaimable & (1 << i) != 0);
+    }
+    let mut k = offset;
+    for (i, j) in cluster.jobs.iter_mut().enumerate() {
+        if i % 2 == 0 {
+            j.priority_class = Some("low".into());
+            j.phase = Some(volcano_api::crd::PodGroupPhase::Running);
+            j.running = (0..j.replicas.unwrap_or(1))
+                .map(|_| {
+                    k += 1;
+                    nodes[k % nodes.len()].clone()
+                })
+                .collect();
+        } else {
+            j.priority_class = Some("high".into());
+        }
+    }
+    cluster
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6576_6963), failure_persistence: None, .. ProptestConfig::default() })]
+
+    /// `preempt` and `reclaim` walk only the nodes the victim index lists and score only
+    /// those when they can (the node index on); with it off they walk and score every
+    /// node. The victims and placements must be the same.
+    #[test]
+    fn evictions_with_the_victim_index_match_a_full_scan(
+        (cluster, config) in arb_cluster_of(13),
+        offset in 0usize..7,
+        reclaimable in any::<u8>(),
+    ) {
+        let cluster = with_running_jobs(cluster, offset, reclaimable);
+        // The configurations with the eviction actions.
+        let config = 1 + config % 2;
+        index_matches_a_full_scan(&cluster.expand().to_yaml(), config)?;
+    }
+}
+
 const PREEMPT_CONF: &str = r#"
 actions: "enqueue, allocate, preempt, backfill"
 tiers:

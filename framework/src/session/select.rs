@@ -342,6 +342,18 @@ pub(crate) struct NodeIndex {
     verdicts: Vec<Option<Cow<'static, str>>>,
     /// Nodes the plugins reported through [`crate::Plugin::drain_touched`].
     pub(crate) touched: Vec<NodeId>,
+    /// Per class (by index, grown on demand): the eviction checks and node scores asked
+    /// for by [`Session::eviction_candidates`].
+    evictions: Vec<Option<EvictionAnswers>>,
+}
+
+/// A class's answers for `preempt` on the nodes asked so far, each valid until the node
+/// changes (read from the change log, as the class's own answers).
+struct EvictionAnswers {
+    cursor: usize,
+    /// Per node: `None` when not known, else whether the eviction predicates pass and the
+    /// node's own score (Σ node order).
+    answers: Vec<Option<(bool, f64)>>,
 }
 
 impl NodeIndex {
@@ -1003,6 +1015,51 @@ impl Session {
         (0..self.snap.nodes.len() as u32)
             .map(NodeId)
             .any(|n| Session::fits_future(req, self.snap.node(n)) && self.predicate(t, n).is_ok())
+    }
+
+    /// The nodes of `among` (in node order) where the eviction predicates pass for the
+    /// task ([`Session::predicate_for_eviction`]), with their scores
+    /// ([`Session::node_scores`] over them), for a task whose batch scores are uniform
+    /// ([`Session::batch_scores_uniform`]). The predicates' answers and each node's own
+    /// score are kept per class of the node index until the node changes, as the class's
+    /// answers are (so not the predicates' answers of a class with domain rules, which
+    /// change with the nodes of a domain: those are asked each time).
+    pub fn eviction_candidates(&mut self, t: TaskId, among: &[NodeId]) -> (Vec<NodeId>, Vec<f64>) {
+        debug_assert!(self.batch_scores_uniform(t));
+        let c = self.class_of(t);
+        if self.index.evictions.len() <= c {
+            self.index.evictions.resize_with(c + 1, || None);
+        }
+        let mut cache = self.index.evictions[c].take().unwrap_or_else(|| EvictionAnswers {
+            cursor: self.index.log.len(),
+            answers: vec![None; self.snap.nodes.len()],
+        });
+        for &e in &self.index.log[cache.cursor..] {
+            cache.answers[(e >> 1) as usize] = None;
+        }
+        cache.cursor = self.index.log.len();
+        let keep_predicates = !self.index.classes[c].domain_rules;
+        let (mut nodes, mut scores) = (Vec::new(), Vec::new());
+        for &n in among {
+            let (passes, score) = match cache.answers[n.idx()] {
+                Some((passes, score)) if keep_predicates => (passes, score),
+                Some((_, score)) => (self.predicate_for_eviction(t, n).is_ok(), score),
+                None => {
+                    let answer = (self.predicate_for_eviction(t, n).is_ok(), self.node_order_sum(t, n));
+                    cache.answers[n.idx()] = Some(answer);
+                    answer
+                }
+            };
+            if passes {
+                nodes.push(n);
+                scores.push(score);
+            }
+        }
+        self.index.evictions[c] = Some(cache);
+        for p in self.active(crate::plugin::Hooks::BATCH_NODE_ORDER) {
+            p.batch_node_order(&self.snap, t, &nodes, &mut scores);
+        }
+        (nodes, scores)
     }
 
     /// Whether the task's batch scores are the same on every node (every plugin with batch

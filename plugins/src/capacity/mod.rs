@@ -129,7 +129,13 @@ fn le(l: f64, r: f64) -> bool {
 /// Whether the two requests share a resource dimension (both ≥ the epsilon), `pods`
 /// ignored when `ignore_pods` (Volcano `Intersection` / `IntersectionWithIgnoredScalarResources`).
 fn intersects(a: &Resource, b: &Resource, ignore_pods: bool) -> bool {
-    a.dims().filter(|(n, v)| *v >= MIN_RESOURCE && !(ignore_pods && *n == PODS)).any(|(n, _)| b.get(n) >= MIN_RESOURCE)
+    // The dimensions of `a` in order (cpu, memory, scalars), without looking names up for
+    // cpu and memory: this runs for every victim candidate.
+    (a.milli_cpu >= MIN_RESOURCE && b.milli_cpu >= MIN_RESOURCE)
+        || (a.memory >= MIN_RESOURCE && b.memory >= MIN_RESOURCE)
+        || a.scalars().any(|(n, v)| {
+            v >= MIN_RESOURCE && !(ignore_pods && &**n == PODS) && b.scalar(n).unwrap_or(0.0) >= MIN_RESOURCE
+        })
 }
 
 /// Volcano `LessEqualPartlyWithDimensionZeroFiltered(deserved, req)` on
@@ -146,14 +152,11 @@ fn partly_within(req: &Resource, deserved: &Resource, future: impl Fn(&str) -> f
 /// by `req` that `deserved` declares (cpu/memory: at least the epsilon; scalars: present)
 /// where `allocated > deserved`.
 fn exceeds_relevant(allocated: &Resource, deserved: &Resource, req: &Resource) -> bool {
-    req.dims().filter(|(n, v)| *v > 0.0 && *n != PODS).any(|(n, _)| {
-        let relevant = match n {
-            "cpu" => deserved.milli_cpu >= MIN_RESOURCE,
-            "memory" => deserved.memory >= MIN_RESOURCE,
-            _ => deserved.has_scalar(n),
-        };
-        relevant && !le(allocated.get(n), deserved.get(n))
-    })
+    (req.milli_cpu > 0.0 && deserved.milli_cpu >= MIN_RESOURCE && !le(allocated.milli_cpu, deserved.milli_cpu))
+        || (req.memory > 0.0 && deserved.memory >= MIN_RESOURCE && !le(allocated.memory, deserved.memory))
+        || req.scalars().any(|(n, v)| {
+            v > 0.0 && &**n != PODS && deserved.scalar(n).is_some_and(|d| !le(allocated.scalar(n).unwrap_or(0.0), d))
+        })
 }
 
 /// The index of the position of `q` in a small running table, inserting `init` if absent.

@@ -736,3 +736,27 @@ fn system_default_spread_is_partitioned_by_zone_and_counted() {
     plugin.batch_node_order_counted(&snap, p, &some, &[1, 38, 1, 1, 1], &mut more);
     assert_ne!(more, counted);
 }
+
+#[test]
+fn eviction_candidates_are_rescored_once_a_node_changed() {
+    // `preempt` keeps each node's score per class until the node changes: after a
+    // placement, the scores are those a fresh batch gives.
+    let snap = Objects::new()
+        .node(node("n1", "8", "16Gi"))
+        .node(node("n2", "8", "16Gi"))
+        .pod(pod("ns", "filler").cpu_mem("4", "1Gi"))
+        .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
+        .snapshot();
+    let (filler, p, n1, n2) = (task(&snap, "filler"), task(&snap, "p"), node_id(&snap, "n1"), node_id(&snap, "n2"));
+    let plugin = factory(&opt(json!({}))).expect("valid arguments").build();
+    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin);
+    assert!(ssn.batch_scores_uniform(p));
+    let (nodes, before) = ssn.eviction_candidates(p, &[n1, n2]);
+    assert_eq!(nodes, vec![n1, n2]);
+    assert_eq!(before, ssn.node_scores(p, &nodes));
+    assert_eq!(before[0], before[1]);
+    ssn.allocate(filler, n1);
+    let (nodes, after) = ssn.eviction_candidates(p, &[n1, n2]);
+    assert_eq!(after, ssn.node_scores(p, &nodes));
+    assert!(after[0] < after[1], "n1 is fuller now: {after:?}");
+}
