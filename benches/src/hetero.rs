@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec,
-    NodeStatus, Pod, PodSpec, PodStatus, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
+    NodeStatus, Pod, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus};
+use volcano_api::crd::{PodGroup, PodGroupSpec};
 use volcano_framework::ClusterObjects;
 
 use crate::workloads::{self, q, time, HOSTNAME_KEY, OTHER_SCHEDULER_NAME, SCHEDULER_NAME, SIZES, ZONE_KEY};
@@ -225,28 +225,19 @@ pub fn running_pod(k: usize, nodes: usize) -> Pod {
         NodeType::Cpu => resources(16, "64Gi", 0),
     };
     let ours = u != 1;
-    let annotations = ours.then(|| [(crd::GROUP_NAME_ANNOTATION.to_string(), name.clone())].into());
     let tolerations = (t == NodeType::L40).then(|| vec![toleration(INFERENCE_TAINT, "NoSchedule")]);
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(format!("team-{ns}")),
-            uid: Some(format!("hetero-{name}")),
-            annotations,
-            creation_timestamp: Some(time(1_650_000_000 + k as i64)),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            scheduler_name: Some(if ours { SCHEDULER_NAME } else { OTHER_SCHEDULER_NAME }.into()),
-            node_name: Some(format!("node-{i:05}")),
-            priority_class_name: Some("bench-low".into()),
-            priority: Some(priority_value("bench-low")),
-            tolerations,
-            containers: vec![container(request)],
-            ..Default::default()
-        }),
-        status: Some(PodStatus { phase: Some("Running".into()), ..Default::default() }),
-    }
+    let spec = PodSpec {
+        scheduler_name: Some(if ours { SCHEDULER_NAME } else { OTHER_SCHEDULER_NAME }.into()),
+        node_name: Some(format!("node-{i:05}")),
+        priority_class_name: Some("bench-low".into()),
+        priority: Some(priority_value("bench-low")),
+        tolerations,
+        containers: vec![container(request)],
+        ..Default::default()
+    };
+    let group = ours.then_some(name.as_str());
+    let (namespace, uid, created) = (format!("team-{ns}"), format!("hetero-{name}"), time(1_650_000_000 + k as i64));
+    workloads::member_pod(name.clone(), namespace, uid, group, created, spec)
 }
 
 /// The PodGroup of running pod `k` (volcano-rs's pods only, `k div N ≠ 1`): `run-{k:06}` in
@@ -255,20 +246,14 @@ pub fn running_pod(k: usize, nodes: usize) -> Pod {
 pub fn running_pod_group(k: usize) -> PodGroup {
     let name = format!("run-{k:06}");
     let ns = k % NAMESPACES;
-    let mut pg = PodGroup::new(
-        &name,
-        PodGroupSpec {
-            min_member: 1,
-            queue: Some(queue_of_namespace(ns)),
-            priority_class_name: Some("bench-low".into()),
-            ..Default::default()
-        },
-    );
-    pg.metadata.namespace = Some(format!("team-{ns}"));
-    pg.metadata.uid = Some(format!("hetero-pg-{name}"));
-    pg.metadata.creation_timestamp = Some(time(1_650_000_000 + k as i64));
-    pg.status = Some(PodGroupStatus { phase: Some(PodGroupPhase::Running), running: 1, ..Default::default() });
-    pg
+    let spec = PodGroupSpec {
+        min_member: 1,
+        queue: Some(queue_of_namespace(ns)),
+        priority_class_name: Some("bench-low".into()),
+        ..Default::default()
+    };
+    let created = time(1_650_000_000 + k as i64);
+    workloads::pod_group(&name, &format!("team-{ns}"), format!("hetero-pg-{name}"), spec, created, Some(1))
 }
 
 /// The requests of a worker pod of request variant `v = j mod 7`: cpu, memory (Gi), GPUs.
@@ -415,38 +400,21 @@ pub fn pending_job(j: usize) -> workloads::Job {
         let (c, m, g) = pod_request(v, size, k);
         (cpu, mem, gpu) = (cpu + c, mem + m, gpu + g);
     }
-    let mut pg = PodGroup::new(
-        &name,
-        PodGroupSpec {
-            min_member: size as i32,
-            queue: Some(queue_of_namespace(ns)),
-            priority_class_name: spec.priority_class_name.clone(),
-            min_resources: Some(resources(cpu, &format!("{mem}Gi"), gpu)),
-            ..Default::default()
-        },
-    );
-    pg.metadata.namespace = Some(namespace.clone());
-    pg.metadata.uid = Some(format!("hetero-pg-{name}"));
-    pg.metadata.creation_timestamp = Some(created.clone());
-    pg.status = Some(PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() });
-    let annotations: BTreeMap<String, String> =
-        [(crd::GROUP_NAME_ANNOTATION.to_string(), name.clone())].into_iter().collect();
+    let pg_spec = PodGroupSpec {
+        min_member: size as i32,
+        queue: Some(queue_of_namespace(ns)),
+        priority_class_name: spec.priority_class_name.clone(),
+        min_resources: Some(resources(cpu, &format!("{mem}Gi"), gpu)),
+        ..Default::default()
+    };
+    let pg = workloads::pod_group(&name, &namespace, format!("hetero-pg-{name}"), pg_spec, created.clone(), None);
     let pods = (0..size)
         .map(|k| {
             let pod_name = format!("{name}-{k}");
             let (c, m, g) = pod_request(v, size, k);
-            Pod {
-                metadata: ObjectMeta {
-                    name: Some(pod_name.clone()),
-                    namespace: Some(namespace.clone()),
-                    uid: Some(format!("hetero-{pod_name}")),
-                    annotations: Some(annotations.clone()),
-                    creation_timestamp: Some(created.clone()),
-                    ..Default::default()
-                },
-                spec: Some(PodSpec { containers: vec![container(resources(c, &format!("{m}Gi"), g))], ..spec.clone() }),
-                status: Some(PodStatus { phase: Some("Pending".into()), ..Default::default() }),
-            }
+            let spec = PodSpec { containers: vec![container(resources(c, &format!("{m}Gi"), g))], ..spec.clone() };
+            let uid = format!("hetero-{pod_name}");
+            workloads::member_pod(pod_name, namespace.clone(), uid, Some(&name), created.clone(), spec)
         })
         .collect();
     workloads::Job { pod_group: pg, pods }

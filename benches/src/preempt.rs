@@ -6,10 +6,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec};
+use volcano_api::crd::{PodGroup, PodGroupSpec, Queue, QueueSpec};
 use volcano_framework::ClusterObjects;
 
 use crate::hetero::{priority_classes, priority_value, GPU};
@@ -99,38 +98,23 @@ fn gpu_pod_request() -> BTreeMap<String, Quantity> {
 }
 
 fn pod(name: &str, group: &str, class: &str, node: Option<String>, created: i64) -> Pod {
-    let annotations: BTreeMap<String, String> = [(crd::GROUP_NAME_ANNOTATION.to_string(), group.to_string())].into();
-    let running = node.is_some();
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("bench".into()),
-            uid: Some(format!("preempt-{name}")),
-            annotations: Some(annotations),
-            creation_timestamp: Some(time(created)),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            scheduler_name: Some(SCHEDULER_NAME.into()),
-            node_name: node,
-            priority_class_name: Some(class.into()),
-            priority: Some(priority_value(class)),
-            containers: vec![Container {
-                name: "main".into(),
-                resources: Some(ResourceRequirements {
-                    requests: Some(gpu_pod_request()),
-                    limits: Some(gpu_pod_request()),
-                    ..Default::default()
-                }),
+    let spec = PodSpec {
+        scheduler_name: Some(SCHEDULER_NAME.into()),
+        node_name: node,
+        priority_class_name: Some(class.into()),
+        priority: Some(priority_value(class)),
+        containers: vec![Container {
+            name: "main".into(),
+            resources: Some(ResourceRequirements {
+                requests: Some(gpu_pod_request()),
+                limits: Some(gpu_pod_request()),
                 ..Default::default()
-            }],
+            }),
             ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some(if running { "Running" } else { "Pending" }.into()),
-            ..Default::default()
-        }),
-    }
+        }],
+        ..Default::default()
+    };
+    workloads::member_pod(name.into(), "bench".into(), format!("preempt-{name}"), Some(group), time(created), spec)
 }
 
 fn pod_group(
@@ -147,24 +131,14 @@ fn pod_group(
         (GPU.to_string(), q(&min_member.to_string())),
     ]
     .into();
-    let mut pg = PodGroup::new(
-        name,
-        PodGroupSpec {
-            min_member: min_member as i32,
-            queue: Some(queue.into()),
-            priority_class_name: Some(class.into()),
-            min_resources: Some(min_resources),
-            ..Default::default()
-        },
-    );
-    pg.metadata.namespace = Some("bench".into());
-    pg.metadata.uid = Some(format!("preempt-pg-{name}"));
-    pg.metadata.creation_timestamp = Some(time(created));
-    pg.status = Some(match running {
-        Some(n) => PodGroupStatus { phase: Some(PodGroupPhase::Running), running: n as i32, ..Default::default() },
-        None => PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() },
-    });
-    pg
+    let spec = PodGroupSpec {
+        min_member: min_member as i32,
+        queue: Some(queue.into()),
+        priority_class_name: Some(class.into()),
+        min_resources: Some(min_resources),
+        ..Default::default()
+    };
+    workloads::pod_group(name, "bench", format!("preempt-pg-{name}"), spec, time(created), running.map(|n| n as i32))
 }
 
 /// Running gang `g` (g in 0..N/4) of `preempt-N`: `low-{g:05}`, 16 pods `low-{g:05}-{k}` on

@@ -89,6 +89,54 @@ pub struct Job {
     pub pods: Vec<Pod>,
 }
 
+/// A PodGroup of the benches: `name` in `namespace` with this uid, spec and creation time;
+/// phase Pending, or Running with `running` pods when given.
+pub fn pod_group(
+    name: &str,
+    namespace: &str,
+    uid: String,
+    spec: PodGroupSpec,
+    created: Time,
+    running: Option<i32>,
+) -> PodGroup {
+    let mut pg = PodGroup::new(name, spec);
+    pg.metadata.namespace = Some(namespace.into());
+    pg.metadata.uid = Some(uid);
+    pg.metadata.creation_timestamp = Some(created);
+    pg.status = Some(match running {
+        Some(n) => PodGroupStatus { phase: Some(PodGroupPhase::Running), running: n, ..Default::default() },
+        None => PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() },
+    });
+    pg
+}
+
+/// A pod of the benches: `name` in `namespace` with this uid, creation time and spec, in
+/// PodGroup `group` (its group annotation) when given; Running when the spec names a
+/// node, Pending otherwise.
+pub fn member_pod(
+    name: String,
+    namespace: String,
+    uid: String,
+    group: Option<&str>,
+    created: Time,
+    spec: PodSpec,
+) -> Pod {
+    let annotations = group.map(|g| [(crd::GROUP_NAME_ANNOTATION.to_string(), g.to_string())].into());
+    let phase = if spec.node_name.is_some() { "Running" } else { "Pending" };
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace),
+            uid: Some(uid),
+            annotations,
+            creation_timestamp: Some(created),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: Some(PodStatus { phase: Some(phase.into()), ..Default::default() }),
+    }
+}
+
 fn pod_request() -> BTreeMap<String, Quantity> {
     [("cpu".to_string(), q("8")), ("memory".to_string(), q("64Gi")), ("nvidia.com/gpu".to_string(), q("1"))]
         .into_iter()
@@ -107,48 +155,37 @@ pub fn job(j: usize) -> Job {
     ]
     .into_iter()
     .collect();
-    let mut pg = PodGroup::new(
-        &name,
-        PodGroupSpec {
-            min_member: size as i32,
-            queue: Some(format!("q{}", j % 4)),
-            min_resources: Some(min_resources),
-            ..Default::default()
-        },
-    );
-    pg.metadata.namespace = Some("bench".into());
-    pg.metadata.uid = Some(format!("bench-{name}"));
-    pg.metadata.creation_timestamp = Some(created.clone());
-    pg.status = Some(PodGroupStatus { phase: Some(PodGroupPhase::Pending), ..Default::default() });
-    let annotations: BTreeMap<String, String> =
-        [(crd::GROUP_NAME_ANNOTATION.to_string(), name.clone())].into_iter().collect();
+    let spec = PodGroupSpec {
+        min_member: size as i32,
+        queue: Some(format!("q{}", j % 4)),
+        min_resources: Some(min_resources),
+        ..Default::default()
+    };
+    let pg = pod_group(&name, "bench", format!("bench-{name}"), spec, created.clone(), None);
     let pods = (0..size)
         .map(|k| {
             let pod_name = format!("{name}-{k}");
-            Pod {
-                metadata: ObjectMeta {
-                    name: Some(pod_name.clone()),
-                    namespace: Some("bench".into()),
-                    uid: Some(format!("bench-{pod_name}")),
-                    annotations: Some(annotations.clone()),
-                    creation_timestamp: Some(created.clone()),
-                    ..Default::default()
-                },
-                spec: Some(PodSpec {
-                    scheduler_name: Some(SCHEDULER_NAME.into()),
-                    containers: vec![Container {
-                        name: "main".into(),
-                        resources: Some(ResourceRequirements {
-                            requests: Some(pod_request()),
-                            limits: Some(pod_request()),
-                            ..Default::default()
-                        }),
+            let spec = PodSpec {
+                scheduler_name: Some(SCHEDULER_NAME.into()),
+                containers: vec![Container {
+                    name: "main".into(),
+                    resources: Some(ResourceRequirements {
+                        requests: Some(pod_request()),
+                        limits: Some(pod_request()),
                         ..Default::default()
-                    }],
+                    }),
                     ..Default::default()
-                }),
-                status: Some(PodStatus { phase: Some("Pending".into()), ..Default::default() }),
-            }
+                }],
+                ..Default::default()
+            };
+            member_pod(
+                pod_name.clone(),
+                "bench".into(),
+                format!("bench-{pod_name}"),
+                Some(&name),
+                created.clone(),
+                spec,
+            )
         })
         .collect();
     Job { pod_group: pg, pods }

@@ -131,6 +131,48 @@ fn le(l: f64, r: f64) -> bool {
     l < r || (l - r).abs() < MIN_RESOURCE
 }
 
+/// The scalar part of [`Resource::less_equal`]: `a ≤ b` where `b` has the names of
+/// `b_names` and the values `b_value(j)`. Both lists are sorted by name: walk them together.
+fn scalars_le(
+    a: &[(ResourceName, f64)],
+    b_names: &[(ResourceName, f64)],
+    b_value: impl Fn(usize) -> f64,
+    default: DimensionDefault,
+) -> bool {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b_names.len() {
+        let ord = match (a.get(i), b_names.get(j)) {
+            (Some((x, _)), Some((y, _))) => x.cmp(y),
+            (Some(_), None) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        match ord {
+            Ordering::Equal => {
+                if !le(a[i].1, b_value(j)) {
+                    return false;
+                }
+                i += 1;
+                j += 1;
+            }
+            Ordering::Less => {
+                // Only on the left: the right is 0 or unlimited.
+                if default == DimensionDefault::Zero && !le(a[i].1, 0.0) {
+                    return false;
+                }
+                i += 1;
+            }
+            Ordering::Greater => {
+                // Only on the right: left is 0 there, and 0 ≤ anything non-negative.
+                if !le(0.0, b_value(j)) {
+                    return false;
+                }
+                j += 1;
+            }
+        }
+    }
+    true
+}
+
 impl Resource {
     /// The empty vector.
     pub fn empty() -> Self {
@@ -346,40 +388,24 @@ impl Resource {
         if !le(self.milli_cpu, other.milli_cpu) || !le(self.memory, other.memory) {
             return false;
         }
-        // Both scalar lists are sorted by name: walk them together.
-        let (a, b) = (&self.scalars, &other.scalars);
-        let (mut i, mut j) = (0, 0);
-        while i < a.len() || j < b.len() {
-            let ord = match (a.get(i), b.get(j)) {
-                (Some((x, _)), Some((y, _))) => x.cmp(y),
-                (Some(_), None) => Ordering::Less,
-                _ => Ordering::Greater,
-            };
-            match ord {
-                Ordering::Equal => {
-                    if !le(a[i].1, b[j].1) {
-                        return false;
-                    }
-                    i += 1;
-                    j += 1;
-                }
-                Ordering::Less => {
-                    // Only on the left: the right is 0 or unlimited.
-                    if default == DimensionDefault::Zero && !le(a[i].1, 0.0) {
-                        return false;
-                    }
-                    i += 1;
-                }
-                Ordering::Greater => {
-                    // Only on the right: left is 0 there, and 0 ≤ anything non-negative.
-                    if !le(0.0, b[j].1) {
-                        return false;
-                    }
-                    j += 1;
-                }
-            }
+        scalars_le(&self.scalars, &other.scalars, |j| other.scalars[j].1, default)
+    }
+
+    /// `self ≤ a − b` ([`Resource::less_equal`] with `Zero`, against `a` after
+    /// [`Resource::sub_unchecked`] of `b`), without building the difference when `a` and
+    /// `b` have the same scalar dimensions.
+    pub fn less_equal_difference(&self, a: &Resource, b: &Resource) -> bool {
+        let same =
+            a.scalars.len() == b.scalars.len() && a.scalars.iter().zip(&b.scalars).all(|((x, _), (y, _))| x == y);
+        if !same {
+            let mut d = a.clone();
+            d.sub_unchecked(b);
+            return self.less_equal(&d, DimensionDefault::Zero);
         }
-        true
+        if !le(self.milli_cpu, a.milli_cpu - b.milli_cpu) || !le(self.memory, a.memory - b.memory) {
+            return false;
+        }
+        scalars_le(&self.scalars, &a.scalars, |j| a.scalars[j].1 - b.scalars[j].1, DimensionDefault::Zero)
     }
 
     /// `self ≤ other` only on the dimensions that `req` asks for (> epsilon), `pods`
@@ -520,6 +546,39 @@ mod tests {
         assert_eq!(r.get(PODS), 110.0);
         assert!(!r.has_scalar("count/pods"));
         assert_eq!(r.to_list()["nvidia.com/gpu"].0, "2");
+    }
+
+    #[test]
+    fn less_equal_difference_is_less_equal_of_the_difference() {
+        let vector = |cpu: f64, mem: f64, scalars: &[(&str, f64)]| {
+            let mut r = Resource::new(cpu, mem);
+            for (n, v) in scalars {
+                r.add_scalar(n, *v);
+            }
+            r
+        };
+        let vectors = [
+            Resource::empty(),
+            vector(1000.0, 10.0, &[]),
+            vector(4000.0, 64.0, &[(NVIDIA_GPU, 2000.0)]),
+            vector(4000.0, 64.0, &[(NVIDIA_GPU, 1000.0)]),
+            vector(500.0, 1.0, &[(NVIDIA_GPU, 3000.0), (PODS, 1.0)]),
+            vector(8000.0, 128.0, &[("example.com/fpga", 1.0)]),
+            vector(1000.05, 10.0, &[(NVIDIA_GPU, 0.05)]),
+        ];
+        for g in &vectors {
+            for a in &vectors {
+                for b in &vectors {
+                    let mut d = a.clone();
+                    d.sub_unchecked(b);
+                    assert_eq!(
+                        g.less_equal_difference(a, b),
+                        g.less_equal(&d, DimensionDefault::Zero),
+                        "{g:?} <= {a:?} - {b:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

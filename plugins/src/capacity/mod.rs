@@ -686,9 +686,7 @@ impl Plugin for Capacity {
                 continue;
             }
             let pos = running_slot(&mut running, q, &attr.account.allocated);
-            let mut after = running[pos].1.clone();
-            after.sub_unchecked(&task.resreq);
-            if !attr.account.guarantee.less_equal(&after, DimensionDefault::Zero) {
+            if !attr.account.guarantee.less_equal_difference(&running[pos].1, &task.resreq) {
                 tracing::trace!(victim = %task.key, queue = %attr.name, "capacity: the queue would fall below its guarantee");
                 continue;
             }
