@@ -2,7 +2,8 @@
 //! preemptor inside a per-node statement, the preemptor's pending tasks, whether it may
 //! evict at all, and the nodes to try (those that fit without eviction first).
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{JobId, NodeId, QueueId, Resource, Session, Statement, TaskId, TaskStatus};
@@ -159,21 +160,66 @@ fn in_score_order(nodes: Vec<NodeId>, scores: &[f64]) -> Vec<NodeId> {
 /// (the others cannot give `preempt` one). When the task's batch scores are uniform, only
 /// those nodes are checked and scored (a node's score does not depend on which others are
 /// scored); otherwise every candidate is, and the others are dropped from the order.
-pub(crate) fn preempt_candidate_nodes(ssn: &mut Session, t: TaskId, q: QueueId) -> Vec<NodeId> {
+pub(crate) fn preempt_candidate_nodes(ssn: &mut Session, t: TaskId, q: QueueId) -> ScoreOrder {
     if !ssn.victim_index_enabled() {
-        return candidate_nodes(ssn, t, true);
+        return ScoreOrder::Sorted(candidate_nodes(ssn, t, true).into_iter());
     }
     let among = ssn.victim_nodes_of_queue(q);
     if among.is_empty() {
-        return among;
+        return ScoreOrder::Sorted(among.into_iter());
     }
     if ssn.batch_scores_uniform(t) {
+        // Most preemptors stop at one of the first nodes: a heap gives them in order
+        // without sorting them all.
         let (nodes, scores) = ssn.eviction_candidates(t, &among);
-        return in_score_order(nodes, &scores);
+        let heap = nodes.iter().zip(&scores).map(|(n, s)| (TotalOrder(*s), Reverse(n.0))).collect();
+        return ScoreOrder::Heap(heap);
     }
     let mut nodes = candidate_nodes(ssn, t, true);
     nodes.retain(|n| among.binary_search(n).is_ok());
-    nodes
+    ScoreOrder::Sorted(nodes.into_iter())
+}
+
+/// A score in `f64::total_cmp` order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TotalOrder(f64);
+
+impl PartialEq for TotalOrder {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for TotalOrder {}
+
+impl PartialOrd for TotalOrder {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for TotalOrder {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// Nodes best score first, ties by node order ([`in_score_order`]): already sorted, or
+/// taken one at a time from a max-heap of (score, reversed node index).
+pub(crate) enum ScoreOrder {
+    Sorted(std::vec::IntoIter<NodeId>),
+    Heap(BinaryHeap<(TotalOrder, Reverse<u32>)>),
+}
+
+impl Iterator for ScoreOrder {
+    type Item = NodeId;
+
+    fn next(&mut self) -> Option<NodeId> {
+        match self {
+            ScoreOrder::Sorted(nodes) => nodes.next(),
+            ScoreOrder::Heap(heap) => heap.pop().map(|(_, Reverse(n))| NodeId(n)),
+        }
+    }
 }
 
 /// The nodes `reclaim` tries for victims for a task of queue `q`, one at a time in node
@@ -211,4 +257,18 @@ pub(crate) fn fits_somewhere(ssn: &mut Session, t: TaskId) -> bool {
 /// Whether the task fits the node's future idle resources and passes every predicate.
 pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
     Session::fits_future(&ssn.snap.task(t).resreq, ssn.snap.node(n)) && ssn.predicate(t, n).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_heap_gives_the_nodes_in_the_sorted_order() {
+        let scores = [3.0, -0.0, 0.0, f64::NAN, 3.0, 7.5, -1.0, 0.0, 7.5, f64::INFINITY];
+        let nodes: Vec<NodeId> = (0..scores.len() as u32).map(|i| NodeId(2 * i + 1)).collect();
+        let sorted = in_score_order(nodes.clone(), &scores);
+        let heap = nodes.iter().zip(&scores).map(|(n, s)| (TotalOrder(*s), Reverse(n.0))).collect();
+        assert_eq!(ScoreOrder::Heap(heap).collect::<Vec<_>>(), sorted);
+    }
 }
