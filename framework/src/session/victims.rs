@@ -63,30 +63,26 @@ impl Session {
 
     /// Takes a task out of the index before it stops being a possible victim.
     pub(crate) fn victims_leave(&mut self, t: TaskId) {
-        if self.victims.is_none() {
-            return;
-        }
-        if let Some((q, n)) = self.victim_key(t) {
-            let reclaimable = self.snap.queue(q).reclaimable;
-            let v = self.victims.as_mut().expect("checked");
-            remove(&mut v.by_queue[q.idx()], n);
-            if reclaimable {
-                remove(&mut v.reclaimable, n);
-            }
-        }
+        self.victims_count(t, remove);
     }
 
     /// Puts a task back in the index once it may be a victim again.
     pub(crate) fn victims_join(&mut self, t: TaskId) {
+        self.victims_count(t, add);
+    }
+
+    /// Applies `count` to the task's node in its queue's map (and in the reclaimable
+    /// queues' map) when the index is built and the task is a possible victim now.
+    fn victims_count(&mut self, t: TaskId, count: fn(&mut BTreeMap<u32, u32>, u32)) {
         if self.victims.is_none() {
             return;
         }
         if let Some((q, n)) = self.victim_key(t) {
             let reclaimable = self.snap.queue(q).reclaimable;
             let v = self.victims.as_mut().expect("checked");
-            add(&mut v.by_queue[q.idx()], n);
+            count(&mut v.by_queue[q.idx()], n);
             if reclaimable {
-                add(&mut v.reclaimable, n);
+                count(&mut v.reclaimable, n);
             }
         }
     }
