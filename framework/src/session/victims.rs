@@ -101,11 +101,6 @@ impl Session {
         self.victim_nodes().by_queue[q.idx()].keys().map(|n| NodeId(*n)).collect()
     }
 
-    /// Whether node `n` holds a possible victim of queue `q`.
-    pub fn has_victims_of_queue(&mut self, q: QueueId, n: NodeId) -> bool {
-        self.victim_nodes().by_queue[q.idx()].contains_key(&n.0)
-    }
-
     /// The first node after `after` (from the first node when `None`), in node order, that
     /// holds a possible victim of a reclaimable queue other than `q`: the nodes where
     /// `reclaim` can find victims for a pod of queue `q`.
