@@ -248,12 +248,6 @@ impl ReclaimWalk {
     }
 }
 
-/// Whether the task fits some node without eviction: its resources fit the node's future
-/// idle resources and every predicate passes there (asked through the node index).
-pub(crate) fn fits_somewhere(ssn: &mut Session, t: TaskId) -> bool {
-    ssn.fits_some_node(t)
-}
-
 /// Whether the task fits the node's future idle resources and passes every predicate.
 pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
     Session::fits_future(&ssn.snap.task(t).resreq, ssn.snap.node(n)) && ssn.predicate(t, n).is_ok()

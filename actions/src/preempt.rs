@@ -19,8 +19,8 @@ use volcano_api::conf::{args, Arguments};
 use volcano_framework::{parse_args, Action, ArgsError, EvictionTry, JobId, Session, Statement, TaskId, Worklist};
 
 use crate::evict::{
-    candidate_nodes, fits_somewhere, fits_without_eviction, free_node_for, may_evict_for, pending_tasks,
-    preempt_candidate_nodes, sort_in_victim_order, victims_suffice,
+    candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, preempt_candidate_nodes,
+    sort_in_victim_order, victims_suffice,
 };
 
 /// Configuration name.
@@ -81,7 +81,7 @@ fn preempt_task(
     let queue = ssn.snap.task(t).job.map(|j| ssn.snap.job(j).queue).expect("preemptors belong to a job");
     // A node where the task already fits needs no victim (Volcano skips such nodes, so a
     // gang that needs idle room on one node and evictions on another starves forever).
-    if ssn.allocatable(queue, t) && fits_somewhere(ssn, t) {
+    if ssn.allocatable(queue, t) && ssn.fits_some_node(t) {
         let nodes = candidate_nodes(ssn, t, true);
         if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
             stmt.pipeline(ssn, t, n);

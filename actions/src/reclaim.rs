@@ -12,8 +12,8 @@ use volcano_framework::{
 };
 
 use crate::evict::{
-    candidate_nodes, fits_somewhere, fits_without_eviction, free_node_for, may_evict_for, pending_tasks,
-    sort_in_victim_order, victims_suffice, ReclaimWalk,
+    candidate_nodes, fits_without_eviction, free_node_for, may_evict_for, pending_tasks, sort_in_victim_order,
+    victims_suffice, ReclaimWalk,
 };
 
 /// Configuration name.
@@ -34,7 +34,7 @@ pub struct Reclaim;
 
 /// `candidates` is set when some node had pods of other reclaimable queues to consider.
 fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, candidates: &mut bool) -> bool {
-    if fits_somewhere(ssn, t) {
+    if ssn.fits_some_node(t) {
         let nodes = candidate_nodes(ssn, t, false);
         if let Some(&n) = nodes.iter().find(|n| fits_without_eviction(ssn, t, **n)) {
             stmt.pipeline(ssn, t, n);

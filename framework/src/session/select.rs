@@ -1056,7 +1056,7 @@ impl Session {
             }
         }
         self.index.evictions[c] = Some(cache);
-        for p in self.active(crate::plugin::Hooks::BATCH_NODE_ORDER) {
+        for p in self.batch_plugins() {
             p.batch_node_order(&self.snap, t, &nodes, &mut scores);
         }
         (nodes, scores)

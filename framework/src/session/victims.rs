@@ -47,16 +47,11 @@ impl Session {
 
     fn victim_nodes(&mut self) -> &VictimNodes {
         if self.victims.is_none() {
-            let mut v = VictimNodes { by_queue: vec![BTreeMap::new(); self.snap.queues.len()], ..Default::default() };
+            self.victims =
+                Some(VictimNodes { by_queue: vec![BTreeMap::new(); self.snap.queues.len()], ..Default::default() });
             for i in 0..self.snap.tasks.len() {
-                if let Some((q, n)) = self.victim_key(TaskId(i as u32)) {
-                    add(&mut v.by_queue[q.idx()], n);
-                    if self.snap.queue(q).reclaimable {
-                        add(&mut v.reclaimable, n);
-                    }
-                }
+                self.victims_join(TaskId(i as u32));
             }
-            self.victims = Some(v);
         }
         self.victims.as_ref().expect("built above")
     }
