@@ -89,8 +89,11 @@ fn key_rank(key: u128) -> u32 {
     (key >> 96) as u32
 }
 
-/// A max-tree over the nodes' [`tree_key`]s (a complete binary tree in an array, leaves at
-/// the bottom): the root is the best node; an update walks up until nothing changes.
+/// A max-tree over the nodes' [`tree_key`]s: an array of `2 × leaves` keys, the leaves at
+/// `leaves..2 × leaves` and node `i` the max of `2i` and `2i + 1` (any number of leaves:
+/// every leaf has exactly one path to node 1, so node 1 is the best node, and a range query
+/// walks up from both ends). Not padded to a power of two: a class's tree is about 16 bytes
+/// per node, not up to 32. An update walks up until nothing changes.
 struct BestTree {
     leaves: usize,
     keys: Vec<u128>,
@@ -100,7 +103,7 @@ impl BestTree {
     /// The tree of these fits (by node index), node `i` at leaf `i`, or at its leaf of the
     /// layout.
     fn new(fits: &[Fit], layout: Option<&Layout>) -> BestTree {
-        let leaves = fits.len().next_power_of_two().max(1);
+        let leaves = fits.len().max(1);
         let mut keys = vec![0u128; 2 * leaves];
         for (i, fit) in fits.iter().enumerate() {
             let leaf = layout.map_or(i, |l| l.leaf[i] as usize);
@@ -1172,6 +1175,39 @@ mod tests {
         tree.set(3, 3, Fit::No(0));
         assert_eq!(key_rank(tree.best()), 0);
         assert_eq!(key_rank(BestTree::new(&[], None).best()), 0);
+    }
+
+    #[test]
+    fn best_tree_of_any_size_answers_as_a_scan() {
+        // Every size from 1 to 40 leaves (powers of two and not), fits from a fixed
+        // pseudo-random sequence, a run of updates: the root and every range query give the
+        // best key of a scan.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let fit = |r: u64, score: u64| match r {
+            0 => Fit::No(0),
+            1 => Fit::Future(score as f64),
+            _ => Fit::Idle(score as f64),
+        };
+        for n in 1..=40usize {
+            let mut fits: Vec<Fit> = (0..n).map(|_| fit(next(3), next(4))).collect();
+            let mut tree = BestTree::new(&fits, None);
+            for _ in 0..3 * n {
+                let i = next(n as u64) as usize;
+                fits[i] = fit(next(3), next(4));
+                tree.set(i, i as u32, fits[i]);
+                let key = |i: usize| tree_key(i as u32, fits[i]);
+                assert_eq!(tree.best(), (0..n).map(key).max().unwrap(), "size {n}");
+                let (a, b) = (next(n as u64 + 1) as usize, next(n as u64 + 1) as usize);
+                let (start, end) = (a.min(b), a.max(b));
+                assert_eq!(tree.best_in(start, end), (start..end).map(key).max().unwrap_or(0), "size {n}");
+            }
+        }
     }
 
     #[test]
