@@ -348,6 +348,28 @@ pub(crate) struct NodeIndex {
     /// Per class (by index, grown on demand): the eviction checks and node scores asked
     /// for by [`Session::eviction_candidates`].
     evictions: Vec<Option<EvictionAnswers>>,
+    /// The resource check of every node per distinct request, shared by the classes whose
+    /// tasks ask for it.
+    requests: HashMap<RequestKey, RequestChecks>,
+}
+
+/// A request as a map key: its numbers by their bits, so that equal keys are equal requests.
+#[derive(PartialEq, Eq, Hash)]
+struct RequestKey(Vec<(Box<str>, u64)>);
+
+impl RequestKey {
+    fn of(task: &TaskInfo) -> RequestKey {
+        RequestKey(task.resreq.dims().map(|(n, v)| (n.into(), v.to_bits())).collect())
+    }
+}
+
+/// [`fit_check`] of one request on every node, current up to a position of the change log.
+/// The check reads only the request and the node, so the classes of every task with that
+/// request share it: a class is built from it, evaluating the predicates and scores only on
+/// the nodes where the request fits.
+struct RequestChecks {
+    cursor: usize,
+    checks: Vec<Result<bool, Option<u64>>>,
 }
 
 /// A class's answers for `preempt` on the nodes asked so far, each valid until the node
@@ -360,9 +382,15 @@ struct EvictionAnswers {
 }
 
 impl NodeIndex {
+    /// Whether changes are logged: once something reads the log (a class or the checks of
+    /// a request).
+    fn logging(&self) -> bool {
+        !self.classes.is_empty() || !self.requests.is_empty()
+    }
+
     /// Records that a node's accounting changed.
     pub(crate) fn touch(&mut self, n: NodeId) {
-        if !self.classes.is_empty() {
+        if self.logging() {
             self.log.push(2 * n.0);
         }
     }
@@ -374,14 +402,14 @@ impl NodeIndex {
     /// as any change), so a node that did not fit a class still does not, and only the
     /// first failure's reason may differ.
     pub(crate) fn touch_used(&mut self, n: NodeId) {
-        if !self.classes.is_empty() {
+        if self.logging() {
             self.log.push(2 * n.0 + 1);
         }
     }
 
     /// Records the nodes the plugins reported.
     pub(crate) fn touch_drained(&mut self) {
-        if !self.classes.is_empty() {
+        if self.logging() {
             self.log.extend(self.touched.drain(..).map(|n| 2 * n.0));
         } else {
             self.touched.clear();
@@ -414,13 +442,17 @@ impl Session {
     /// A node's answer for a task; without the task's domain rules when `split` (see
     /// [`crate::Plugin::domain_rules`]).
     fn evaluate(&self, t: TaskId, n: NodeId, split: bool) -> Evaluation {
-        let task = self.snap.task(t);
-        let node = self.snap.node(n);
-        let idle = match fit_check(task, node) {
+        self.evaluate_checked(t, n, split, fit_check(self.snap.task(t), self.snap.node(n)))
+    }
+
+    /// [`Session::evaluate`], given the node's [`fit_check`] of the task.
+    fn evaluate_checked(&self, t: TaskId, n: NodeId, split: bool, check: Result<bool, Option<u64>>) -> Evaluation {
+        let idle = match check {
             Ok(idle) => idle,
             Err(Some(mask)) => return Err(Reason::Insufficient(mask)),
             Err(None) => {
-                return Err(Reason::Predicate(Session::fits_future_idle(task, node).expect_err("does not fit").reason))
+                let (task, node) = (self.snap.task(t), self.snap.node(n));
+                return Err(Reason::Predicate(Session::fits_future_idle(task, node).expect_err("does not fit").reason));
             }
         };
         if split {
@@ -641,6 +673,33 @@ impl Session {
         Ok(c)
     }
 
+    /// Brings the [`RequestChecks`] of a task's request up to date with the change log
+    /// (each logged node checked again: the check is cheap, and a node that only took a task
+    /// may now lack more dimensions), computing them on first use.
+    fn refresh_request_checks(&mut self, t: TaskId, key: &RequestKey) {
+        let end = self.index.log.len();
+        let task = self.snap.task(t);
+        match self.index.requests.get_mut(key) {
+            Some(r) => {
+                for &e in &self.index.log[r.cursor..end] {
+                    let n = (e >> 1) as usize;
+                    r.checks[n] = fit_check(task, &self.snap.nodes[n]);
+                }
+                r.cursor = end;
+            }
+            None => {
+                let nodes = self.snap.nodes.len();
+                let checks = if self.parallel(nodes) {
+                    (0..nodes).into_par_iter().map(|i| fit_check(task, &self.snap.nodes[i])).collect()
+                } else {
+                    (0..nodes).map(|i| fit_check(task, &self.snap.nodes[i])).collect()
+                };
+                let key = RequestKey(key.0.clone());
+                self.index.requests.insert(key, RequestChecks { cursor: end, checks });
+            }
+        }
+    }
+
     fn build_class(&mut self, t: TaskId) -> usize {
         let mut split = self.split_of(t);
         let is_split = split.is_some();
@@ -652,10 +711,15 @@ impl Session {
             Err(split) => split,
         };
         let nodes = self.snap.nodes.len();
+        let key = RequestKey::of(self.snap.task(t));
+        self.refresh_request_checks(t, &key);
+        let this = &*self;
+        let checks = &this.index.requests[&key].checks;
+        let eval = |i: usize| this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i]);
         let results: Vec<Evaluation> = if self.parallel(nodes) {
-            (0..nodes).into_par_iter().map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
+            (0..nodes).into_par_iter().map(eval).collect()
         } else {
-            (0..nodes).map(|i| self.evaluate(t, NodeId(i as u32), is_split)).collect()
+            (0..nodes).map(eval).collect()
         };
         let mut class = Class {
             representative: t,

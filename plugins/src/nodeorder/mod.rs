@@ -439,6 +439,60 @@ struct Partitions {
     /// By (the preferred terms and tolerations as text, address of the spread partition or
     /// 0).
     by_inputs: HashMap<(String, usize), Option<Arc<NodeDomains>>>,
+    /// The nodes by their NodeAffinity raw score, by the preferred terms as text.
+    by_terms: HashMap<String, Arc<NodeDomains>>,
+    /// The nodes by their number of untolerated `PreferNoSchedule` taints, by the
+    /// tolerations as text.
+    by_tolerations: HashMap<String, Arc<NodeDomains>>,
+}
+
+/// The nodes by a value of each, the domains numbered in node order (first occurrence).
+fn partition_by<T: Eq + std::hash::Hash>(values: impl Iterator<Item = T>) -> NodeDomains {
+    let mut ids: HashMap<T, u32> = HashMap::new();
+    let of_node = values
+        .map(|v| {
+            let next = ids.len() as u32;
+            *ids.entry(v).or_insert(next)
+        })
+        .collect();
+    NodeDomains { of_node, count: ids.len() as u32 }
+}
+
+/// The partition of the nodes by their domains in every one of `parts` (the nodes without
+/// the label of a part form one more domain of it), numbered in node order: the partition
+/// by the tuple of their domains, computed by pairs of small numbers.
+fn product_of(parts: &[&NodeDomains], nodes: usize) -> NodeDomains {
+    let slot = |d: &NodeDomains, i: usize| match d.of_node[i] {
+        NodeDomains::NONE => d.count as usize,
+        x => x as usize,
+    };
+    let mut acc = NodeDomains { of_node: vec![0; nodes], count: u32::from(nodes > 0) };
+    for part in parts {
+        let width = part.count as usize + 1;
+        let cells = acc.count as usize * width;
+        let of_node = if cells <= 1 << 16 {
+            let mut ids = vec![u32::MAX; cells];
+            let mut count = 0;
+            let of_node = (0..nodes)
+                .map(|i| {
+                    let id = &mut ids[acc.of_node[i] as usize * width + slot(part, i)];
+                    if *id == u32::MAX {
+                        *id = count;
+                        count += 1;
+                    }
+                    *id
+                })
+                .collect();
+            acc.count = count;
+            of_node
+        } else {
+            let next = partition_by((0..nodes).map(|i| (acc.of_node[i], slot(part, i))));
+            acc.count = next.count;
+            next.of_node
+        };
+        acc.of_node = of_node;
+    }
+    acc
 }
 
 impl NodeOrder {
@@ -680,28 +734,38 @@ impl NodeOrder {
         let pod = &snap.task(task).pod;
         let spec = pod.spec.as_ref().filter(|_| affinity);
         let tolerations = matching::pod_tolerations(pod);
-        let text =
-            format!("{:?}|{:?}", spec.map(matching::preferred_terms), if taints { Some(tolerations) } else { None });
-        let inputs_key = (text, spread_key);
+        let terms_text = format!("{:?}", spec.map(matching::preferred_terms));
+        let tolerations_text = format!("{:?}", if taints { Some(tolerations) } else { None });
+        let inputs_key = (format!("{terms_text}|{tolerations_text}"), spread_key);
         let partition = match cache.by_inputs.get(&inputs_key) {
             Some(found) => found.clone(),
             None => {
-                let mut ids: HashMap<(i64, u32, u32), u32> = HashMap::new();
-                let mut of_node = Vec::with_capacity(snap.nodes.len());
-                for (i, node) in snap.nodes.iter().enumerate() {
-                    let a = spec.map_or(0, |s| matching::preferred_node_affinity_score(s, node.labels(), &node.name));
-                    let t = if taints {
-                        let node_taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
-                        matching::intolerable_prefer_no_schedule(node_taints, tolerations)
-                    } else {
-                        0
-                    };
-                    let z = spread.as_ref().map_or(0, |s| s.of_node[i]);
-                    let next = ids.len() as u32;
-                    of_node.push(*ids.entry((a, t, z)).or_insert(next));
+                // The product of the partitions by each raw score and by zone, each raw
+                // score's computed once per session for its terms or tolerations.
+                let mut parts: Vec<Arc<NodeDomains>> = Vec::new();
+                if let Some(spec) = spec {
+                    let by_terms = cache.by_terms.entry(terms_text).or_insert_with(|| {
+                        Arc::new(partition_by(
+                            snap.nodes
+                                .iter()
+                                .map(|node| matching::preferred_node_affinity_score(spec, node.labels(), &node.name)),
+                        ))
+                    });
+                    parts.push(by_terms.clone());
                 }
-                let count = ids.len() as u32;
-                let partition = (count <= MAX_PARTITION_DOMAINS).then(|| Arc::new(NodeDomains { of_node, count }));
+                if taints {
+                    let by_tolerations = cache.by_tolerations.entry(tolerations_text).or_insert_with(|| {
+                        Arc::new(partition_by(snap.nodes.iter().map(|node| {
+                            let node_taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
+                            matching::intolerable_prefer_no_schedule(node_taints, tolerations)
+                        })))
+                    });
+                    parts.push(by_tolerations.clone());
+                }
+                parts.extend(spread);
+                let parts: Vec<&NodeDomains> = parts.iter().map(|p| p.as_ref()).collect();
+                let product = product_of(&parts, snap.nodes.len());
+                let partition = (product.count <= MAX_PARTITION_DOMAINS).then(|| Arc::new(product));
                 cache.by_inputs.insert(inputs_key, partition.clone());
                 partition
             }

@@ -760,3 +760,36 @@ fn eviction_candidates_are_rescored_once_a_node_changed() {
     assert_eq!(after, ssn.node_scores(p, &nodes));
     assert!(after[0] < after[1], "n1 is fuller now: {after:?}");
 }
+
+#[test]
+fn product_of_partitions_numbers_the_tuples_in_node_order() {
+    // Three partitions of 50 nodes from a fixed pseudo-random sequence, one with nodes
+    // without the label; the product must be the partition by the tuple of domains, numbered
+    // by first occurrence, whichever path (small table or hash map) computes it.
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    for (counts, nodes) in [([3u32, 2, 4], 50usize), ([300, 300, 2], 400), ([1, 1, 1], 7), ([2, 2, 2], 0)] {
+        let parts: Vec<NodeDomains> = counts
+            .iter()
+            .map(|&count| {
+                let of_node = (0..nodes)
+                    .map(|_| match next(u64::from(count) + 1) as u32 {
+                        d if d == count => NodeDomains::NONE,
+                        d => d,
+                    })
+                    .collect();
+                NodeDomains { of_node, count }
+            })
+            .collect();
+        let refs: Vec<&NodeDomains> = parts.iter().collect();
+        let product = product_of(&refs, nodes);
+        let expected = partition_by((0..nodes).map(|i| parts.iter().map(|p| p.of_node[i]).collect::<Vec<u32>>()));
+        assert_eq!(product, expected, "{counts:?} over {nodes} nodes");
+        assert_eq!(product_of(&[], nodes).count, u32::from(nodes > 0));
+    }
+}
