@@ -79,6 +79,19 @@ fn tree_key(node: u32, fit: Fit) -> u128 {
     (rank << 96) | (u128::from(ordered) << 32) | u128::from(u32::MAX - node)
 }
 
+/// The fit a [`tree_key`] stands for, with `reason` for a node that does not fit (the key
+/// leaves the reason out).
+fn key_fit(key: u128, reason: u32) -> Fit {
+    // The inverse of the `total_cmp` bits of `tree_key`.
+    let ordered = ((key >> 32) as u64) ^ (1 << 63);
+    let score = f64::from_bits(ordered ^ ((((ordered as i64) >> 63) as u64) >> 1));
+    match key_rank(key) {
+        2 => Fit::Idle(score),
+        1 => Fit::Future(score),
+        _ => Fit::No(reason),
+    }
+}
+
 /// The node of a [`tree_key`].
 fn key_node(key: u128) -> NodeId {
     NodeId(u32::MAX - key as u32)
@@ -116,8 +129,17 @@ impl BestTree {
     }
 
     fn set(&mut self, leaf: usize, node: u32, fit: Fit) {
+        self.set_key(leaf, tree_key(node, fit));
+    }
+
+    /// The key at a leaf.
+    fn key_at(&self, leaf: usize) -> u128 {
+        self.keys[self.leaves + leaf]
+    }
+
+    fn set_key(&mut self, leaf: usize, key: u128) {
         let mut i = self.leaves + leaf;
-        self.keys[i] = tree_key(node, fit);
+        self.keys[i] = key;
         while i > 1 {
             i /= 2;
             let best = self.keys[2 * i].max(self.keys[2 * i + 1]);
@@ -213,11 +235,14 @@ struct Class {
     /// some, else the batch partition of a task that has one
     /// ([`crate::Plugin::batch_partition`]).
     split: Option<Split>,
-    /// `fits` are the answers without the domain rules of `split`
+    /// The answers are without the domain rules of `split`
     /// ([`crate::Plugin::predicate_without_domain_rules`]).
     domain_rules: bool,
     cursor: usize,
-    fits: Vec<Fit>,
+    /// Per node, the reason it does not fit (meaningless for a node that fits). With the
+    /// tree's leaf keys, which hold the rest of each node's [`Fit`], these are the class's
+    /// answers ([`Class::fit`]): 4 bytes per node besides the tree, not another 16.
+    no_reasons: Vec<u32>,
     /// Per slot of `split` (one slot without): how many nodes fit in the future only, and
     /// now.
     slot_counts: Vec<[u32; 2]>,
@@ -327,6 +352,8 @@ pub(crate) struct NodeIndex {
     keys: Vec<u64>,
     /// Reused buffer of special nodes.
     special: Vec<NodeId>,
+    /// Reused buffer of the special nodes' tree keys while they are masked.
+    masked: Vec<u128>,
     /// Reused buffers of a query's best other nodes (tree key, slot), its scored
     /// candidates with the nodes each stands for, and their nodes, counts and scores.
     others: Vec<(u128, usize)>,
@@ -527,7 +554,7 @@ impl Session {
             for &e in changed.iter() {
                 let n = NodeId(e >> 1);
                 let class = &mut self.index.classes[c];
-                if e & 1 == 1 && matches!(class.fits[n.idx()], Fit::No(_)) {
+                if e & 1 == 1 && matches!(class.fit(n), Fit::No(_)) {
                     class.stale.push(n);
                 } else {
                     self.reevaluate_node(c, n);
@@ -565,7 +592,7 @@ impl Session {
         let r = self.evaluate(rep, n, split);
         let class = &mut self.index.classes[c];
         let fit = class.fit_of(self.snap.task(rep), r);
-        let old = class.fits[n.idx()];
+        let old = class.fit(n);
         if old != fit {
             if let Fit::No(r) = old {
                 class.reason_counts[r as usize] -= 1;
@@ -582,9 +609,7 @@ impl Session {
                     class.slot_counts[slot][rank(fit) as usize - 1] += 1;
                 }
             }
-            class.fits[n.idx()] = fit;
-            let leaf = class.leaf(n);
-            class.tree.set(leaf, n.0, fit);
+            class.set_fit(n, fit);
         }
     }
 
@@ -649,14 +674,15 @@ impl Session {
         let (tree, slot_counts) = if same_layout {
             (BestTree { leaves: d.tree.leaves, keys: d.tree.keys.clone() }, d.slot_counts.clone())
         } else {
-            (BestTree::new(&d.fits, layout.map(|l| l.as_ref())), count_slots(&d.fits, split.as_ref()))
+            let fits = d.fits();
+            (BestTree::new(&fits, layout.map(|l| l.as_ref())), count_slots(&fits, split.as_ref()))
         };
         let class = Class {
             representative: t,
             split,
             domain_rules,
             cursor: d.cursor,
-            fits: d.fits.clone(),
+            no_reasons: d.no_reasons.clone(),
             slot_counts,
             tree,
             reasons: d.reasons.clone(),
@@ -726,7 +752,7 @@ impl Session {
             split,
             domain_rules: is_split,
             cursor: self.index.log.len(),
-            fits: Vec::with_capacity(nodes),
+            no_reasons: Vec::with_capacity(nodes),
             slot_counts: Vec::new(),
             tree: BestTree::new(&[], None),
             reasons: Vec::new(),
@@ -736,15 +762,20 @@ impl Session {
             stale: Vec::new(),
         };
         let task = self.snap.task(t);
+        let mut fits = Vec::with_capacity(nodes);
         for r in results {
             let fit = class.fit_of(task, r);
-            if let Fit::No(r) = fit {
-                class.reason_counts[r as usize] += 1;
-            }
-            class.fits.push(fit);
+            class.no_reasons.push(match fit {
+                Fit::No(r) => {
+                    class.reason_counts[r as usize] += 1;
+                    r
+                }
+                _ => 0,
+            });
+            fits.push(fit);
         }
-        class.tree = BestTree::new(&class.fits, class.split.as_ref().map(|s| s.layout.as_ref()));
-        class.slot_counts = count_slots(&class.fits, class.split.as_ref());
+        class.tree = BestTree::new(&fits, class.split.as_ref().map(|s| s.layout.as_ref()));
+        class.slot_counts = count_slots(&fits, class.split.as_ref());
         self.index.classes.push(class);
         self.index.classes.len() - 1
     }
@@ -826,7 +857,7 @@ impl Session {
                 let n = NodeId(i as u32);
                 let Some(reason) = self.domain_refusal(c, n) else { continue };
                 let class = &self.index.classes[c];
-                let reason = match class.fits[i] {
+                let reason = match class.fit(n) {
                     Fit::Idle(_) | Fit::Future(_) => reason.to_string(),
                     Fit::No(id) => {
                         if class.insufficient_ids.iter().any(|&(_, r)| r == id) {
@@ -867,8 +898,9 @@ impl Session {
         match &class.split {
             Some(s) => Arc::ptr_eq(&s.layout, &split.layout),
             None => {
-                class.tree = BestTree::new(&class.fits, Some(&split.layout));
-                class.slot_counts = count_slots(&class.fits, Some(&split));
+                let fits = class.fits();
+                class.tree = BestTree::new(&fits, Some(&split.layout));
+                class.slot_counts = count_slots(&fits, Some(&split));
                 class.split = Some(split);
                 true
             }
@@ -892,9 +924,12 @@ impl Session {
         special.dedup();
         // The best other nodes: the special ones masked for the queries. Each with its
         // slot, or `usize::MAX` for the best of every allowed slot.
+        let mut masked = std::mem::take(&mut self.index.masked);
+        masked.clear();
         for &n in &special {
             let class = &mut self.index.classes[c];
             let leaf = class.leaf(n);
+            masked.push(class.tree.key_at(leaf));
             class.tree.set(leaf, n.0, Fit::No(0));
         }
         let mut others = std::mem::take(&mut self.index.others);
@@ -913,11 +948,12 @@ impl Session {
                 None => others.push((self.best_allowed(c), usize::MAX)),
             }
         }
-        for &n in &special {
+        for (&n, &key) in special.iter().zip(&masked) {
             let class = &mut self.index.classes[c];
             let leaf = class.leaf(n);
-            class.tree.set(leaf, n.0, class.fits[n.idx()]);
+            class.tree.set_key(leaf, key);
         }
+        self.index.masked = masked;
         let mut candidates = std::mem::take(&mut self.index.candidates);
         let mut nodes = std::mem::take(&mut self.index.candidate_nodes);
         let mut counts = std::mem::take(&mut self.index.candidate_counts);
@@ -927,7 +963,7 @@ impl Session {
             if self.domain_refusal(c, n).is_some() {
                 Fit::No(0)
             } else {
-                self.index.classes[c].fits[n.idx()]
+                self.index.classes[c].fit(n)
             }
         };
         let top =
@@ -1155,6 +1191,25 @@ impl Session {
 }
 
 impl Class {
+    /// A node's answer.
+    fn fit(&self, n: NodeId) -> Fit {
+        key_fit(self.tree.key_at(self.leaf(n)), self.no_reasons[n.idx()])
+    }
+
+    /// Every node's answer, by node index.
+    fn fits(&self) -> Vec<Fit> {
+        (0..self.no_reasons.len()).map(|i| self.fit(NodeId(i as u32))).collect()
+    }
+
+    /// Sets a node's answer.
+    fn set_fit(&mut self, n: NodeId, fit: Fit) {
+        if let Fit::No(r) = fit {
+            self.no_reasons[n.idx()] = r;
+        }
+        let leaf = self.leaf(n);
+        self.tree.set(leaf, n.0, fit);
+    }
+
     /// The leaf of a node in the class's tree.
     fn leaf(&self, n: NodeId) -> usize {
         match &self.split {
@@ -1222,6 +1277,19 @@ mod tests {
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         assert_eq!(key_node(tree_key(42, Fit::Future(1.0))), NodeId(42));
         assert_eq!(key_rank(tree_key(42, Fit::Future(1.0))), 1);
+        // A key gives its fit back, bit for bit (the reason of a node that does not fit is
+        // kept beside the tree).
+        for s in scores.iter().chain(&[f64::MIN_POSITIVE, -1e300, 123.456]) {
+            for fit in [Fit::Idle(*s), Fit::Future(*s)] {
+                match (key_fit(tree_key(7, fit), 0), fit) {
+                    (Fit::Idle(a), Fit::Idle(b)) | (Fit::Future(a), Fit::Future(b)) => {
+                        assert_eq!(a.to_bits(), b.to_bits())
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(key_fit(tree_key(7, Fit::No(3)), 9), Fit::No(9));
     }
 
     #[test]
