@@ -19,6 +19,7 @@ pub mod elastic;
 pub mod gang;
 pub mod interpod;
 pub mod matching;
+pub mod node_labels;
 pub mod nodeorder;
 pub mod overcommit;
 pub mod predicates;

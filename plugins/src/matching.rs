@@ -94,7 +94,7 @@ fn parse_int(s: &str) -> Option<i64> {
 /// How a requirement of a `matchExpressions` list matches node labels; `None` when the
 /// requirement is invalid (unknown operator, wrong number of values, non-integer value for
 /// `Gt`/`Lt`), which makes its whole term match nothing.
-fn expression_matches(req: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> Option<bool> {
+pub(crate) fn expression_matches(req: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> Option<bool> {
     let values: &[String] = req.values.as_deref().unwrap_or(&[]);
     let label = labels.get(&req.key).map(String::as_str);
     match req.operator.as_str() {

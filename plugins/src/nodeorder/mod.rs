@@ -444,6 +444,8 @@ struct Partitions {
     /// The nodes by their number of untolerated `PreferNoSchedule` taints, by the
     /// tolerations as text.
     by_tolerations: HashMap<String, Arc<NodeDomains>>,
+    /// The nodes' labels, for the preferred terms.
+    labels: crate::node_labels::LabelIndex,
 }
 
 /// The nodes by a value of each, the domains numbered in node order (first occurrence).
@@ -744,12 +746,16 @@ impl NodeOrder {
                 // score's computed once per session for its terms or tolerations.
                 let mut parts: Vec<Arc<NodeDomains>> = Vec::new();
                 if let Some(spec) = spec {
-                    let by_terms = cache.by_terms.entry(terms_text).or_insert_with(|| {
-                        Arc::new(partition_by(
-                            snap.nodes
-                                .iter()
-                                .map(|node| matching::preferred_node_affinity_score(spec, node.labels(), &node.name)),
-                        ))
+                    let Partitions { by_terms, labels, .. } = &mut *cache;
+                    let by_terms = by_terms.entry(terms_text).or_insert_with(|| {
+                        // NodeAffinity's raw score: Σ weights of the matching terms.
+                        let mut score = vec![0i64; snap.nodes.len()];
+                        for p in matching::preferred_terms(spec).iter().filter(|p| p.weight != 0) {
+                            for (s, m) in score.iter_mut().zip(labels.term_matches(snap, &p.preference)) {
+                                *s += if m { i64::from(p.weight) } else { 0 };
+                            }
+                        }
+                        Arc::new(partition_by(score.into_iter()))
                     });
                     parts.push(by_terms.clone());
                 }

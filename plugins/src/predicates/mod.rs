@@ -113,6 +113,8 @@ struct StaticParts {
     required: HashMap<String, Arc<Vec<bool>>>,
     /// What the tolerations leave failing on each node.
     tolerations: HashMap<String, Arc<TolerationVerdicts>>,
+    /// The nodes' labels, for the selectors and terms.
+    labels: crate::node_labels::LabelIndex,
 }
 
 /// What a pod's tolerations leave failing on each node: NodeUnschedulable, and the
@@ -287,17 +289,10 @@ impl Predicates {
             let mut parts = self.statics.parts.lock().unwrap_or_else(|e| e.into_inner());
             let selector =
                 spec.and_then(|s| s.node_selector.as_ref()).filter(|_| self.enabled.node_affinity).map(|sel| {
-                    parts
-                        .selectors
+                    let StaticParts { selectors, labels, .. } = &mut *parts;
+                    selectors
                         .entry(format!("{sel:?}"))
-                        .or_insert_with(|| {
-                            Arc::new(
-                                snap.nodes
-                                    .iter()
-                                    .map(|n| sel.iter().all(|(k, v)| n.labels().get(k) == Some(v)))
-                                    .collect(),
-                            )
-                        })
+                        .or_insert_with(|| Arc::new(labels.selector_matches(snap, sel)))
                         .clone()
                 });
             let terms = spec
@@ -306,20 +301,18 @@ impl Predicates {
                 .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref())
                 .filter(|_| self.enabled.node_affinity);
             let required = terms.map(|ns| {
-                parts
-                    .required
+                let StaticParts { required, labels, .. } = &mut *parts;
+                required
                     .entry(format!("{ns:?}"))
                     .or_insert_with(|| {
-                        Arc::new(
-                            snap.nodes
-                                .iter()
-                                .map(|n| {
-                                    ns.node_selector_terms
-                                        .iter()
-                                        .any(|t| matching::term_matches(t, n.labels(), &n.name))
-                                })
-                                .collect(),
-                        )
+                        // Some term matches.
+                        let mut any = vec![false; snap.nodes.len()];
+                        for t in &ns.node_selector_terms {
+                            for (a, m) in any.iter_mut().zip(labels.term_matches(snap, t)) {
+                                *a |= m;
+                            }
+                        }
+                        Arc::new(any)
                     })
                     .clone()
             });
