@@ -5,7 +5,7 @@
 //! nodes, about five label keys).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::NodeSelectorTerm;
 use volcano_framework::Snapshot;
@@ -13,10 +13,10 @@ use volcano_framework::Snapshot;
 use crate::matching;
 
 /// The nodes' values of each label key met so far (built per key on first use, for the
-/// snapshot it is used with: one index per session).
+/// snapshot it is used with: one index per session, kept beside the verdicts it serves).
 #[derive(Debug, Default)]
 pub struct LabelIndex {
-    keys: Mutex<HashMap<String, Arc<KeyValues>>>,
+    keys: HashMap<String, Arc<KeyValues>>,
 }
 
 /// The values of one label key.
@@ -29,9 +29,8 @@ struct KeyValues {
 }
 
 impl LabelIndex {
-    fn key(&self, snap: &Snapshot, key: &str) -> Arc<KeyValues> {
-        let mut keys = self.keys.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(found) = keys.get(key) {
+    fn key(&mut self, snap: &Snapshot, key: &str) -> Arc<KeyValues> {
+        if let Some(found) = self.keys.get(key) {
             return found.clone();
         }
         let mut ids: HashMap<&str, u32> = HashMap::new();
@@ -51,12 +50,12 @@ impl LabelIndex {
         let absent = values.len() as u32;
         let of_node = of_node.into_iter().map(|id| id.unwrap_or(absent)).collect();
         let kv = Arc::new(KeyValues { values, of_node });
-        keys.insert(key.to_string(), kv.clone());
+        self.keys.insert(key.to_string(), kv.clone());
         kv
     }
 
     /// Whether each node (by index) has every label of a node selector.
-    pub fn selector_matches(&self, snap: &Snapshot, selector: &BTreeMap<String, String>) -> Vec<bool> {
+    pub fn selector_matches(&mut self, snap: &Snapshot, selector: &BTreeMap<String, String>) -> Vec<bool> {
         let mut out = vec![true; snap.nodes.len()];
         for (k, v) in selector {
             let kv = self.key(snap, k);
@@ -72,7 +71,7 @@ impl LabelIndex {
     /// [`matching::term_matches`] on each node (by index). A requirement reads only the
     /// value of its key (or its absence), so it is evaluated once per distinct value; a
     /// term with `matchFields` reads the node's name and is evaluated per node.
-    pub fn term_matches(&self, snap: &Snapshot, term: &NodeSelectorTerm) -> Vec<bool> {
+    pub fn term_matches(&mut self, snap: &Snapshot, term: &NodeSelectorTerm) -> Vec<bool> {
         let exprs = term.match_expressions.as_deref().unwrap_or(&[]);
         let has_fields = term.match_fields.as_deref().is_some_and(|f| !f.is_empty());
         if has_fields {
@@ -153,7 +152,7 @@ mod tests {
             match_fields: Some(vec![req("metadata.name", "NotIn", &["n04"])]),
         }])
         .collect();
-        let index = LabelIndex::default();
+        let mut index = LabelIndex::default();
         for term in &terms {
             let expected: Vec<bool> =
                 snap.nodes.iter().map(|n| matching::term_matches(term, n.labels(), &n.name)).collect();
