@@ -763,22 +763,16 @@ fn eviction_candidates_are_rescored_once_a_node_changed() {
 
 #[test]
 fn product_of_partitions_numbers_the_tuples_in_node_order() {
-    // Three partitions of 50 nodes from a fixed pseudo-random sequence, one with nodes
-    // without the label; the product must be the partition by the tuple of domains, numbered
-    // by first occurrence, whichever path (small table or hash map) computes it.
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut next = move |m: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % m
-    };
-    for (counts, nodes) in [([3u32, 2, 4], 50usize), ([300, 300, 2], 400), ([1, 1, 1], 7), ([2, 2, 2], 0)] {
-        let parts: Vec<NodeDomains> = counts
-            .iter()
-            .map(|&count| {
+    // Three partitions of up to 2,000 nodes, each node's domain an arithmetic mix of its
+    // index (the last value standing for nodes without the label); the product must be the
+    // partition by the tuple of domains, numbered by first occurrence, whichever path
+    // (small table or hash map) computes it.
+    for (counts, nodes) in [([3u32, 2, 4], 50usize), ([400, 400, 2], 2000), ([1, 1, 1], 7), ([2, 2, 2], 0)] {
+        let parts: Vec<NodeDomains> = (0..3)
+            .map(|p| {
+                let count = counts[p];
                 let of_node = (0..nodes)
-                    .map(|_| match next(u64::from(count) + 1) as u32 {
+                    .map(|i| match ((i * (2 * p + 3) + i / (p + 2)) % (count as usize + 1)) as u32 {
                         d if d == count => NodeDomains::NONE,
                         d => d,
                     })
