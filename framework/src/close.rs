@@ -32,20 +32,44 @@ pub struct CycleOutcome {
     pub metrics: CycleMetrics,
 }
 
-fn same_condition(x: &PodGroupCondition, y: &PodGroupCondition) -> bool {
-    x.type_ == y.type_ && x.status == y.status && x.reason == y.reason && x.message == y.message
+/// A condition a verdict sets (always with status `True`), kept borrowed-cheap until it
+/// has to be written: a settled cluster's ready jobs compare theirs every cycle.
+struct NewCondition {
+    type_: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+impl NewCondition {
+    fn same_as(&self, x: &PodGroupCondition) -> bool {
+        x.type_ == self.type_
+            && x.status == "True"
+            && x.reason.as_deref() == Some(self.reason)
+            && x.message.as_deref() == Some(self.message.as_str())
+    }
+
+    fn into_condition(self, transition_id: &str, now: &Time) -> PodGroupCondition {
+        PodGroupCondition {
+            type_: self.type_.into(),
+            status: "True".into(),
+            reason: Some(self.reason.into()),
+            message: Some(self.message),
+            transition_id: Some(transition_id.into()),
+            last_transition_time: Some(now.clone()),
+        }
+    }
 }
 
 /// Whether merging `new` into `old` (a condition replaces the first one of its type, or is
 /// appended) changes the type, status, reason or message of any condition.
-fn conditions_change(old: &[PodGroupCondition], new: &[PodGroupCondition]) -> bool {
+fn conditions_change(old: &[PodGroupCondition], new: &[NewCondition]) -> bool {
     new.iter().enumerate().any(|(i, c)| {
         // Only the last new condition of a type stays.
         if new[i + 1..].iter().any(|d| d.type_ == c.type_) {
             return false;
         }
         match old.iter().find(|x| x.type_ == c.type_) {
-            Some(x) => !same_condition(x, c),
+            Some(x) => !c.same_as(x),
             None => true,
         }
     })
@@ -136,7 +160,7 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
     let facts = condition_facts(&ssn, &unschedulable_jobs);
     let mut facts = unschedulable_jobs.into_iter().zip(facts).peekable();
     let mut verdicts = verdicts.into_iter().peekable();
-    let mut mine: Vec<PodGroupCondition> = Vec::new();
+    let mut mine: Vec<NewCondition> = Vec::new();
     let mut pending_reasons = BTreeMap::new();
     static NO_STATUS: PodGroupStatus =
         PodGroupStatus { phase: None, conditions: Vec::new(), running: 0, succeeded: 0, failed: 0 };
@@ -146,20 +170,16 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
         let mut unschedulable: Option<String> = None;
         while let Some((_, verdict)) = verdicts.next_if(|(x, _)| *x == j) {
             match verdict {
-                JobVerdict::Ready => mine.push(PodGroupCondition {
-                    type_: pod_group_condition::SCHEDULED.into(),
-                    status: "True".into(),
-                    reason: Some(pod_group_reason::TASKS_READY.into()),
-                    message: Some(String::new()),
-                    ..Default::default()
+                JobVerdict::Ready => mine.push(NewCondition {
+                    type_: pod_group_condition::SCHEDULED,
+                    reason: pod_group_reason::TASKS_READY,
+                    message: String::new(),
                 }),
                 JobVerdict::Unschedulable { reason, message } => {
-                    mine.push(PodGroupCondition {
-                        type_: pod_group_condition::UNSCHEDULABLE.into(),
-                        status: "True".into(),
-                        reason: Some(reason.into()),
-                        message: Some(message.clone()),
-                        ..Default::default()
+                    mine.push(NewCondition {
+                        type_: pod_group_condition::UNSCHEDULABLE,
+                        reason,
+                        message: message.clone(),
                     });
                     unschedulable = Some(message);
                 }
@@ -171,7 +191,7 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
                 let sep = if message.ends_with('.') { " " } else { ". " };
                 let full = format!("{message}{sep}{extra}.");
                 if let Some(c) = mine.iter_mut().rev().find(|c| c.type_ == pod_group_condition::UNSCHEDULABLE) {
-                    c.message = Some(full.clone());
+                    c.message = full.clone();
                 }
                 condition_message = Some(full);
             }
@@ -180,7 +200,7 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
         let unschedulable_now = unschedulable.is_some();
         if let Some(message) = unschedulable {
             pod_conditions(snap, job, &message, &mut effects);
-            pending_reasons.insert(job.key.clone(), condition_message.unwrap_or(message));
+            pending_reasons.insert(job.key.to_string(), condition_message.unwrap_or(message));
         }
         let phase = job_phase(job, snap, unschedulable_now);
         let running = job.count(TaskStatus::Running);
@@ -193,9 +213,8 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
             || conditions_change(&old.conditions, &mine);
         if changed {
             let mut status = old.clone();
-            for mut c in mine.drain(..) {
-                c.transition_id = Some(ssn.ctx.uid.clone());
-                c.last_transition_time = Some(now.clone());
+            for c in mine.drain(..) {
+                let c = c.into_condition(&ssn.ctx.uid, &now);
                 match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
                     Some(x) => *x = c,
                     None => status.conditions.push(c),
@@ -470,30 +489,53 @@ fn condition_facts(ssn: &Session, jobs: &[JobId]) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn cond(type_: &str, status: &str, message: &str) -> PodGroupCondition {
+    fn cond(type_: &str, status: &str, reason: &str, message: &str) -> PodGroupCondition {
         PodGroupCondition {
             type_: type_.into(),
             status: status.into(),
+            reason: Some(reason.into()),
             message: Some(message.into()),
             transition_id: Some("an earlier session".into()),
             ..Default::default()
         }
     }
 
+    fn new(type_: &'static str, reason: &'static str, message: &str) -> NewCondition {
+        NewCondition { type_, reason, message: message.into() }
+    }
+
     #[test]
     fn conditions_change_like_a_merge() {
-        let old = vec![cond("Scheduled", "True", ""), cond("Unschedulable", "False", "")];
+        let old = vec![cond("Scheduled", "True", "tasks ready", ""), cond("Unschedulable", "True", "not enough", "a")];
         // The same values (transition fields aside) change nothing.
+        assert!(!conditions_change(&old, &[new("Scheduled", "tasks ready", "")]));
+        assert!(!conditions_change(&old, &[]));
+        // A new message, reason or type does, and so does a status that was not True.
+        assert!(conditions_change(&old, &[new("Scheduled", "tasks ready", "x")]));
+        assert!(conditions_change(&old, &[new("Scheduled", "other", "")]));
+        assert!(conditions_change(&old, &[new("Ready", "tasks ready", "")]));
+        let was_false = vec![cond("Scheduled", "False", "tasks ready", "")];
+        assert!(conditions_change(&was_false, &[new("Scheduled", "tasks ready", "")]));
+        // Only the last condition of a type counts.
         assert!(!conditions_change(
             &old,
-            &[PodGroupCondition { transition_id: None, ..cond("Scheduled", "True", "") }]
+            &[new("Unschedulable", "other", "b"), new("Unschedulable", "not enough", "a")]
         ));
-        assert!(!conditions_change(&old, &[]));
-        // A new value, or a new type, does.
-        assert!(conditions_change(&old, &[cond("Scheduled", "True", "x")]));
-        assert!(conditions_change(&old, &[cond("Ready", "True", "")]));
-        // Only the last condition of a type counts.
-        assert!(!conditions_change(&old, &[cond("Unschedulable", "True", "a"), cond("Unschedulable", "False", "")]));
-        assert!(conditions_change(&old, &[cond("Unschedulable", "False", ""), cond("Unschedulable", "True", "a")]));
+        assert!(conditions_change(
+            &old,
+            &[new("Unschedulable", "not enough", "a"), new("Unschedulable", "other", "b")]
+        ));
+    }
+
+    #[test]
+    fn a_new_condition_is_written_whole() {
+        let now = Time(jiff_from_ms(1_000));
+        let c = new("Unschedulable", "not enough", "why").into_condition("session-1", &now);
+        assert_eq!(c.type_, "Unschedulable");
+        assert_eq!(c.status, "True");
+        assert_eq!(c.reason.as_deref(), Some("not enough"));
+        assert_eq!(c.message.as_deref(), Some("why"));
+        assert_eq!(c.transition_id.as_deref(), Some("session-1"));
+        assert_eq!(c.last_transition_time, Some(now));
     }
 }

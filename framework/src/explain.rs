@@ -97,7 +97,7 @@ const AHEAD: usize = 5;
 /// `None` when the snapshot has no such job. The cycle's outcome comes back too (its
 /// PodGroup condition is part of the explanation).
 pub fn explain(snap: Snapshot, profile: &Profile, cx: &CycleContext, key: &str) -> Option<(Explanation, CycleOutcome)> {
-    let j = snap.jobs.iter().position(|job| job.key == key).map(|i| JobId(i as u32))?;
+    let j = snap.jobs.iter().position(|job| *job.key == *key).map(|i| JobId(i as u32))?;
     let mut found = None;
     let outcome = run_cycle_inspected(snap, profile, cx, &mut crate::cycle::NoObserver, &mut |ssn: &Session| {
         found = Some(explain_job(ssn, profile, j));
@@ -110,7 +110,7 @@ pub fn explain(snap: Snapshot, profile: &Profile, cx: &CycleContext, key: &str) 
 /// The PodGroup `namespace/name` names: itself when the snapshot has that PodGroup, else
 /// the PodGroup a Volcano Job of that name owns (the controller names it `<job>-<uid>`).
 pub fn resolve(snap: &Snapshot, name: &str) -> Option<String> {
-    if snap.jobs.iter().any(|j| j.key == name) {
+    if snap.jobs.iter().any(|j| *j.key == *name) {
         return Some(name.to_string());
     }
     let (ns, job) = name.split_once('/')?;
@@ -125,7 +125,7 @@ pub fn resolve(snap: &Snapshot, name: &str) -> Option<String> {
                     .flatten()
                     .any(|o| o.kind == "Job" && o.name == job && o.api_version.starts_with("batch.volcano.sh/"))
         })
-        .map(|j| j.key.clone())
+        .map(|j| j.key.to_string())
 }
 
 /// What the session, as the actions left it, says of job `j`.
@@ -133,7 +133,7 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
     let snap = &ssn.snap;
     let job = snap.job(j);
     let mut e = Explanation {
-        job: job.key.clone(),
+        job: job.key.to_string(),
         queue: snap.queue(job.queue).name.clone(),
         priority: job.priority,
         min_member: job.min_available,
@@ -212,7 +212,7 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
                 })
                 .count() as u32;
             e.ahead.push(Ahead {
-                job: other.key.clone(),
+                job: other.key.to_string(),
                 by: ssn.job_order_decider(o, j).unwrap_or("creation time").to_string(),
                 placed,
                 pending: other.count(TaskStatus::Pending).max(0) as u32,

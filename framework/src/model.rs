@@ -221,7 +221,7 @@ pub struct JobInfo {
     /// Namespace.
     pub namespace: String,
     /// `namespace/name`.
-    pub key: String,
+    pub key: Arc<str>,
     /// The queue.
     pub queue: QueueId,
     /// Job priority (PriorityClass of the PodGroup).

@@ -6,6 +6,7 @@
 //! series (the `volcano-metrics` crate), and time them with an [`crate::Observer`].
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The metric facts of one cycle.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -31,7 +32,7 @@ pub struct CycleMetrics {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct JobMetrics {
     /// The PodGroup's `namespace/name`.
-    pub key: String,
+    pub key: Arc<str>,
     /// Its queue, an index into [`CycleMetrics::queue_names`].
     pub queue: usize,
     /// PodGroup creation time, milliseconds since the epoch.

@@ -94,7 +94,7 @@ struct JobSeries {
 #[derive(Default)]
 struct State {
     cycle: u64,
-    jobs: HashMap<String, JobSeries>,
+    jobs: HashMap<Arc<str>, JobSeries>,
     /// Queues with series, with the scalar resource names each family has seen.
     queues: BTreeMap<String, [BTreeSet<String>; 6]>,
 }
@@ -182,14 +182,14 @@ impl Collector for JobFamilies {
     fn collect(&self) -> Vec<MetricFamily> {
         // Copied out, so that the cycle that records the next outcome does not wait for the
         // families of thousands of jobs to be built.
-        let copied: Vec<(String, JobSeries)> = {
+        let copied: Vec<(Arc<str>, JobSeries)> = {
             let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
             state.jobs.iter().map(|(k, s)| (k.clone(), s.clone())).collect()
         };
         let mut jobs: Vec<(&str, &str, &JobSeries)> = copied
             .iter()
             .map(|(k, s)| {
-                let (ns, name) = k.split_once('/').unwrap_or(("", k.as_str()));
+                let (ns, name) = k.split_once('/').unwrap_or(("", &**k));
                 (ns, name, s)
             })
             .collect();

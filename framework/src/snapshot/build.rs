@@ -300,7 +300,7 @@ pub(super) fn node_ready(node: &Node) -> bool {
 /// What the per-pod part of [`Snapshot::build`] reads.
 pub(super) struct PodContext<'a> {
     pub(super) scheduler_names: &'a [&'a str],
-    pub(super) job_by_key: &'a HashMap<String, JobId>,
+    pub(super) job_by_key: &'a HashMap<Arc<str>, JobId>,
     pub(super) node_by_name: &'a HashMap<String, NodeId>,
     pub(super) priority_of: HashMap<&'a str, i32>,
 }
@@ -341,6 +341,11 @@ pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
     })
 }
 
+/// Whether the node object reports any container image (`status.images` not empty).
+pub(super) fn reports_images(n: &Node) -> bool {
+    n.status.as_ref().and_then(|s| s.images.as_ref()).is_some_and(|i| !i.is_empty())
+}
+
 /// What the snapshot makes of a pod: its task and the node the task occupies (`None` for a
 /// pod the snapshot leaves out), and, for a pod of this scheduler that names a PodGroup the
 /// snapshot lacks, its key and the pod (a PodGroup that appears later takes it in).
@@ -366,7 +371,7 @@ pub(super) struct GroupCache {
 }
 
 impl GroupCache {
-    fn job(&mut self, namespace: &str, group: &str, jobs: &HashMap<String, JobId>) -> Option<JobId> {
+    fn job(&mut self, namespace: &str, group: &str, jobs: &HashMap<Arc<str>, JobId>) -> Option<JobId> {
         if self.namespace != namespace || self.group != group || self.key.is_empty() {
             self.key.clear();
             self.key.push_str(namespace);
@@ -695,7 +700,7 @@ pub(super) fn job_priority(pg: &PodGroup, priority_of: &HashMap<&str, i32>, glob
 /// A job as the PodGroup describes it, without tasks yet.
 pub(super) fn job_info(
     pg: &Arc<PodGroup>,
-    key: String,
+    key: Arc<str>,
     queue: QueueId,
     priority: i32,
 ) -> Result<JobInfo, SnapshotError> {
@@ -708,7 +713,7 @@ pub(super) fn job_info(
         .and_then(parse_duration_ms);
     let task_min_available = pg.spec.min_task_member.clone();
     Ok(JobInfo {
-        uid: pg.metadata.uid.clone().unwrap_or_else(|| key.clone()),
+        uid: pg.metadata.uid.clone().unwrap_or_else(|| key.to_string()),
         name: pg.metadata.name.clone().unwrap_or_default(),
         namespace: pg.metadata.namespace.clone().unwrap_or_default(),
         queue,
@@ -769,6 +774,7 @@ impl Snapshot {
                 node_by_name.insert(info.name.to_string(), NodeId((s.nodes.len() + i) as u32));
                 s.total_resource.add(&info.allocatable);
                 s.tainted_nodes += u32::from(info.has_taints);
+                s.imaged_nodes += u32::from(reports_images(&info.node));
             }
             s.nodes.push_chunk(infos);
         }
@@ -792,7 +798,7 @@ impl Snapshot {
         let mut pgs: Vec<&Arc<PodGroup>> = objects.pod_groups.iter().collect();
         pgs.sort_by_cached_key(|pg| meta_key(&pg.metadata));
         for pg in pgs {
-            let key = meta_key(&pg.metadata);
+            let key: Arc<str> = meta_key(&pg.metadata).into();
             let queue_name =
                 pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
             let Some(&queue) = queue_by_name.get(queue_name) else {

@@ -48,9 +48,11 @@ pub struct Snapshot {
     status_counts: [u32; TaskStatus::COUNT],
     /// Number of nodes with taints.
     tainted_nodes: u32,
+    /// Number of nodes whose object reports container images (`status.images`).
+    imaged_nodes: u32,
     node_by_name: Arc<HashMap<String, NodeId>>,
     queue_by_name: Arc<HashMap<String, QueueId>>,
-    job_by_key: Arc<HashMap<String, JobId>>,
+    job_by_key: Arc<HashMap<Arc<str>, JobId>>,
     /// The task of each pod.
     task_by_key: Arc<HashMap<Arc<str>, TaskId>>,
     /// A task of each shape, for the tasks that [`Snapshot::update`] adds.
@@ -78,6 +80,12 @@ impl Snapshot {
     /// Whether any node has a taint.
     pub fn any_node_tainted(&self) -> bool {
         self.tainted_nodes > 0
+    }
+
+    /// Whether any node reports container images (`status.images`), so that image
+    /// locality can skip its index on clusters whose nodes report none.
+    pub fn any_node_reports_images(&self) -> bool {
+        self.imaged_nodes > 0
     }
 
     /// Whether a pod of the snapshot may have inter-pod rules (pod affinity or

@@ -25,8 +25,8 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use volcano_api::crd::{PodGroup, Queue};
 
 use super::build::{
-    job_info, job_priority, node_info, node_ready, queue_info, same_shape, GroupCache, PodContext, PodTask,
-    SnapshotError,
+    job_info, job_priority, node_info, node_ready, queue_info, reports_images, same_shape, GroupCache, PodContext,
+    PodTask, SnapshotError,
 };
 use super::Snapshot;
 use crate::model::*;
@@ -99,6 +99,8 @@ impl Snapshot {
             self.total_resource.sub_unchecked(&old.allocatable);
             self.total_resource.add(&info.allocatable);
             self.tainted_nodes = self.tainted_nodes - u32::from(old.has_taints) + u32::from(info.has_taints);
+            self.imaged_nodes =
+                self.imaged_nodes - u32::from(reports_images(&old.node)) + u32::from(reports_images(&info.node));
             *old = info;
             for &t in tasks.iter() {
                 self.node_add_task(n, t);
@@ -111,7 +113,7 @@ impl Snapshot {
         // as they are; the pods that changed come after them and win.
         let mut pods: BTreeMap<Arc<str>, Option<Arc<Pod>>> = BTreeMap::new();
         let mut removed_jobs: Vec<JobId> = Vec::new();
-        let mut added_jobs: Vec<String> = Vec::new();
+        let mut added_jobs: Vec<Arc<str>> = Vec::new();
         for (key, pg) in &changes.pod_groups {
             let queue = pg.as_ref().and_then(|pg| {
                 let name =
@@ -122,7 +124,7 @@ impl Snapshot {
             match (old, queue) {
                 (None, None) => {}
                 (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
-                    let mut job = job_info(pg, key.clone(), q, job_priority(pg, &priority_of, global_default))?;
+                    let mut job = job_info(pg, key.as_str().into(), q, job_priority(pg, &priority_of, global_default))?;
                     let old = &mut self.jobs[j.idx()];
                     job.tasks = std::mem::take(&mut old.tasks);
                     job.status_counts = old.status_counts;
@@ -134,7 +136,7 @@ impl Snapshot {
                 }
                 (old, new) => {
                     if let Some(j) = old {
-                        Arc::make_mut(&mut self.job_by_key).remove(key);
+                        Arc::make_mut(&mut self.job_by_key).remove(key.as_str());
                         removed_jobs.push(j);
                         for &t in &self.jobs[j.idx()].tasks {
                             let task = &self.tasks[t.idx()];
@@ -143,15 +145,16 @@ impl Snapshot {
                     }
                     if let Some((pg, q)) = new {
                         let id = JobId(self.jobs.len() as u32);
+                        let key: Arc<str> = key.as_str().into();
                         self.jobs.push(job_info(pg, key.clone(), q, job_priority(pg, &priority_of, global_default))?);
                         Arc::make_mut(&mut self.job_by_key).insert(key.clone(), id);
-                        added_jobs.push(key.clone());
+                        added_jobs.push(key);
                     }
                 }
             }
         }
         if !added_jobs.is_empty() && !self.awaiting_group.is_empty() {
-            let added: BTreeSet<&str> = added_jobs.iter().map(String::as_str).collect();
+            let added: BTreeSet<&str> = added_jobs.iter().map(|k| &**k).collect();
             for (key, pod) in self.awaiting_group.iter() {
                 let group =
                     pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));

@@ -543,7 +543,7 @@ impl Plugin for NodeOrder {
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.images = None;
         self.partitions = Mutex::new(Partitions::default());
-        if self.weights.image_locality != 0 {
+        if self.weights.image_locality != 0 && snap.any_node_reports_images() {
             let idx = ImageIndex::new(snap);
             if !idx.is_empty() {
                 self.images = Some(Arc::new(idx));
