@@ -404,6 +404,9 @@ pub struct ClusterCache {
     /// StatefulSets, stripped ([`strip_stateful_set`]).
     pub stateful_sets: Store<StatefulSet>,
     assumed: HashMap<String, Assumption>,
+    /// Keys of the pods [`pods_without_group`](Self::pods_without_group) returns, kept as
+    /// the pods change so that a settled cluster's cycle does not look at every pod.
+    orphans: BTreeSet<String>,
     pending: Pending,
     kept: Option<Snapshot>,
     /// How many snapshots were rebuilt (for tests and metrics).
@@ -609,6 +612,7 @@ impl ClusterCache {
             Changed::Nothing => {}
             Changed::One(key) => {
                 self.settle(&key);
+                self.track_orphan(&key);
                 self.pending.pods.insert(key);
             }
             Changed::All => {
@@ -616,8 +620,21 @@ impl ClusterCache {
                 for k in keys {
                     self.settle(&k);
                 }
+                self.orphans =
+                    self.pods.iter().filter(|(_, p)| self.is_orphan(p)).map(|(k, _)| k.to_string()).collect();
                 self.pending.rebuild = true;
             }
+        }
+    }
+
+    /// Keeps `orphans` right for the pod with this key, as the store now holds it.
+    fn track_orphan(&mut self, key: &str) {
+        if self.pods.get(key).is_some_and(|p| self.is_orphan(p)) {
+            if !self.orphans.contains(key) {
+                self.orphans.insert(key.to_string());
+            }
+        } else {
+            self.orphans.remove(key);
         }
     }
 
@@ -735,6 +752,7 @@ impl ClusterCache {
         }
         let new = Arc::new(new);
         self.pods.replace(r.key(), new.clone());
+        self.track_orphan(r.key());
         self.pending.pods.insert(r.key().to_string());
         Some((old, new))
     }
@@ -743,6 +761,7 @@ impl ClusterCache {
     pub fn revert_pod(&mut self, key: &str, written: &Arc<Pod>, previous: Arc<Pod>) {
         if self.pods.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
             self.pods.replace(key, previous);
+            self.track_orphan(key);
             self.pending.pods.insert(key.to_string());
         }
     }
@@ -762,18 +781,20 @@ impl ClusterCache {
     }
 
     /// Pending pods of this scheduler that name no PodGroup (Volcano's PodGroup controller
-    /// gives each a PodGroup of its own; see [`volcano_framework::implicit`]).
+    /// gives each a PodGroup of its own; see [`volcano_framework::implicit`]), in key order.
+    /// Costs the number of such pods, not the number of pods: the set is kept as the pods
+    /// change.
     pub fn pods_without_group(&self) -> Vec<Arc<Pod>> {
-        self.pods
-            .iter()
-            .map(|(_, p)| p)
-            .filter(|p| self.is_ours(p))
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty))
-            .filter(|p| matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), None | Some("Pending")))
-            .filter(|p| p.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(GROUP_NAME_ANNOTATION)))
-            .cloned()
-            .collect()
+        self.orphans.iter().filter_map(|k| self.pods.get(k)).cloned().collect()
+    }
+
+    /// Whether [`pods_without_group`](Self::pods_without_group) returns this pod.
+    fn is_orphan(&self, p: &Pod) -> bool {
+        self.is_ours(p)
+            && p.metadata.deletion_timestamp.is_none()
+            && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+            && matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), None | Some("Pending"))
+            && p.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(GROUP_NAME_ANNOTATION))
     }
 
     /// The pod as the next snapshot sees it: with the assumption about it applied.
@@ -1027,6 +1048,69 @@ mod tests {
         c.apply_pod(Event::Apply(pod("p0", Some("n1"))));
         assert!(c.assumptions().is_empty(), "the watch answered");
         assert_eq!(status_of(&mut c, "p0"), TaskStatus::Bound);
+    }
+
+    /// The pods without a PodGroup, by looking at every pod (what the kept set must equal).
+    fn orphans_by_scan(c: &ClusterCache) -> Vec<String> {
+        c.pods.iter().filter(|(_, p)| c.is_orphan(p)).map(|(k, _)| k.clone()).collect()
+    }
+
+    fn orphan_keys(c: &ClusterCache) -> Vec<String> {
+        c.pods_without_group().iter().map(|p| p.namespace().unwrap_or_default() + "/" + &p.name_any()).collect()
+    }
+
+    #[test]
+    fn pods_without_group_follow_the_pods_through_every_change() {
+        let plain = |name: &str, node: Option<&str>| {
+            let mut p = pod(name, node);
+            p.metadata.annotations = None;
+            p
+        };
+        let mut c = synced_cache();
+        assert!(orphan_keys(&c).is_empty(), "p0 names a PodGroup");
+        let mut steps: Vec<(&str, Event<Pod>)> = vec![
+            ("a plain pending pod", Event::Apply(plain("a", None))),
+            ("another", Event::Apply(plain("b", None))),
+            ("a pod of another scheduler", {
+                let mut p = plain("other", None);
+                p.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
+                Event::Apply(p)
+            }),
+            ("a gets its PodGroup annotation", Event::Apply(pod("a", None))),
+            ("b is bound", Event::Apply(plain("b", Some("n1")))),
+            ("c, pending", Event::Apply(plain("c", None))),
+            ("c is being deleted", {
+                let mut p = plain("c", None);
+                p.metadata.deletion_timestamp = Some(assumed_deletion_time());
+                Event::Apply(p)
+            }),
+            ("d, pending", Event::Apply(plain("d", None))),
+            ("d succeeded", {
+                let mut p = plain("d", None);
+                p.status.as_mut().unwrap().phase = Some("Succeeded".into());
+                Event::Apply(p)
+            }),
+            ("e, pending", Event::Apply(plain("e", None))),
+            ("f, pending", Event::Apply(plain("f", None))),
+            ("e is deleted", Event::Delete(plain("e", None))),
+        ];
+        for (what, e) in steps.drain(..) {
+            c.apply_pod(e);
+            assert_eq!(orphan_keys(&c), orphans_by_scan(&c), "after: {what}");
+        }
+        assert_eq!(orphan_keys(&c), vec!["ml/f".to_string()]);
+        // A status written by the applier, and its revert, keep the set.
+        let (old, new) = c.set_pod_status(&pod_ref("f"), PodStatusChange::Nominated("n1")).expect("cached");
+        assert_eq!(orphan_keys(&c), vec!["ml/f".to_string()]);
+        c.revert_pod("ml/f", &new, old);
+        assert_eq!(orphan_keys(&c), vec!["ml/f".to_string()]);
+        // A relist replaces everything.
+        c.apply_pod(Event::Init);
+        c.apply_pod(Event::InitApply(plain("g", None)));
+        c.apply_pod(Event::InitApply(pod("h", None)));
+        c.apply_pod(Event::InitDone);
+        assert_eq!(orphan_keys(&c), vec!["ml/g".to_string()]);
+        assert_eq!(orphan_keys(&c), orphans_by_scan(&c));
     }
 
     #[test]
