@@ -242,6 +242,10 @@ pub struct JobInfo {
     pub creation_ms: i64,
     /// Phase inside the session (starts at the PodGroup's status phase).
     pub phase: PodGroupPhase,
+    /// The phase in the PodGroup's status, as observed (unlike [`JobInfo::phase`], never
+    /// changed by the session); kept here so that the plugins that read it for every job at
+    /// every session open do not each go to the PodGroup object.
+    pub status_phase: Option<PodGroupPhase>,
     /// The tasks of the job.
     pub tasks: Vec<TaskId>,
     /// Number of tasks per status.

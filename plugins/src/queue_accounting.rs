@@ -14,7 +14,7 @@ pub(crate) const QUEUE_ALLOCATION_GATE: &str = "scheduling.volcano.sh/queue-allo
 
 /// The PodGroup phase as observed (Volcano reads `job.PodGroup.Status.Phase`).
 pub(crate) fn observed_phase(job: &JobInfo) -> Option<PodGroupPhase> {
-    job.pod_group.status.as_ref().and_then(|s| s.phase)
+    job.status_phase
 }
 
 /// Tasks in allocated statuses (Allocated, Binding, Bound, Running).

@@ -726,6 +726,7 @@ pub(super) fn job_info(
         waiting_time_ms,
         creation_ms: time_ms(&pg.metadata.creation_timestamp),
         phase: pg.status.as_ref().and_then(|st| st.phase).unwrap_or(PodGroupPhase::Pending),
+        status_phase: pg.status.as_ref().and_then(|st| st.phase),
         tasks: Vec::new(),
         status_counts: [0; TaskStatus::COUNT],
         pending_best_effort: 0,
