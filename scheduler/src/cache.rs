@@ -1066,30 +1066,27 @@ mod tests {
             p.metadata.annotations = None;
             p
         };
+        // A plain pending pod, changed by `f`.
+        let changed = |name: &str, f: fn(&mut Pod)| {
+            let mut p = plain(name, None);
+            f(&mut p);
+            Event::Apply(p)
+        };
         let mut c = synced_cache();
         assert!(orphan_keys(&c).is_empty(), "p0 names a PodGroup");
         let mut steps: Vec<(&str, Event<Pod>)> = vec![
             ("a plain pending pod", Event::Apply(plain("a", None))),
             ("another", Event::Apply(plain("b", None))),
-            ("a pod of another scheduler", {
-                let mut p = plain("other", None);
-                p.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
-                Event::Apply(p)
-            }),
+            (
+                "a pod of another scheduler",
+                changed("other", |p| p.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into())),
+            ),
             ("a gets its PodGroup annotation", Event::Apply(pod("a", None))),
             ("b is bound", Event::Apply(plain("b", Some("n1")))),
             ("c, pending", Event::Apply(plain("c", None))),
-            ("c is being deleted", {
-                let mut p = plain("c", None);
-                p.metadata.deletion_timestamp = Some(assumed_deletion_time());
-                Event::Apply(p)
-            }),
+            ("c is being deleted", changed("c", |p| p.metadata.deletion_timestamp = Some(assumed_deletion_time()))),
             ("d, pending", Event::Apply(plain("d", None))),
-            ("d succeeded", {
-                let mut p = plain("d", None);
-                p.status.as_mut().unwrap().phase = Some("Succeeded".into());
-                Event::Apply(p)
-            }),
+            ("d succeeded", changed("d", |p| p.status.as_mut().unwrap().phase = Some("Succeeded".into()))),
             ("e, pending", Event::Apply(plain("e", None))),
             ("f, pending", Event::Apply(plain("f", None))),
             ("e is deleted", Event::Delete(plain("e", None))),

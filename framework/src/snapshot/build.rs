@@ -994,6 +994,35 @@ mod tests {
     }
 
     #[test]
+    fn nodes_that_report_images_are_counted_through_updates() {
+        let with_images = |name: &str| {
+            let mut n = (*test_node(name)).clone();
+            n.status.as_mut().unwrap().images = Some(vec![k8s_openapi::api::core::v1::ContainerImage {
+                names: Some(vec!["registry.example/train:v1".into()]),
+                size_bytes: Some(1 << 30),
+            }]);
+            Arc::new(n)
+        };
+        let mut snap = Snapshot::build(&objects(), &["volcano-rs"]).unwrap();
+        assert!(!snap.any_node_reports_images());
+        let update = |snap: &mut Snapshot, node: Arc<Node>| {
+            let name = node.metadata.name.clone().unwrap();
+            let changes = super::super::update::Changes { nodes: vec![(name, Some(node))], ..Default::default() };
+            assert!(snap.update(&changes, &[], &["volcano-rs"]).unwrap(), "updated in place");
+        };
+        update(&mut snap, with_images("n1"));
+        assert!(snap.any_node_reports_images());
+        update(&mut snap, with_images("n2"));
+        update(&mut snap, test_node("n1"));
+        assert!(snap.any_node_reports_images(), "n2 still reports images");
+        update(&mut snap, test_node("n2"));
+        assert!(!snap.any_node_reports_images());
+        let mut o = objects();
+        o.nodes[0] = with_images("n0");
+        assert!(Snapshot::build(&o, &["volcano-rs"]).unwrap().any_node_reports_images());
+    }
+
+    #[test]
     fn parallel_and_sequential_builds_agree() {
         let mut o = objects();
         // More pods than one wave.
