@@ -194,18 +194,28 @@ impl Action for Allocate {
                 continue;
             }
             let Some(j) = work.pop_job(ssn, q) else { continue };
+            // A job that failed at this same state last cycle fails again: skipped, with
+            // what its attempt left (see `volcano_framework::session::retry`). A failed
+            // attempt is not pushed back, so its tasks are not needed again.
+            if ssn.replay_failed_try(j) {
+                work.push_queue(ssn, q);
+                continue;
+            }
+            let start = ssn.begin_try(j);
             let mut tasks = work.take_tasks(j);
             let mut job_heap = work.take_jobs(q);
             let stmt = self.allocate_job(ssn, q, j, &mut tasks, &mut job_heap);
             work.put_jobs(q, job_heap);
             work.put_tasks(j, tasks);
-            if let Some(stmt) = stmt {
-                if ssn.job_ready(j) {
-                    stmt.commit(ssn);
-                } else {
-                    // Pipelined only: the reservations stay in the session so that lower-ranked
-                    // jobs cannot take them in this cycle; nothing is bound.
-                    stmt.keep();
+            match stmt {
+                Some(stmt) if ssn.job_ready(j) => stmt.commit(ssn),
+                // Pipelined only: the reservations stay in the session so that lower-ranked
+                // jobs cannot take them in this cycle; nothing is bound.
+                Some(stmt) => stmt.keep(ssn),
+                None => {
+                    if let Some(start) = start {
+                        ssn.remember_failed_try(start);
+                    }
                 }
             }
             work.push_queue(ssn, q);

@@ -26,11 +26,11 @@ fn main() {
         assert!(failures.is_empty(), "{failures:?}");
     }
     let objects = cluster.objects();
-    let kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid");
+    let mut kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid");
     println!("{name}: {} tasks, {} jobs after the first cycle", kept.tasks.len(), kept.jobs.len());
     let mut totals = Vec::new();
     for c in 0..reps {
-        let (effects, t) = timed_warm_cycle(&kept, &profile, 21 + c);
+        let (effects, t) = timed_warm_cycle(&mut kept, &profile, 21 + c);
         println!("#{c}: total {:.2} ms ({t}), {} effects", t.total_seconds * 1e3, effects.len());
         totals.push(t.total_seconds * 1e3);
     }

@@ -17,10 +17,10 @@ fn main() {
     // measured cycles allocate from.
     let cluster = prepare(case, &profile);
     let objects = cluster.objects();
-    let cached = case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
+    let mut cached = case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
     let mut totals = Vec::new();
     for c in 0..reps {
-        let (effects, t) = match &cached {
+        let (effects, t) = match &mut cached {
             Some(snap) => timed_warm_cycle(snap, &profile, 10 + c),
             None => timed_cycle(&objects, &profile, 10 + c),
         };

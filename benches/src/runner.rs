@@ -1,6 +1,7 @@
 //! Runs a benchmark case and reports its figures.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -8,8 +9,8 @@ use volcano_api::crd::GROUP_NAME_ANNOTATION;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
-    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, Session,
-    SessionOptions, Snapshot,
+    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, RetryMemo,
+    Session, SessionOptions, Snapshot,
 };
 use volcano_metrics::{CycleTimer, SchedulerMetrics};
 use volcano_sim::Cluster;
@@ -158,27 +159,33 @@ pub fn timed_cycle_for(
 }
 
 /// One measured warm cycle: the snapshot is a copy of a snapshot kept between cycles, as a
-/// long-running scheduler keeps it (updated from watch events, not rebuilt).
+/// long-running scheduler keeps it (updated from watch events, not rebuilt), and keeps what
+/// the cycle remembered of the jobs it could not place, as the scheduler does
+/// ([`Snapshot::keep_retries`]).
 #[inline(never)] // a stable symbol for profilers (callgrind --toggle-collect)
-pub fn timed_warm_cycle(cached: &Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
+pub fn timed_warm_cycle(cached: &mut Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
     let start = Instant::now();
     let snap = cached.clone();
-    timed_session(start, snap, profile, cycle)
+    let (effects, times, retries) = timed_session_metrics(start, snap, profile, cycle, None);
+    cached.keep_retries(retries);
+    (effects, times)
 }
 
 fn timed_session(start: Instant, snap: Snapshot, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
-    timed_session_metrics(start, snap, profile, cycle, None)
+    let (effects, times, _) = timed_session_metrics(start, snap, profile, cycle, None);
+    (effects, times)
 }
 
 /// A timed session that, with `metrics`, also times the cycle's steps for Volcano's
-/// metrics and records its outcome in them, inside the measured time (`bench --metrics`).
+/// metrics and records its outcome in them, inside the measured time (`bench --metrics`);
+/// also returns what the cycle remembered for the next one over the same snapshot.
 fn timed_session_metrics(
     start: Instant,
     snap: Snapshot,
     profile: &Profile,
     cycle: u64,
     metrics: Option<&SchedulerMetrics>,
-) -> (Vec<Effect>, CycleTimes) {
+) -> (Vec<Effect>, CycleTimes, Option<Arc<RetryMemo>>) {
     let built = Instant::now();
     let mut timer = Timer { start: built, last: built, open: None, actions: Vec::new() };
     let cx = context(cycle);
@@ -200,7 +207,7 @@ fn timed_session_metrics(
         actions: timer.actions,
         total_seconds: (end - start).as_secs_f64(),
     };
-    (outcome.effects, times)
+    (outcome.effects, times, outcome.retries)
 }
 
 /// Re-runs a measured cycle, untimed, with the framework's invariant checker after every
@@ -353,7 +360,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     // steady-5k and hetero-10k-idle measure warm sessions, each from the same state: the
     // scheduler keeps its snapshot between cycles, so a cycle starts from a copy of it.
     let objects = cluster.objects();
-    let cached =
+    let mut cached =
         warm.is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"));
     let mut failures = Vec::new();
     let mut first_effects = Vec::new();
@@ -364,7 +371,15 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
             Some(snap) => snap.clone(),
             None => Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"),
         };
-        let (effects, t) = timed_session_metrics(start, snap, &profile, cycle, recorder.as_ref());
+        let (effects, t, retries) = timed_session_metrics(start, snap, &profile, cycle, recorder.as_ref());
+        if let Some(kept) = &mut cached {
+            // As the scheduler does: the next cycle over the same snapshot skips the jobs
+            // this one could not place. It must say exactly what this one said.
+            kept.keep_retries(retries);
+            if c > 0 && effects != first_effects {
+                failures.push(format!("warm cycle {} gave other effects than the first", c + 1));
+            }
+        }
         if c == 0 {
             let (w, r) = gangs(&cluster, &effects, &pending);
             whole = w;
@@ -642,8 +657,13 @@ mod tests {
         // hetero-10k-idle at that size: the warm cycle after the first, measured as the case
         // measures it (from a kept snapshot), checked the same way.
         let objects = cluster.objects();
-        let kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
-        let (idle, _) = timed_warm_cycle(&kept, &profile, 2);
+        let mut kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+        let (idle, _) = timed_warm_cycle(&mut kept, &profile, 2);
+        // It remembered the gangs it could not place, and the same cycle again (as the case's
+        // later warm cycles run it) skips them and says the same.
+        assert!(kept.retries().is_some_and(|m| !m.is_empty()), "the idle cycle remembers its failed gangs");
+        let (again, _) = timed_warm_cycle(&mut kept, &profile, 2);
+        assert_eq!(again, idle);
         assert_eq!(check_cycle(kept.clone(), &profile, 2, &idle), Vec::<String>::new());
         assert_eq!(check_rules(&objects, &idle, 2), Vec::<String>::new());
         // It places nothing: what could be placed was placed by the first cycle.

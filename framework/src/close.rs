@@ -14,6 +14,7 @@ use crate::model::*;
 use crate::plugin::{CloseOutput, JobMetric, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
 use crate::session::observer::{Observer, PluginStage};
+use crate::session::retry::RetryMemo;
 use crate::session::Session;
 use crate::snapshot::Snapshot;
 use crate::stats::{CycleMetrics, JobMetrics};
@@ -30,6 +31,10 @@ pub struct CycleOutcome {
     pub pending_reasons: BTreeMap<String, String>,
     /// The facts behind the scheduler's metrics.
     pub metrics: CycleMetrics,
+    /// The jobs `allocate` tried and could not place while the session was at its opening
+    /// state, for the next cycle over the same snapshot ([`crate::Snapshot::keep_retries`],
+    /// [`crate::session::retry`]); `None` when some plugin read the clock.
+    pub retries: Option<Arc<RetryMemo>>,
 }
 
 /// A condition a verdict sets (always with status `True`), kept borrowed-cheap until it
@@ -273,7 +278,7 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
         let object = snap.job(j).object_ref();
         effects.push(Effect::Event(Event { kind: EventKind::PodGroup, object, type_, reason, message }));
     }
-    CycleOutcome { effects, queues: reports, pending_reasons, metrics }
+    CycleOutcome { effects, queues: reports, pending_reasons, metrics, retries: None }
 }
 
 /// The cycle's metric facts: the plugins' per-job facts merged per job, and what the
@@ -311,6 +316,7 @@ fn cycle_metrics(ssn: &Session, mut facts: Vec<(JobId, JobMetric)>, unschedulabl
         preemption_attempts: stats.preemption_attempts,
         preemption_victims: stats.preemption_victims,
         eviction_transactions: stats.eviction_transactions.clone(),
+        skipped_tries: ssn.retries.skipped,
     }
 }
 

@@ -31,7 +31,7 @@ pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer:
 /// [`run_cycle`], showing `inspect` the session as the actions left it, before it closes
 /// (`volcano-rs explain` reads what the session saw of a job there).
 pub fn run_cycle_inspected(
-    snap: Snapshot,
+    mut snap: Snapshot,
     profile: &Profile,
     cx: &CycleContext,
     observer: &mut dyn Observer,
@@ -52,6 +52,10 @@ pub fn run_cycle_inspected(
         uid: format!("session-{}", cx.cycle),
         enqueue_enabled: profile.has_action("enqueue"),
     };
+    // Remembered failures are for sessions of the configuration that remembered them.
+    if snap.retries().is_some_and(|m| !m.same_conf(&profile.conf)) {
+        snap.take_retries();
+    }
     let mut ssn = Session::open_observed(snap, profile.instantiate(), ctx, cx.options.clone(), observer);
     observer.session_opened();
     for action in &profile.actions {
@@ -67,7 +71,9 @@ pub fn run_cycle_inspected(
         span.record("effects", ssn.effects().len() - before);
     }
     inspect(&ssn);
-    let outcome = close(ssn, observer);
+    let retries = ssn.take_retries(&profile.conf);
+    let mut outcome = close(ssn, observer);
+    outcome.retries = retries;
     if span.is_disabled() {
         return outcome;
     }

@@ -48,6 +48,7 @@ pub use registry::{
 };
 pub use resource::{DimensionDefault, Resource};
 pub use session::select::{self, NodeChoice};
+pub use session::retry::{RetryMemo, TryStart};
 pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};

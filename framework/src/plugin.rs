@@ -334,6 +334,14 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// Whether this session's answers depend on the session's time
+    /// ([`SessionContext::now_ms`]), not only on the snapshot: a session where some plugin
+    /// says yes remembers no failed attempt for the next cycle, nor replays one
+    /// ([`crate::session::retry`]). Asked once, after `on_session_open`.
+    fn reads_clock(&self, snap: &Snapshot) -> bool {
+        false
+    }
+
     /// For a [`Plugin::shape_local`] task whose answers also depend on a few facts beyond
     /// its shape (inter-pod affinity reads the pod's labels through the selectors of the
     /// pods around it): a key such that tasks whose shapes are equal but for their

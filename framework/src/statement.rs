@@ -69,6 +69,9 @@ impl Statement {
     /// Applies the operations in order: evictions become evict effects, allocations go to
     /// the binder (status Binding, bind effect), pipelined tasks stay reserved.
     pub fn commit(self, ssn: &mut Session) {
+        if !self.ops.is_empty() {
+            ssn.note_change();
+        }
         if self.ops.iter().any(|op| matches!(op, Op::Evict { .. })) {
             ssn.record_eviction_transaction();
         }
@@ -98,7 +101,11 @@ impl Statement {
     /// Leaves the operations in the session, neither committed nor discarded: a pipelined
     /// gang keeps its reservations until the session ends, so lower-ranked jobs cannot take
     /// them in this cycle, and nothing is bound (Volcano's allocate does the same).
-    pub fn keep(self) {}
+    pub fn keep(self, ssn: &mut Session) {
+        if !self.ops.is_empty() {
+            ssn.note_change();
+        }
+    }
 
     /// Undoes the operations in reverse order.
     pub fn discard(self, ssn: &mut Session) {

@@ -26,6 +26,9 @@ pub struct CycleMetrics {
     pub preemption_victims: Option<u64>,
     /// Committed statements that evicted pods, by action (`volcano_eviction_transactions_total`).
     pub eviction_transactions: BTreeMap<&'static str, u64>,
+    /// Jobs `allocate` did not try again because they failed at this same state in the
+    /// last cycle ([`crate::session::retry`]; not a Volcano metric: the scheduler logs it).
+    pub skipped_tries: u64,
 }
 
 /// The metric facts of one job.

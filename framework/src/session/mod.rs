@@ -3,6 +3,7 @@
 //! pipeline, evict and their undo) with the plugin event handlers they fire.
 
 pub mod observer;
+pub mod retry;
 pub mod select;
 mod victims;
 pub mod worklist;
@@ -66,6 +67,8 @@ pub struct Session {
     pub(crate) victims: Option<victims::VictimNodes>,
     /// What the actions did that the metrics count.
     pub(crate) stats: SessionStats,
+    /// The failed attempts remembered across sessions ([`retry`]).
+    pub(crate) retries: retry::Retries,
 }
 
 /// What the actions did that the metrics count (see [`crate::stats::CycleMetrics`]).
@@ -165,12 +168,18 @@ impl Session {
             index_enabled,
             victims: None,
             stats: SessionStats::default(),
+            retries: retry::Retries::default(),
         };
         for slot in ssn.tiers.iter_mut().flatten() {
             observer.plugin_started(slot.plugin.name(), observer::PluginStage::Open);
             slot.plugin.on_session_open(&ssn.snap, &ssn.ctx);
             observer.plugin_ended(slot.plugin.name(), observer::PluginStage::Open);
         }
+        // A session that reads the clock is not a function of its snapshot alone: nothing of
+        // it is remembered, nor replayed.
+        let clock_free = ssn.tiers.iter().flatten().all(|slot| !slot.plugin.reads_clock(&ssn.snap));
+        let known = ssn.snap.take_retries();
+        ssn.retries = retry::Retries::new(clock_free, known);
         ssn
     }
 
@@ -701,6 +710,7 @@ impl Session {
     /// placed now, and every Allocated task of its job is dispatched to the binder as soon
     /// as the job is ready.
     pub fn allocate(&mut self, t: TaskId, n: NodeId) {
+        self.note_change();
         self.do_allocate(t, n);
         if let Some(j) = self.snap.task(t).job {
             if self.job_ready(j) {

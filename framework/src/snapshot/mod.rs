@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::Resource;
+use crate::session::retry::RetryMemo;
 
 pub mod build;
 pub mod extra;
@@ -61,6 +62,17 @@ pub struct Snapshot {
     awaiting_group: Arc<BTreeMap<Arc<str>, Arc<Pod>>>,
     /// Objects read but not scheduled (namespaces).
     extras: Arc<Extras>,
+    /// Changes with anything scheduling reads ([`Snapshot::revision`]).
+    revision: u64,
+    /// The failed attempts of the last session over this revision.
+    retries: Option<Arc<RetryMemo>>,
+}
+
+/// The next snapshot revision: unique in the process, so that a revision names one state
+/// of one kept snapshot.
+pub(crate) fn next_revision() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Snapshot {
@@ -103,6 +115,42 @@ impl Snapshot {
     /// Replaces the read-only objects (what a cache does when a namespace changes).
     pub fn set_extras(&mut self, extras: Arc<Extras>) {
         self.extras = extras;
+        self.changed();
+    }
+
+    /// Names the state of the snapshot in everything scheduling reads: a build gets a new
+    /// revision, and so does an [`Snapshot::update`] or [`Snapshot::set_extras`] that changes
+    /// what a session could read (unique in the process; a clone has its original's).
+    /// Changing the snapshot's public fields directly does not: a shell that keeps a
+    /// snapshot changes it through those methods only.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Gives the snapshot a new revision and forgets its remembered failures.
+    pub(crate) fn changed(&mut self) {
+        self.revision = next_revision();
+        self.retries = None;
+    }
+
+    /// Keeps the failed attempts a session over this snapshot remembered
+    /// ([`crate::CycleOutcome::retries`]), so that the next session over it skips them
+    /// ([`crate::session::retry`]); ignored unless the session opened with this very
+    /// revision.
+    pub fn keep_retries(&mut self, memo: Option<Arc<RetryMemo>>) {
+        if let Some(memo) = memo.filter(|m| m.revision() == self.revision) {
+            self.retries = Some(memo);
+        }
+    }
+
+    /// The remembered failed attempts, if any ([`Snapshot::keep_retries`]).
+    pub fn retries(&self) -> Option<&Arc<RetryMemo>> {
+        self.retries.as_ref()
+    }
+
+    /// Takes the remembered failed attempts out (a session does, when it opens).
+    pub(crate) fn take_retries(&mut self) -> Option<Arc<RetryMemo>> {
+        self.retries.take()
     }
 
     /// Number of distinct task shapes (every [`TaskInfo::shape`] is below it).

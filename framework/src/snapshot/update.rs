@@ -20,7 +20,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ContainerImage, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use volcano_api::crd::{PodGroup, Queue};
 
@@ -73,6 +75,8 @@ impl Snapshot {
             priority_classes.iter().filter_map(|pc| pc.metadata.name.as_deref().map(|n| (n, pc.value))).collect();
         let global_default =
             priority_classes.iter().filter(|pc| pc.global_default == Some(true)).map(|pc| pc.value).max();
+        // Whether something a session reads changed (a new revision at the end).
+        let mut relevant = false;
 
         for (name, queue) in &changes.queues {
             let (Some(id), Some(queue)) = (self.queue_id(name), queue) else { return Ok(false) };
@@ -80,6 +84,7 @@ impl Snapshot {
             if info.name != *name {
                 return Ok(false);
             }
+            relevant |= !same_queue(&self.queues[id.idx()].queue, queue);
             self.queues[id.idx()] = info;
         }
 
@@ -95,6 +100,7 @@ impl Snapshot {
             let Some(node) = ready else { return Ok(false) };
             let info = node_info(node)?;
             let old = &mut self.nodes[n.idx()];
+            relevant |= !same_node(&old.node, node);
             let tasks = std::mem::take(&mut old.tasks);
             self.total_resource.sub_unchecked(&old.allocatable);
             self.total_resource.add(&info.allocatable);
@@ -121,6 +127,11 @@ impl Snapshot {
                 self.queue_id(name).map(|q| (pg, q))
             });
             let old = self.job_id(key);
+            relevant |= match (old, pg) {
+                (Some(j), Some(pg)) => !same_pod_group(&self.jobs[j.idx()].pod_group, pg),
+                (None, None) => false,
+                _ => true,
+            };
             match (old, queue) {
                 (None, None) => {}
                 (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
@@ -177,6 +188,12 @@ impl Snapshot {
         let mut removed_tasks: Vec<TaskId> = Vec::new();
         for (key, pod) in pods {
             let old = self.task_id(&key);
+            relevant |= match (old, &pod) {
+                (Some(t), Some(p)) => !same_pod(&self.tasks[t.idx()].pod, p),
+                (Some(_), None) => true,
+                // A pod the snapshot has no task for matters once it has one (below).
+                (None, _) => false,
+            };
             let new = match &pod {
                 Some(p) => cx.task(key.clone(), p, &mut GroupCache::default())?,
                 None => PodTask { task: None, awaiting: None },
@@ -197,6 +214,7 @@ impl Snapshot {
                     removed_tasks.push(t);
                 }
                 (None, Some((task, node))) => {
+                    relevant = true;
                     let t = TaskId(self.tasks.len() as u32);
                     Arc::make_mut(&mut self.task_by_key).insert(key, t);
                     self.tasks.push(task);
@@ -237,6 +255,9 @@ impl Snapshot {
                 .sort_unstable_by(|a, b| tasks[a.idx()].key.cmp(&tasks[b.idx()].key));
         }
         self.share();
+        if relevant {
+            self.changed();
+        }
         Ok(true)
     }
 
@@ -338,4 +359,55 @@ impl Snapshot {
             self.tasks[t.idx()].job = Some(j);
         }
     }
+}
+
+/// Whether two versions of an object's metadata are the same for scheduling: the same
+/// object (name, namespace, uid, creation), labels, annotations, owners and deletion. The
+/// resource version, managed fields and finalizers are not read.
+fn same_meta(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.name == b.name
+        && a.namespace == b.namespace
+        && a.uid == b.uid
+        && a.creation_timestamp == b.creation_timestamp
+        && a.deletion_timestamp == b.deletion_timestamp
+        && a.labels == b.labels
+        && a.annotations == b.annotations
+        && a.owner_references == b.owner_references
+}
+
+/// Whether a pod changed only in what scheduling does not read: of its status, a session
+/// reads the phase and the nominated node (the conditions the scheduler writes, container
+/// statuses, IPs and times are not read).
+pub(super) fn same_pod(a: &Pod, b: &Pod) -> bool {
+    fn read(p: &Pod) -> (Option<&str>, Option<&str>) {
+        let status = p.status.as_ref();
+        (status.and_then(|s| s.phase.as_deref()), status.and_then(|s| s.nominated_node_name.as_deref()))
+    }
+    same_meta(&a.metadata, &b.metadata) && a.spec == b.spec && read(a) == read(b)
+}
+
+/// Whether a PodGroup changed only in what scheduling does not read: of its status, a
+/// session reads the phase (not the conditions or the counts of pods).
+fn same_pod_group(a: &PodGroup, b: &PodGroup) -> bool {
+    let phase = |pg: &PodGroup| pg.status.as_ref().and_then(|s| s.phase);
+    same_meta(&a.metadata, &b.metadata) && a.spec == b.spec && phase(a) == phase(b)
+}
+
+/// Whether a node changed only in what scheduling does not read: of its status, a session
+/// reads the capacity, the allocatable resources and the images (not the heartbeats and
+/// conditions: a node that stops being Ready leaves the snapshot, which is rebuilt).
+fn same_node(a: &Node, b: &Node) -> bool {
+    type Read<'a> = Option<(&'a Option<BTreeMap<String, Quantity>>, &'a Option<BTreeMap<String, Quantity>>)>;
+    fn read(n: &Node) -> (Read<'_>, Option<&Vec<ContainerImage>>) {
+        let status = n.status.as_ref();
+        (status.map(|s| (&s.capacity, &s.allocatable)), status.and_then(|s| s.images.as_ref()))
+    }
+    same_meta(&a.metadata, &b.metadata) && a.spec == b.spec && read(a) == read(b)
+}
+
+/// Whether a queue changed only in what scheduling does not read: of its status, a session
+/// reads the state (not the counts and allocations the scheduler writes).
+fn same_queue(a: &Queue, b: &Queue) -> bool {
+    let state = |q: &Queue| q.status.as_ref().and_then(|s| s.state);
+    same_meta(&a.metadata, &b.metadata) && a.spec == b.spec && state(a) == state(b)
 }

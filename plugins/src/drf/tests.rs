@@ -595,7 +595,7 @@ fn allocation_by_queue_order_matches_volcanos_rescaling_test() {
         let Some((_, t)) = best else { break };
         let mut stmt = Statement::new();
         stmt.allocate(&mut ssn, t, n1);
-        stmt.keep();
+        stmt.keep(&mut ssn);
     }
     let alloc = |k: &str| {
         let a = &ssn.snap.job(job(&ssn.snap, k)).allocated;

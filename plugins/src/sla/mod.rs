@@ -81,6 +81,11 @@ impl Plugin for Sla {
         self.now_ms = ctx.now_ms;
     }
 
+    /// A job with a waiting time is permitted once its time is over, which the clock says.
+    fn reads_clock(&self, snap: &Snapshot) -> bool {
+        self.global_waiting_ms.is_some() || snap.jobs.iter().any(|j| self.waiting_time_ms(j).is_some())
+    }
+
     fn job_order(&self, snap: &Snapshot, l: JobId, r: JobId) -> Ordering {
         match (self.deadline_ms(snap.job(l)), self.deadline_ms(snap.job(r))) {
             (None, None) => Ordering::Equal,

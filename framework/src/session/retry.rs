@@ -1,0 +1,194 @@
+//! Remembered failures: a job that `allocate` could not place is not tried again while
+//! nothing it could depend on has changed.
+//!
+//! A session is a deterministic function of its snapshot and its profile (the core reads
+//! no clock, draws no random numbers, and every ordering ends on names or uids), with one
+//! exception: plugins that read the session's time ([`crate::Plugin::reads_clock`], `sla`
+//! with a waiting time). So when a kept snapshot has not changed in anything scheduling
+//! reads ([`crate::Snapshot::revision`]), the profile is the same and no plugin reads the
+//! clock, the next session replays the last one step by step, up to the first step that
+//! changes the session's state.
+//!
+//! That is the rule kept here. While `allocate` runs and no statement has yet been
+//! committed or kept in the session (the session's state is its opening state, up to the
+//! failed attempts, which a discarded statement undoes exactly), a job whose attempt fails
+//! is remembered with what the attempt left behind: its tasks' fit errors, its reason, and
+//! the last placement each task had before the roll-back (which close and `explain` read).
+//! The next session over the same revision, at the same point (nothing committed or kept
+//! yet), skips the attempt and sets what it left. Because every attempt before it was
+//! either replayed the same way or skipped, the session's state at that point is the one
+//! the remembered attempt saw, so the attempt would fail again the same way: skipping it
+//! cannot leave out a job that would now fit.
+//!
+//! Anything that could change an answer ends the memory: a pod, PodGroup, node or queue
+//! that changed in what scheduling reads (a node freeing room, a pod finishing, a queue's
+//! weight, a node added), an extra object (namespaces, volumes), a new configuration, or a
+//! rebuilt snapshot. Writes that scheduling does not read (conditions, heartbeats, resource
+//! versions) do not ([`crate::Snapshot::update`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use volcano_api::conf::SchedulerConfiguration;
+
+use crate::model::{JobId, NodeId, TaskId, TaskStatus};
+use crate::session::Session;
+use crate::status::FitErrors;
+
+/// What a failed attempt reads and leaves on its job: the fields an attempt sets.
+#[derive(Clone, Debug, PartialEq)]
+struct Trace {
+    fit_errors: BTreeMap<TaskId, FitErrors>,
+    job_fit_error: Option<String>,
+    /// Each task's last placement before a roll-back ([`crate::TaskInfo::last_tx`]).
+    last_tx: Vec<Option<(TaskStatus, NodeId)>>,
+}
+
+/// A failed attempt: the job's key, and its trace before and after.
+#[derive(Clone, Debug)]
+struct FailedTry {
+    key: Arc<str>,
+    before: Trace,
+    after: Trace,
+}
+
+/// The failed attempts of one session, for the next session over the same snapshot
+/// revision and configuration ([`crate::CycleOutcome::retries`]; a shell keeps it with
+/// [`crate::Snapshot::keep_retries`]).
+#[derive(Clone, Debug)]
+pub struct RetryMemo {
+    revision: u64,
+    conf: SchedulerConfiguration,
+    tries: Vec<Option<FailedTry>>,
+}
+
+impl RetryMemo {
+    /// The snapshot revision the session opened with.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Number of jobs remembered.
+    pub fn len(&self) -> usize {
+        self.tries.iter().flatten().count()
+    }
+
+    /// Whether no job is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the memory is for sessions of this configuration.
+    pub(crate) fn same_conf(&self, conf: &SchedulerConfiguration) -> bool {
+        self.conf == *conf
+    }
+}
+
+/// A session's side of the memory: what it may skip, what it records.
+#[derive(Debug, Default)]
+pub(crate) struct Retries {
+    /// Whether remembering is allowed in this session (no plugin reads the clock).
+    enabled: bool,
+    /// The previous session's memory, when it is valid for this one.
+    known: Option<Arc<RetryMemo>>,
+    /// This session's failed attempts, by job.
+    recorded: Vec<Option<FailedTry>>,
+    /// Statements committed or kept so far (the session left its opening state).
+    changes: u64,
+    /// Attempts skipped in this session.
+    pub(crate) skipped: u64,
+}
+
+impl Retries {
+    pub(crate) fn new(enabled: bool, known: Option<Arc<RetryMemo>>) -> Retries {
+        Retries { enabled, known: known.filter(|_| enabled), ..Default::default() }
+    }
+}
+
+impl Session {
+    /// Counts a statement that changed the session's state (committed or kept).
+    pub(crate) fn note_change(&mut self) {
+        self.retries.changes += 1;
+    }
+
+    /// Whether the session is still at its opening state, as far as remembered attempts go.
+    pub fn at_opening_state(&self) -> bool {
+        self.retries.enabled && self.retries.changes == 0
+    }
+
+    fn trace(&self, j: JobId) -> Trace {
+        let job = self.snap.job(j);
+        Trace {
+            fit_errors: job.fit_errors.clone(),
+            job_fit_error: job.job_fit_error.clone(),
+            last_tx: job.tasks.iter().map(|&t| self.snap.task(t).last_tx).collect(),
+        }
+    }
+
+    /// Skips the attempt of job `j` when the previous session remembered it failing at this
+    /// same state (see the module documentation): sets what the attempt left and returns
+    /// `true`. Returns `false` when the job must be tried.
+    pub fn replay_failed_try(&mut self, j: JobId) -> bool {
+        if !self.at_opening_state() {
+            return false;
+        }
+        let Some(known) = self.retries.known.clone() else { return false };
+        let Some(Some(tried)) = known.tries.get(j.idx()) else { return false };
+        if tried.key != self.snap.job(j).key || tried.before != self.trace(j) {
+            return false;
+        }
+        let tried = tried.clone();
+        let after = tried.after.clone();
+        self.record_try(j, tried);
+        let tasks = self.snap.job(j).tasks.clone();
+        for (t, last) in tasks.iter().zip(after.last_tx) {
+            self.snap.tasks[t.idx()].last_tx = last;
+        }
+        let job = &mut self.snap.jobs[j.idx()];
+        job.fit_errors = after.fit_errors;
+        job.job_fit_error = after.job_fit_error;
+        self.retries.skipped += 1;
+        tracing::trace!(job = %job.key, "allocate: skipped, it failed at this same state last cycle");
+        true
+    }
+
+    /// Starts an attempt of job `j`: its trace when the attempt may be remembered.
+    pub fn begin_try(&self, j: JobId) -> Option<TryStart> {
+        self.at_opening_state().then(|| TryStart { job: j, before: self.trace(j) })
+    }
+
+    /// Remembers a failed attempt (its statement discarded) begun at the opening state.
+    pub fn remember_failed_try(&mut self, start: TryStart) {
+        if !self.at_opening_state() {
+            return;
+        }
+        let j = start.job;
+        let after = self.trace(j);
+        let tried = FailedTry { key: self.snap.job(j).key.clone(), before: start.before, after };
+        self.record_try(j, tried);
+    }
+
+    fn record_try(&mut self, j: JobId, tried: FailedTry) {
+        if self.retries.recorded.len() <= j.idx() {
+            self.retries.recorded.resize(self.snap.jobs.len().max(j.idx() + 1), None);
+        }
+        self.retries.recorded[j.idx()] = Some(tried);
+    }
+
+    /// The failed attempts this session remembered, for the next session over the same
+    /// snapshot revision and configuration; `None` when remembering was not allowed.
+    pub(crate) fn take_retries(&mut self, conf: &SchedulerConfiguration) -> Option<Arc<RetryMemo>> {
+        if !self.retries.enabled {
+            return None;
+        }
+        let tries = std::mem::take(&mut self.retries.recorded);
+        Some(Arc::new(RetryMemo { revision: self.snap.revision(), conf: conf.clone(), tries }))
+    }
+}
+
+/// An attempt begun at the session's opening state ([`Session::begin_try`]).
+#[derive(Debug)]
+pub struct TryStart {
+    job: JobId,
+    before: Trace,
+}
