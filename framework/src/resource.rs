@@ -101,7 +101,10 @@ pub enum DimensionDefault {
 }
 
 /// A resource vector: cpu, memory and named scalars.
-#[derive(Clone, Default, PartialEq)]
+///
+/// Equality counts a missing scalar as zero: a sum that had a request added and taken away
+/// again keeps the request's dimensions at zero, and is equal to the sum before.
+#[derive(Clone, Default)]
 pub struct Resource {
     /// Millicores.
     pub milli_cpu: f64,
@@ -118,6 +121,16 @@ impl fmt::Debug for Resource {
             write!(f, ", {n} {v:.2}")?;
         }
         Ok(())
+    }
+}
+
+impl PartialEq for Resource {
+    fn eq(&self, other: &Self) -> bool {
+        if self.milli_cpu != other.milli_cpu || self.memory != other.memory {
+            return false;
+        }
+        let zero_elsewhere = |a: &Resource, b: &Resource| a.scalars.iter().all(|(n, v)| b.get(n.as_ref()) == *v);
+        zero_elsewhere(self, other) && zero_elsewhere(other, self)
     }
 }
 

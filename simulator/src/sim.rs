@@ -121,6 +121,11 @@ impl Simulator {
         &self.profile
     }
 
+    /// The scheduler names whose pods the cycles schedule.
+    pub fn scheduler_names(&self) -> &[String] {
+        &self.scheduler_names
+    }
+
     /// What each cycle so far changed.
     pub fn history(&self) -> &[CycleRecord] {
         &self.history

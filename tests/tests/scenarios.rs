@@ -6,28 +6,17 @@
 //! `BLESS=1` rewrites the `expect` blocks with the current outcome (review the diff!).
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 use volcano_framework::{Profile, Registries};
 use volcano_sim::{Manifest, Simulator};
 use volcano_testkit::scenario::Scenario;
 
+mod common;
+
 fn registries() -> Registries {
     Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
-}
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "yaml") {
-            out.push(p);
-        }
-    }
 }
 
 fn list(v: &Value) -> String {
@@ -198,7 +187,7 @@ fn main() {
     let blessing = std::env::var("BLESS").is_ok_and(|v| v == "1");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     let mut paths = Vec::new();
-    files(&root, &mut paths);
+    common::scenario_files(&root, &mut paths);
     let (mut passed, mut failed, mut blessed) = (0, 0, 0);
     for path in &paths {
         let rel = path.strip_prefix(&root).unwrap_or(path).display().to_string();

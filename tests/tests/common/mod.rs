@@ -7,12 +7,14 @@ use volcano_sim::{Manifest, Simulator};
 use volcano_testkit::scenario::Scenario;
 
 /// `tests/scenarios`.
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub(crate) fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
 /// The scenario at `path` loaded into a simulator (not run yet) with its cycle count; `None`
 /// when its configuration or input is refused on purpose.
+#[allow(dead_code)] // not every test binary that shares this module uses it
 pub(crate) fn load(path: &Path) -> Option<(Simulator, Option<u32>)> {
     let text = std::fs::read_to_string(path).expect("scenario file");
     let scenario: Scenario = serde_yaml_ng::from_str(&text).expect("scenario");
@@ -27,4 +29,19 @@ pub(crate) fn load(path: &Path) -> Option<(Simulator, Option<u32>)> {
         manifest.load_str("objects", objects).ok()?;
     }
     Some((Simulator::new(manifest, profile).ok()?, scenario.cycles))
+}
+
+/// The scenario files under `dir`, in path order.
+#[allow(dead_code)] // not every test binary that shares this module uses it
+pub(crate) fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            scenario_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "yaml") {
+            out.push(p);
+        }
+    }
 }

@@ -1,0 +1,184 @@
+//! Remembered failures (`volcano_framework::session::retry`): a cycle over a kept snapshot
+//! that skips the jobs the last cycle over the same revision could not place must say
+//! exactly what trying them says, and anything that could change their answer must make
+//! the next cycle try them again.
+
+mod common;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{NodeCondition, PodCondition};
+use volcano_framework::{
+    run_cycle, Changes, ClusterObjects, CycleContext, CycleOutcome, NoObserver, Profile, Registries, SessionOptions,
+    Snapshot,
+};
+use volcano_testkit::{node, pod, pod_group, queue, SCHEDULER_NAME};
+
+fn cycle(snap: &Snapshot, profile: &Profile, now_ms: i64) -> CycleOutcome {
+    let cx = CycleContext { cycle: 1, now_ms, options: SessionOptions::default() };
+    run_cycle(snap.clone(), profile, &cx, &mut NoObserver)
+}
+
+/// Runs the cycle on `snap`, keeps what it remembered, runs it again: the second must say
+/// the same. Returns how many jobs the second skipped.
+fn replayed(snap: &mut Snapshot, profile: &Profile, now_ms: i64, what: &str) -> u64 {
+    let first = cycle(snap, profile, now_ms);
+    snap.keep_retries(first.retries.clone());
+    let second = cycle(snap, profile, now_ms);
+    assert_eq!(second.effects, first.effects, "{what}: the replayed cycle's effects");
+    assert_eq!(second.pending_reasons, first.pending_reasons, "{what}: the replayed cycle's reasons");
+    assert_eq!(second.queues, first.queues, "{what}: the replayed cycle's queue reports");
+    let mut metrics = second.metrics.clone();
+    metrics.skipped_tries = first.metrics.skipped_tries;
+    assert_eq!(metrics, first.metrics, "{what}: the replayed cycle's metric facts");
+    second.metrics.skipped_tries
+}
+
+#[test]
+fn every_scenario_says_the_same_when_its_cycles_skip_what_failed_before() {
+    let mut skipped = 0;
+    let mut scenarios = 0;
+    let mut paths = Vec::new();
+    common::scenario_files(&common::scenarios_dir(), &mut paths);
+    for path in paths {
+        let Some((mut sim, cycles)) = common::load(&path) else { continue };
+        scenarios += 1;
+        let names: Vec<String> = sim.scheduler_names().to_vec();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        for c in 1..=cycles.unwrap_or(3).min(5) {
+            let Ok(mut snap) = Snapshot::build(&sim.cluster().objects(), &names) else { break };
+            let profile = sim.profile();
+            skipped += replayed(&mut snap, profile, sim.cycle_time_ms(c as u64), &format!("{} cycle {c}", path.display()));
+            if sim.step().is_err() {
+                break;
+            }
+        }
+    }
+    assert!(scenarios > 100, "the scenarios load ({scenarios})");
+    // Many scenarios leave a job waiting: the replays skip them.
+    assert!(skipped > 50, "jobs skipped over all scenarios: {skipped}");
+}
+
+fn profile(yaml: &str) -> Profile {
+    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    Profile::from_yaml(yaml, &reg).expect("a valid configuration")
+}
+
+const CONF: &str = r#"
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"#;
+
+/// Two 6-cpu nodes, each with 4 cpus used by a running pod, and a gang of two 3-cpu pods
+/// that cannot be placed until a running pod is gone.
+fn waiting_gang() -> ClusterObjects {
+    let mut o = ClusterObjects::default();
+    o.queues.push(Arc::new(queue("default").build()));
+    for n in ["n1", "n2"] {
+        o.nodes.push(Arc::new(node(n, "6", "8Gi").build()));
+        o.pods.push(Arc::new(pod("ns", &format!("run-{n}")).cpu_mem("4", "1Gi").running_on(n).build()));
+    }
+    o.pod_groups.push(Arc::new(pod_group("ns", "gang", 2).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
+    for i in 0..2 {
+        o.pods.push(Arc::new(pod("ns", &format!("gang-{i}")).group("gang").cpu_mem("3", "1Gi").build()));
+    }
+    o
+}
+
+fn binds(outcome: &CycleOutcome) -> usize {
+    outcome.effects.iter().filter(|e| matches!(e, volcano_framework::Effect::Bind { .. })).count()
+}
+
+fn update(snap: &mut Snapshot, changes: Changes) {
+    assert!(snap.update(&changes, &[], &[SCHEDULER_NAME]).expect("valid changes"), "applied in place");
+}
+
+#[test]
+fn a_failed_gang_is_skipped_until_a_node_frees_room() {
+    let conf = profile(CONF);
+    let objects = waiting_gang();
+    let mut snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    let first = cycle(&snap, &conf, 0);
+    assert_eq!(binds(&first), 0);
+    assert_eq!(first.metrics.skipped_tries, 0);
+    snap.keep_retries(first.retries.clone());
+    assert_eq!(snap.retries().map(|m| m.len()), Some(1));
+    let second = cycle(&snap, &conf, 0);
+    assert_eq!(second.metrics.skipped_tries, 1, "the same state: skipped");
+    assert_eq!(second.effects, first.effects);
+    snap.keep_retries(second.retries.clone());
+
+    // Writes that scheduling does not read keep the revision and the memory: a condition
+    // on a waiting pod, a node's heartbeat.
+    let revision = snap.revision();
+    let mut waiting = (*objects.pods[2]).clone();
+    waiting.status.get_or_insert_with(Default::default).conditions =
+        Some(vec![PodCondition { type_: "PodScheduled".into(), status: "False".into(), ..Default::default() }]);
+    let mut beat = (*objects.nodes[0]).clone();
+    beat.status.get_or_insert_with(Default::default).conditions =
+        Some(vec![NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }]);
+    update(
+        &mut snap,
+        Changes {
+            pods: vec![("ns/gang-0".into(), Some(Arc::new(waiting)))],
+            nodes: vec![("n1".into(), Some(Arc::new(beat)))],
+            ..Default::default()
+        },
+    );
+    assert_eq!(snap.revision(), revision, "nothing scheduling reads changed");
+    assert_eq!(cycle(&snap, &conf, 0).metrics.skipped_tries, 1);
+
+    // A running pod finishes: n1 has room for the gang, which is tried again and placed.
+    let mut done = (*objects.pods[0]).clone();
+    done.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+    update(&mut snap, Changes { pods: vec![("ns/run-n1".into(), Some(Arc::new(done)))], ..Default::default() });
+    assert_ne!(snap.revision(), revision);
+    assert!(snap.retries().is_none(), "the memory is forgotten with the change");
+    let third = cycle(&snap, &conf, 0);
+    assert_eq!(third.metrics.skipped_tries, 0);
+    assert_eq!(binds(&third), 2, "the gang's two pods are bound");
+}
+
+#[test]
+fn a_memory_is_only_kept_for_the_revision_it_was_made_at() {
+    let conf = profile(CONF);
+    let objects = waiting_gang();
+    let mut snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    let first = cycle(&snap, &conf, 0);
+    // The kept snapshot changed while the cycle ran (a node's allocatable grew).
+    let bigger = node("n2", "10", "8Gi").build();
+    update(&mut snap, Changes { nodes: vec![("n2".into(), Some(Arc::new(bigger)))], ..Default::default() });
+    snap.keep_retries(first.retries);
+    assert!(snap.retries().is_none(), "a memory of another revision is refused");
+    assert_eq!(binds(&cycle(&snap, &conf, 0)), 2, "n2 now holds both pods of the gang");
+    // A rebuilt snapshot of the same objects is a new revision too.
+    let built = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    assert_ne!(built.revision(), Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap().revision());
+}
+
+#[test]
+fn another_configuration_or_a_clock_reading_plugin_replays_nothing() {
+    let conf = profile(CONF);
+    let mut snap = Snapshot::build(&waiting_gang(), &[SCHEDULER_NAME]).unwrap();
+    let first = cycle(&snap, &conf, 0);
+    snap.keep_retries(first.retries);
+    let other = profile(&CONF.replace("  - name: nodeorder\n", "  - name: nodeorder\n  - name: binpack\n"));
+    let outcome = cycle(&snap, &other, 0);
+    assert_eq!(outcome.metrics.skipped_tries, 0, "the memory was made under another configuration");
+
+    // sla with a waiting time permits jobs by the clock: nothing is remembered.
+    let sla = profile(&format!("{CONF}  - name: sla\n    arguments:\n      sla-waiting-time: 1h\n"));
+    let outcome = cycle(&snap, &sla, 0);
+    assert!(outcome.retries.is_none());
+    // Without a waiting time it does not read the clock.
+    let plain = profile(&format!("{CONF}  - name: sla\n"));
+    assert!(cycle(&snap, &plain, 0).retries.is_some());
+}
