@@ -488,6 +488,16 @@ impl ClusterCache {
             && self.stateful_sets.synced()
     }
 
+    /// Keeps what a cycle over the kept snapshot remembered of the jobs it could not place,
+    /// so that the next cycle skips them while nothing they depend on changed
+    /// ([`Snapshot::keep_retries`]: refused unless the kept snapshot is still the one the
+    /// cycle ran on).
+    pub fn keep_retries(&mut self, memo: Option<Arc<volcano_framework::RetryMemo>>) {
+        if let Some(kept) = &mut self.kept {
+            kept.keep_retries(memo);
+        }
+    }
+
     /// How many snapshots were rebuilt since the cache was made.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds
@@ -1396,6 +1406,35 @@ mod tests {
         assert_eq!(kept, built);
         assert_eq!((c.rebuilds(), c.updates()), (1, 2));
         assert_eq!(status_of(&mut c, "p0"), TaskStatus::Releasing);
+    }
+
+    #[test]
+    fn a_cycle_memory_is_kept_until_the_kept_snapshot_changes_in_what_scheduling_reads() {
+        use volcano_framework::{run_cycle, CycleContext, NoObserver, Profile, Registries, SessionOptions};
+        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+        let profile = Profile::builtin_default(&reg).unwrap();
+        let cx = CycleContext { cycle: 1, now_ms: 0, options: SessionOptions::default() };
+        let mut c = synced_cache();
+        let outcome = run_cycle(c.snapshot().unwrap(), &profile, &cx, &mut NoObserver);
+        c.keep_retries(outcome.retries.clone());
+        assert!(c.snapshot().unwrap().retries().is_some(), "nothing changed: the memory is kept");
+        // A PodGroup condition written by the scheduler is not read by a session.
+        let r = ObjectRef::namespaced("ml", "pg", "uid-pg");
+        let unschedulable = volcano_api::crd::PodGroupCondition { type_: "Unschedulable".into(), ..Default::default() };
+        let status = PodGroupStatus { conditions: vec![unschedulable], ..Default::default() };
+        let before = c.snapshot().unwrap().revision();
+        c.set_pod_group_status(&r, &status).unwrap();
+        let snap = c.snapshot().unwrap();
+        assert_eq!((snap.revision(), snap.retries().is_some()), (before, true));
+        // A node's new label is.
+        let mut n1 = node("n1");
+        n1.metadata.labels = Some([("zone".to_string(), "a".to_string())].into_iter().collect());
+        c.apply_node(Event::Apply(n1));
+        let snap = c.snapshot().unwrap();
+        assert!(snap.revision() != before && snap.retries().is_none(), "a change scheduling reads ends it");
+        // A memory made over another revision is refused.
+        c.keep_retries(outcome.retries);
+        assert!(c.snapshot().unwrap().retries().is_none());
     }
 
     #[test]

@@ -401,6 +401,9 @@ pub async fn run(
                     .await
                     .expect("a cycle does not panic");
                     timer = t;
+                    // The next cycle over the same snapshot skips the jobs this one could
+                    // not place (the cache refuses a memory of another revision).
+                    cache.lock().expect("cache lock").keep_retries(outcome.retries.clone());
                     metrics.volcano.record_cycle(&outcome, now);
                     log_cycle(cycle, &outcome, start.elapsed(), opts.schedule_period);
                     // The leader may have changed during the cycle: the applier checks it
@@ -456,11 +459,12 @@ fn log_cycle(cycle: u64, outcome: &volcano_framework::CycleOutcome, took: Durati
         }
     }
     let pending_jobs = outcome.pending_reasons.len();
+    let skipped = outcome.metrics.skipped_tries;
     let took_ms = took.as_secs_f64() * 1000.0;
     if binds + evictions + pipelined > 0 || took > period {
-        tracing::info!(cycle, took_ms, binds, evictions, pipelined, statuses, pending_jobs, "cycle");
+        tracing::info!(cycle, took_ms, binds, evictions, pipelined, statuses, pending_jobs, skipped, "cycle");
     } else {
-        tracing::debug!(cycle, took_ms, statuses, pending_jobs, "cycle");
+        tracing::debug!(cycle, took_ms, statuses, pending_jobs, skipped, "cycle");
     }
 }
 
