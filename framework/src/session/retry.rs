@@ -182,6 +182,12 @@ impl Session {
             return None;
         }
         let tries = std::mem::take(&mut self.retries.recorded);
+        tracing::debug!(
+            remembered = tries.iter().flatten().count(),
+            skipped = self.retries.skipped,
+            changes = self.retries.changes,
+            "failed attempts kept for the next cycle"
+        );
         Some(Arc::new(RetryMemo { revision: self.snap.revision(), conf: conf.clone(), tries }))
     }
 }
