@@ -59,7 +59,7 @@ struct FailedTry {
 pub struct RetryMemo {
     revision: u64,
     conf: SchedulerConfiguration,
-    tries: Vec<Option<FailedTry>>,
+    tries: Vec<Option<Arc<FailedTry>>>,
 }
 
 impl RetryMemo {
@@ -92,7 +92,7 @@ pub(crate) struct Retries {
     /// The previous session's memory, when it is valid for this one.
     known: Option<Arc<RetryMemo>>,
     /// This session's failed attempts, by job.
-    recorded: Vec<Option<FailedTry>>,
+    recorded: Vec<Option<Arc<FailedTry>>>,
     /// Statements committed or kept so far (the session left its opening state).
     changes: u64,
     /// Attempts skipped in this session.
@@ -138,17 +138,19 @@ impl Session {
             return false;
         }
         let tried = tried.clone();
-        let after = tried.after.clone();
-        self.record_try(j, tried);
-        let tasks = self.snap.job(j).tasks.clone();
-        for (t, last) in tasks.iter().zip(after.last_tx) {
-            self.snap.tasks[t.idx()].last_tx = last;
+        let after = &tried.after;
+        // Only the tasks the attempt had placed have a last placement to set (a write copies
+        // the shared chunk of tasks it falls in).
+        for (i, last) in after.last_tx.iter().enumerate().filter(|(_, l)| l.is_some()) {
+            let t = self.snap.job(j).tasks[i];
+            self.snap.tasks[t.idx()].last_tx = *last;
         }
         let job = &mut self.snap.jobs[j.idx()];
-        job.fit_errors = after.fit_errors;
-        job.job_fit_error = after.job_fit_error;
-        self.retries.skipped += 1;
+        job.fit_errors = after.fit_errors.clone();
+        job.job_fit_error = after.job_fit_error.clone();
         tracing::trace!(job = %job.key, "allocate: skipped, it failed at this same state last cycle");
+        self.record_try(j, tried);
+        self.retries.skipped += 1;
         true
     }
 
@@ -165,10 +167,10 @@ impl Session {
         let j = start.job;
         let after = self.trace(j);
         let tried = FailedTry { key: self.snap.job(j).key.clone(), before: start.before, after };
-        self.record_try(j, tried);
+        self.record_try(j, Arc::new(tried));
     }
 
-    fn record_try(&mut self, j: JobId, tried: FailedTry) {
+    fn record_try(&mut self, j: JobId, tried: Arc<FailedTry>) {
         if self.retries.recorded.len() <= j.idx() {
             self.retries.recorded.resize(self.snap.jobs.len().max(j.idx() + 1), None);
         }
