@@ -14,7 +14,7 @@ use crate::model::*;
 use crate::plugin::{CloseOutput, JobMetric, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
 use crate::session::observer::{Observer, PluginStage};
-use crate::session::retry::RetryMemo;
+use crate::retry::RetryMemo;
 use crate::session::Session;
 use crate::snapshot::Snapshot;
 use crate::stats::{CycleMetrics, JobMetrics};

@@ -24,6 +24,7 @@ pub mod pq;
 pub mod profile;
 pub mod registry;
 pub mod resource;
+pub mod retry;
 pub mod session;
 pub mod snapshot;
 pub mod statement;
@@ -48,7 +49,8 @@ pub use registry::{
 };
 pub use resource::{DimensionDefault, Resource};
 pub use session::select::{self, NodeChoice};
-pub use session::retry::{RetryMemo, TryStart};
+pub use retry::RetryMemo;
+pub use session::retry::TryStart;
 pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};

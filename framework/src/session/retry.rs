@@ -26,63 +26,13 @@
 //! rebuilt snapshot. Writes that scheduling does not read (conditions, heartbeats, resource
 //! versions) do not ([`crate::Snapshot::update`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use volcano_api::conf::SchedulerConfiguration;
 
-use crate::model::{JobId, NodeId, TaskId, TaskStatus};
+use crate::model::JobId;
+use crate::retry::{FailedTry, RetryMemo, Trace};
 use crate::session::Session;
-use crate::status::FitErrors;
-
-/// What a failed attempt reads and leaves on its job: the fields an attempt sets.
-#[derive(Clone, Debug, PartialEq)]
-struct Trace {
-    fit_errors: BTreeMap<TaskId, FitErrors>,
-    job_fit_error: Option<String>,
-    /// Each task's last placement before a roll-back ([`crate::TaskInfo::last_tx`]).
-    last_tx: Vec<Option<(TaskStatus, NodeId)>>,
-}
-
-/// A failed attempt: the job's key, and its trace before and after.
-#[derive(Clone, Debug)]
-struct FailedTry {
-    key: Arc<str>,
-    before: Trace,
-    after: Trace,
-}
-
-/// The failed attempts of one session, for the next session over the same snapshot
-/// revision and configuration ([`crate::CycleOutcome::retries`]; a shell keeps it with
-/// [`crate::Snapshot::keep_retries`]).
-#[derive(Clone, Debug)]
-pub struct RetryMemo {
-    revision: u64,
-    conf: SchedulerConfiguration,
-    tries: Vec<Option<Arc<FailedTry>>>,
-}
-
-impl RetryMemo {
-    /// The snapshot revision the session opened with.
-    pub fn revision(&self) -> u64 {
-        self.revision
-    }
-
-    /// Number of jobs remembered.
-    pub fn len(&self) -> usize {
-        self.tries.iter().flatten().count()
-    }
-
-    /// Whether no job is remembered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether the memory is for sessions of this configuration.
-    pub(crate) fn same_conf(&self, conf: &SchedulerConfiguration) -> bool {
-        self.conf == *conf
-    }
-}
 
 /// A session's side of the memory: what it may skip, what it records.
 #[derive(Debug, Default)]

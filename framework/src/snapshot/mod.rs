@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::Resource;
-use crate::session::retry::RetryMemo;
+use crate::retry::RetryMemo;
 
 pub mod build;
 pub mod extra;
