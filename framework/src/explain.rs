@@ -117,7 +117,7 @@ pub fn resolve(snap: &Snapshot, name: &str) -> Option<String> {
     snap.jobs
         .iter()
         .find(|j| {
-            j.namespace == ns
+            *j.namespace == *ns
                 && j.pod_group
                     .metadata
                     .owner_references

@@ -48,9 +48,9 @@ pub use registry::{
     parse_args, ActionFactory, ActionRegistry, ArgsError, PluginBuilder, PluginFactory, PluginRegistry, Registries,
 };
 pub use resource::{DimensionDefault, Resource};
-pub use session::select::{self, NodeChoice};
 pub use retry::RetryMemo;
 pub use session::retry::TryStart;
+pub use session::select::{self, NodeChoice};
 pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};

@@ -215,11 +215,11 @@ impl TaskInfo {
 #[derive(Clone, Debug)]
 pub struct JobInfo {
     /// PodGroup UID (or key).
-    pub uid: String,
+    pub uid: Arc<str>,
     /// PodGroup name.
-    pub name: String,
+    pub name: Arc<str>,
     /// Namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// `namespace/name`.
     pub key: Arc<str>,
     /// The queue.

@@ -58,4 +58,3 @@ impl RetryMemo {
         self.conf == *conf
     }
 }
-

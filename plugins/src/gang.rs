@@ -107,36 +107,52 @@ fn task_valid(snap: &Snapshot, job: &JobInfo) -> bool {
 /// Volcano's `JobInfo.FitError()`: a histogram of task statuses, the reasons of pending
 /// tasks, and the original reason (job-level, or the first task's fit error).
 pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
-    let mut statuses: Vec<String> = TaskStatus::ALL
-        .iter()
-        .filter(|s| job.count(**s) > 0)
-        .map(|s| format!("{} {}", job.count(*s), s.as_str()))
-        .collect();
+    use std::fmt::Write as _;
+    // The counts, sorted as text (as Volcano sorts them): "12 Pending" before "2 minAvailable".
+    let mut statuses: Vec<String> = Vec::with_capacity(TaskStatus::ALL.len() + 1);
+    for s in TaskStatus::ALL.iter().filter(|s| job.count(**s) > 0) {
+        statuses.push(format!("{} {}", job.count(*s), s.as_str()));
+    }
     statuses.push(format!("{} minAvailable", job.min_available));
-    statuses.sort();
+    statuses.sort_unstable();
     let ready = if job.is_ready() { "pod group is ready" } else { "pod group is not ready" };
-    let mut msg = format!("{ready}, {}", statuses.join(", "));
-    let mut pending: BTreeMap<&str, u32> = BTreeMap::new();
-    for t in &job.tasks {
-        let task = snap.task(*t);
-        if task.status == TaskStatus::Pending {
-            let reason = match task.last_tx {
-                Some((TaskStatus::Allocated, _)) => "Schedulable",
-                _ => "Unschedulable",
-            };
-            *pending.entry(reason).or_insert(0) += 1;
+    let mut msg = String::with_capacity(160);
+    msg.push_str(ready);
+    for s in &statuses {
+        msg.push_str(", ");
+        msg.push_str(s);
+    }
+    // The pending pods: those the session had allocated before rolling the job back are
+    // "Schedulable", the others "Unschedulable".
+    let (mut schedulable, mut unschedulable) = (0u32, 0u32);
+    if job.count(TaskStatus::Pending) > 0 {
+        for t in &job.tasks {
+            let task = snap.task(*t);
+            if task.status == TaskStatus::Pending {
+                match task.last_tx {
+                    Some((TaskStatus::Allocated, _)) => schedulable += 1,
+                    _ => unschedulable += 1,
+                }
+            }
         }
     }
-    if !pending.is_empty() {
-        let mut h: Vec<String> = pending.iter().map(|(r, n)| format!("{n} {r}")).collect();
-        h.sort();
-        msg.push_str(&format!("; Pending: {}", h.join(", ")));
+    let mut h: Vec<String> = Vec::with_capacity(2);
+    if schedulable > 0 {
+        h.push(format!("{schedulable} Schedulable"));
+    }
+    if unschedulable > 0 {
+        h.push(format!("{unschedulable} Unschedulable"));
+    }
+    if !h.is_empty() {
+        h.sort_unstable();
+        msg.push_str("; Pending: ");
+        msg.push_str(&h.join(", "));
     }
     if let Some(e) = &job.job_fit_error {
-        msg.push_str(&format!(". Origin reason is: {e}"));
+        let _ = write!(msg, ". Origin reason is: {e}");
     } else if let Some((t, e)) = job.fit_errors.iter().min_by_key(|(t, _)| &snap.task(**t).key) {
         // The first pod by name (not by task id, which a kept snapshot may number otherwise).
-        msg.push_str(&format!(". Origin reason is {}: {e}", snap.task(*t).name()));
+        let _ = write!(msg, ". Origin reason is {}: {e}", snap.task(*t).name());
     }
     msg
 }

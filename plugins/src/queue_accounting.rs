@@ -237,8 +237,10 @@ pub(crate) fn job_usage(snap: &Snapshot, job: &JobInfo) -> JobUsage {
         usage.inqueue.add(&r);
     }
     // Volcano `GetElasticResources`: a job without minResources is elastic as a whole.
-    let min = job.min_resources.clone().unwrap_or_default();
-    usage.elastic = exceeded_part(&job.allocated, &min);
+    usage.elastic = match &job.min_resources {
+        Some(min) => exceeded_part(&job.allocated, min),
+        None => exceeded_part(&job.allocated, &Resource::empty()),
+    };
     usage
 }
 

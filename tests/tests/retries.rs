@@ -48,7 +48,8 @@ fn every_scenario_says_the_same_when_its_cycles_skip_what_failed_before() {
         for c in 1..=cycles.unwrap_or(3).min(5) {
             let Ok(mut snap) = Snapshot::build(&sim.cluster().objects(), &names) else { break };
             let profile = sim.profile();
-            skipped += replayed(&mut snap, profile, sim.cycle_time_ms(c as u64), &format!("{} cycle {c}", path.display()));
+            skipped +=
+                replayed(&mut snap, profile, sim.cycle_time_ms(c as u64), &format!("{} cycle {c}", path.display()));
             if sim.step().is_err() {
                 break;
             }

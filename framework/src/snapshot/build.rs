@@ -713,9 +713,9 @@ pub(super) fn job_info(
         .and_then(parse_duration_ms);
     let task_min_available = pg.spec.min_task_member.clone();
     Ok(JobInfo {
-        uid: pg.metadata.uid.clone().unwrap_or_else(|| key.to_string()),
-        name: pg.metadata.name.clone().unwrap_or_default(),
-        namespace: pg.metadata.namespace.clone().unwrap_or_default(),
+        uid: pg.metadata.uid.as_deref().map_or_else(|| key.clone(), Arc::from),
+        name: pg.metadata.name.as_deref().unwrap_or_default().into(),
+        namespace: pg.metadata.namespace.as_deref().unwrap_or_default().into(),
         queue,
         priority,
         min_available: pg.spec.min_member,
