@@ -4,23 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::scenarios_dir;
 use volcano_framework::{Explanation, Profile, Registries};
 use volcano_sim::{Manifest, Simulator};
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "yaml") {
-            out.push(p);
-        }
-    }
-}
 
 /// The scenario simulated as its file says; `None` when its input is refused on purpose.
 fn simulate(path: &Path) -> Option<Simulator> {
@@ -37,7 +25,7 @@ fn explain(file: &str, job: &str) -> Explanation {
 #[test]
 fn every_waiting_job_of_every_scenario_is_explained() {
     let mut all = Vec::new();
-    files(&scenarios_dir(), &mut all);
+    common::scenario_files(&scenarios_dir(), &mut all);
     let mut explained = 0;
     for path in &all {
         let Some(sim) = simulate(path) else { continue };

@@ -65,18 +65,8 @@ fn profile(yaml: &str) -> Profile {
     Profile::from_yaml(yaml, &reg).expect("a valid configuration")
 }
 
-const CONF: &str = r#"
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-"#;
+/// Volcano's default configuration.
+const CONF: &str = volcano_api::conf::DEFAULT_SCHEDULER_CONF;
 
 /// Two 6-cpu nodes, each with 4 cpus used by a running pod, and a gang of two 3-cpu pods
 /// that cannot be placed until a running pod is gone.
