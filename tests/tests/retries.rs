@@ -92,12 +92,19 @@ fn update(snap: &mut Snapshot, changes: Changes) {
     assert!(snap.update(&changes, &[], &[SCHEDULER_NAME]).expect("valid changes"), "applied in place");
 }
 
-#[test]
-fn a_failed_gang_is_skipped_until_a_node_frees_room() {
+/// The default configuration, [`waiting_gang`]'s objects, their kept snapshot and a first
+/// cycle over it.
+fn first_cycle() -> (Profile, ClusterObjects, Snapshot, CycleOutcome) {
     let conf = profile(CONF);
     let objects = waiting_gang();
-    let mut snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    let snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
     let first = cycle(&snap, &conf, 0);
+    (conf, objects, snap, first)
+}
+
+#[test]
+fn a_failed_gang_is_skipped_until_a_node_frees_room() {
+    let (conf, objects, mut snap, first) = first_cycle();
     assert_eq!(binds(&first), 0);
     assert_eq!(first.metrics.skipped_tries, 0);
     snap.keep_retries(first.retries.clone());
@@ -140,10 +147,7 @@ fn a_failed_gang_is_skipped_until_a_node_frees_room() {
 
 #[test]
 fn a_memory_is_only_kept_for_the_revision_it_was_made_at() {
-    let conf = profile(CONF);
-    let objects = waiting_gang();
-    let mut snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
-    let first = cycle(&snap, &conf, 0);
+    let (conf, objects, mut snap, first) = first_cycle();
     // The kept snapshot changed while the cycle ran (a node's allocatable grew).
     let bigger = node("n2", "10", "8Gi").build();
     update(&mut snap, Changes { nodes: vec![("n2".into(), Some(Arc::new(bigger)))], ..Default::default() });
@@ -157,10 +161,9 @@ fn a_memory_is_only_kept_for_the_revision_it_was_made_at() {
 
 #[test]
 fn another_configuration_or_a_clock_reading_plugin_replays_nothing() {
-    let conf = profile(CONF);
-    let mut snap = Snapshot::build(&waiting_gang(), &[SCHEDULER_NAME]).unwrap();
-    let first = cycle(&snap, &conf, 0);
+    let (conf, _, mut snap, first) = first_cycle();
     snap.keep_retries(first.retries);
+    assert_eq!(cycle(&snap, &conf, 0).metrics.skipped_tries, 1, "the same configuration replays");
     let other = profile(&CONF.replace("  - name: nodeorder\n", "  - name: nodeorder\n  - name: binpack\n"));
     let outcome = cycle(&snap, &other, 0);
     assert_eq!(outcome.metrics.skipped_tries, 0, "the memory was made under another configuration");
