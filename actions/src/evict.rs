@@ -8,42 +8,40 @@ use std::collections::BinaryHeap;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::{JobId, NodeId, QueueId, Resource, Session, Statement, TaskId, TaskStatus};
 
-/// Whether `l` is evicted before `r` when `preemptor` needs room (Volcano
-/// `BuildVictimsPriorityQueue`): within a job, the reverse of task order; a victim whose
-/// job is gone first; within a queue, the reverse of job order (then of task order);
-/// across queues, the victim queue order (default: the most over-served queue first).
-pub(crate) fn evicted_first(ssn: &Session, preemptor: TaskId, l: TaskId, r: TaskId) -> bool {
+/// The victim order of `l` and `r` when `preemptor` needs room (Volcano
+/// `BuildVictimsPriorityQueue`), `Less` when `l` is evicted first: within a job, the
+/// reverse of task order; a victim whose job is gone first; within a queue, the reverse of
+/// job order (then of task order); across queues, the victim queue order (default: the
+/// most over-served queue first). `Equal` when none of these tells them apart. Every order
+/// it reads is antisymmetric (each plugin's compares keys, and the fallbacks end on names
+/// and uids), so one call orders a pair both ways.
+fn victim_order(ssn: &Session, preemptor: TaskId, l: TaskId, r: TaskId) -> Ordering {
     let (lt, rt) = (ssn.snap.task(l), ssn.snap.task(r));
     if lt.job == rt.job {
-        return ssn.task_order(l, r) == Ordering::Greater;
+        return ssn.task_order(l, r).reverse();
     }
-    let (Some(lj), Some(rj)) = (lt.job, rt.job) else {
-        return lt.job.is_none();
+    let (lj, rj) = match (lt.job, rt.job) {
+        (Some(lj), Some(rj)) => (lj, rj),
+        (None, _) => return Ordering::Less,
+        (_, None) => return Ordering::Greater,
     };
     let (lq, rq) = (ssn.snap.job(lj).queue, ssn.snap.job(rj).queue);
-    let pq = ssn.snap.task(preemptor).job.map(|j| ssn.snap.job(j).queue);
-    if lq == rq || pq.is_none() {
-        return match ssn.job_order(lj, rj) {
-            Ordering::Equal => ssn.task_order(l, r) == Ordering::Greater,
-            o => o == Ordering::Greater,
-        };
+    match ssn.snap.task(preemptor).job.map(|j| ssn.snap.job(j).queue) {
+        Some(pq) if lq != rq => ssn.victim_queue_order(lq, rq, pq),
+        _ => ssn.job_order(lj, rj).then_with(|| ssn.task_order(l, r)).reverse(),
     }
-    ssn.victim_queue_order(lq, rq, pq.expect("checked")) == Ordering::Less
 }
 
-/// Sorts candidates in victim order, so that plugins that walk candidates and stop (gang's
-/// "only above minMember", the queue plugins' running totals) pick the pods that would be
-/// evicted first — an elastic job shrinks from its last pod.
+/// Whether `l` is evicted before `r` when `preemptor` needs room ([`victim_order`]).
+pub(crate) fn evicted_first(ssn: &Session, preemptor: TaskId, l: TaskId, r: TaskId) -> bool {
+    victim_order(ssn, preemptor, l, r) == Ordering::Less
+}
+
+/// Sorts candidates in victim order (ties by task id), so that plugins that walk candidates
+/// and stop (gang's "only above minMember", the queue plugins' running totals) pick the pods
+/// that would be evicted first — an elastic job shrinks from its last pod.
 pub(crate) fn sort_in_victim_order(ssn: &Session, preemptor: TaskId, candidates: &mut [TaskId]) {
-    candidates.sort_by(|a, b| {
-        if evicted_first(ssn, preemptor, *a, *b) {
-            Ordering::Less
-        } else if evicted_first(ssn, preemptor, *b, *a) {
-            Ordering::Greater
-        } else {
-            a.cmp(b)
-        }
-    });
+    candidates.sort_by(|a, b| victim_order(ssn, preemptor, *a, *b).then(a.cmp(b)));
 }
 
 /// Whether the node's future idle resources plus the victims' requests cover the
@@ -256,6 +254,46 @@ pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use volcano_framework::{Profile, Registries, SessionContext, SessionOptions};
+    use volcano_testkit::{node, pod, pod_group, queue, Objects};
+
+    /// The victim order of every pair, both ways, in a session with two queues, jobs of
+    /// several priorities and sizes, and a pod whose PodGroup is gone: one call orders a pair
+    /// both ways (the sort relies on it, where it used to ask `evicted_first` twice).
+    #[test]
+    fn the_victim_order_is_antisymmetric() {
+        let mut o = Objects::new().queue(queue("q1")).queue(queue("q2"));
+        for n in 0..3 {
+            o = o.node(node(&format!("n{n}"), "16", "64Gi"));
+        }
+        for (j, (q, priority, size)) in [("q1", 10, 3), ("q1", 5, 2), ("q2", 5, 3), ("q2", 1, 1)].into_iter().enumerate() {
+            let job = format!("j{j}");
+            o = o.pod_group(pod_group("ns", &job, 1).queue(q));
+            for k in 0..size {
+                let p = pod("ns", &format!("{job}-{k}")).group(&job).cpu_mem("1", "1Gi").priority(priority - k);
+                o = o.pod(p.running_on(&format!("n{}", k % 3)).created(100 - k as i64));
+            }
+        }
+        o = o.pod(pod("ns", "orphan").group("gone").cpu_mem("1", "1Gi").running_on("n0"));
+        o = o.pod_group(pod_group("ns", "high", 1).queue("q1")).pod(pod("ns", "high-0").group("high").cpu_mem("1", "1Gi"));
+        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
+        let profile = Profile::builtin_default(&reg).unwrap();
+        let ctx = SessionContext { now_ms: 0, cycle: 1, uid: "s".into(), enqueue_enabled: true };
+        let ssn = Session::open(o.snapshot(), profile.instantiate(), ctx, SessionOptions::default());
+        let preemptor = ssn.snap.task_id("ns/high-0").unwrap();
+        let tasks: Vec<TaskId> = (0..ssn.snap.tasks.len() as u32).map(TaskId).filter(|t| *t != preemptor).collect();
+        assert!(tasks.len() >= 10);
+        let mut ordered = 0;
+        for &a in &tasks {
+            for &b in &tasks {
+                let ab = victim_order(&ssn, preemptor, a, b);
+                assert_eq!(ab, victim_order(&ssn, preemptor, b, a).reverse(), "{a:?} {b:?}");
+                ordered += usize::from(ab != Ordering::Equal);
+            }
+        }
+        // Every pair of distinct pods is ordered (the fallbacks end on uids).
+        assert_eq!(ordered, tasks.len() * (tasks.len() - 1));
+    }
 
     #[test]
     fn the_heap_gives_the_nodes_in_the_sorted_order() {
