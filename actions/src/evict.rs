@@ -266,7 +266,9 @@ mod tests {
         for n in 0..3 {
             o = o.node(node(&format!("n{n}"), "16", "64Gi"));
         }
-        for (j, (q, priority, size)) in [("q1", 10, 3), ("q1", 5, 2), ("q2", 5, 3), ("q2", 1, 1)].into_iter().enumerate() {
+        for (j, (q, priority, size)) in
+            [("q1", 10, 3), ("q1", 5, 2), ("q2", 5, 3), ("q2", 1, 1)].into_iter().enumerate()
+        {
             let job = format!("j{j}");
             o = o.pod_group(pod_group("ns", &job, 1).queue(q));
             for k in 0..size {
@@ -275,7 +277,9 @@ mod tests {
             }
         }
         o = o.pod(pod("ns", "orphan").group("gone").cpu_mem("1", "1Gi").running_on("n0"));
-        o = o.pod_group(pod_group("ns", "high", 1).queue("q1")).pod(pod("ns", "high-0").group("high").cpu_mem("1", "1Gi"));
+        o = o
+            .pod_group(pod_group("ns", "high", 1).queue("q1"))
+            .pod(pod("ns", "high-0").group("high").cpu_mem("1", "1Gi"));
         let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
         let profile = Profile::builtin_default(&reg).unwrap();
         let ctx = SessionContext { now_ms: 0, cycle: 1, uid: "s".into(), enqueue_enabled: true };
