@@ -378,7 +378,7 @@ fn same_meta(a: &ObjectMeta, b: &ObjectMeta) -> bool {
 /// Whether a pod changed only in what scheduling does not read: of its status, a session
 /// reads the phase and the nominated node (the conditions the scheduler writes, container
 /// statuses, IPs and times are not read).
-pub(super) fn same_pod(a: &Pod, b: &Pod) -> bool {
+fn same_pod(a: &Pod, b: &Pod) -> bool {
     fn read(p: &Pod) -> (Option<&str>, Option<&str>) {
         let status = p.status.as_ref();
         (status.and_then(|s| s.phase.as_deref()), status.and_then(|s| s.nominated_node_name.as_deref()))
