@@ -401,6 +401,18 @@ pub trait Plugin: Send + Sync {
         true
     }
 
+    /// For a [`Plugin::shape_local`] task: the nodes (`true` by node index) where the
+    /// plugin's predicate fails for the task whatever a session does — it reads there only
+    /// what a session does not change, such as the node's labels, taints and
+    /// `unschedulable` flag and the task's shape. The node index then does not re-evaluate
+    /// these nodes for the task's class when they change (their answer is "does not fit"
+    /// for good), and finds their failure reasons, which may depend on the node's
+    /// resources, only when it reads them. `None` (the default) when the plugin lists none.
+    /// Asked once per class; must be the same for tasks of one shape.
+    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<Vec<bool>>> {
+        None
+    }
+
     /// For a [`Plugin::shape_local`] task: the partition of the nodes into topology domains
     /// (the values of one node label, say the zone) when some of the plugin's predicates
     /// for the task depend on the node only through its domain — topology spread over

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::model::{NodeId, NodeInfo, TaskId, TaskInfo};
-use crate::plugin::NodeDomains;
+use crate::plugin::{Hooks, NodeDomains};
 use crate::resource::DimensionDefault;
 use crate::session::Session;
 use crate::status::FitErrors;
@@ -254,8 +254,15 @@ struct Class {
     reason_counts: Vec<u32>,
     /// Nodes whose `Fit::No` reason may be out of date: they did not fit, and since then
     /// only took more tasks, which cannot make them fit but may change the first failure
-    /// (see [`NodeIndex::touch_used`]); re-evaluated before the reasons are read.
+    /// (see [`NodeIndex::touch_used`]), or they fail for good (`fixed`); re-evaluated
+    /// before the reasons are read. Each node once (see `stale_marks`).
     stale: Vec<NodeId>,
+    /// The nodes in `stale`, a bit per node.
+    stale_marks: Vec<u64>,
+    /// The nodes where some predicate fails for the class's tasks whatever the session
+    /// does ([`crate::Plugin::fixed_failures`]): never re-evaluated when they change, only
+    /// their reasons before they are read.
+    fixed: Option<Arc<Vec<bool>>>,
 }
 
 /// Why a node does not fit a task.
@@ -365,6 +372,8 @@ pub(crate) struct NodeIndex {
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes (log entries).
     changed: Vec<u32>,
+    /// Marks for finding the distinct nodes of a stretch of the log.
+    changes: DistinctChanges,
     /// The leaf orders of the node partitions met so far (of domain rules and batch
     /// partitions; equal partitions of different plugins share one).
     layouts: Vec<(Arc<NodeDomains>, Arc<Layout>)>,
@@ -378,6 +387,47 @@ pub(crate) struct NodeIndex {
     /// The resource check of every node per distinct request, shared by the classes whose
     /// tasks ask for it.
     requests: HashMap<RequestKey, RequestChecks>,
+}
+
+/// Finds the distinct nodes of a stretch of the change log in one pass over it (a mark per
+/// node, valid for one stretch), rather than by sorting it.
+#[derive(Default)]
+struct DistinctChanges {
+    /// Per node: `2 × stretch number`, `+ 1` while every entry of the node in the stretch
+    /// says it only took a task.
+    marks: Vec<u32>,
+    stretch: u32,
+}
+
+impl DistinctChanges {
+    /// The distinct nodes of `log` (of a cluster of `nodes` nodes) as log entries, in the
+    /// order they first appear: `2 × node` when some entry of the node is any change
+    /// (even), else `2 × node + 1` (it only took tasks).
+    fn distinct(&mut self, log: &[u32], nodes: usize, out: &mut Vec<u32>) {
+        out.clear();
+        if self.marks.len() < nodes {
+            self.marks.resize(nodes, 0);
+        }
+        if self.stretch >= u32::MAX / 2 - 1 {
+            self.marks.iter_mut().for_each(|m| *m = 0);
+            self.stretch = 0;
+        }
+        self.stretch += 1;
+        let this = self.stretch << 1;
+        for &e in log {
+            let n = (e >> 1) as usize;
+            let m = self.marks[n];
+            if m & !1 != this {
+                self.marks[n] = this | (e & 1);
+                out.push(n as u32);
+            } else if e & 1 == 0 {
+                self.marks[n] = this;
+            }
+        }
+        for n in out.iter_mut() {
+            *n = (*n << 1) | (self.marks[*n as usize] & 1);
+        }
+    }
 }
 
 /// A request as a map key: its numbers by their bits, so that equal keys are equal requests.
@@ -546,16 +596,13 @@ impl Session {
         let end = self.index.log.len();
         if start < end {
             let mut changed = std::mem::take(&mut self.index.changed);
-            changed.clear();
-            changed.extend_from_slice(&self.index.log[start..end]);
-            // Per node, "any change" (even) sorts before "took a task" (odd) and is kept.
-            changed.sort_unstable();
-            changed.dedup_by_key(|e| *e >> 1);
+            self.index.changes.distinct(&self.index.log[start..end], self.snap.nodes.len(), &mut changed);
+            let fixed = self.index.classes[c].fixed.clone();
             for &e in changed.iter() {
                 let n = NodeId(e >> 1);
                 let class = &mut self.index.classes[c];
-                if e & 1 == 1 && matches!(class.fit(n), Fit::No(_)) {
-                    class.stale.push(n);
+                if fixed.as_ref().is_some_and(|f| f[n.idx()]) || (e & 1 == 1 && matches!(class.fit(n), Fit::No(_))) {
+                    class.mark_stale(n);
                 } else {
                     self.reevaluate_node(c, n);
                 }
@@ -572,10 +619,11 @@ impl Session {
             return;
         }
         stale.sort_unstable();
-        stale.dedup();
         self.reevaluate(c, &stale);
         stale.clear();
-        self.index.classes[c].stale = stale;
+        let class = &mut self.index.classes[c];
+        class.stale = stale;
+        class.stale_marks.iter_mut().for_each(|w| *w = 0);
     }
 
     /// Re-evaluates these nodes (sorted, distinct) for a class.
@@ -691,12 +739,30 @@ impl Session {
             reason_counts: d.reason_counts.clone(),
             // The donor's answers come with its out-of-date reasons.
             stale: d.stale.clone(),
+            stale_marks: d.stale_marks.clone(),
+            // The same base shape: the same selector, node affinity and tolerations.
+            fixed: d.fixed.clone(),
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
         self.reevaluate(c, &nodes);
         self.index.exceptions = nodes;
         Ok(c)
+    }
+
+    /// The nodes where some predicate fails for the task whatever the session does (see
+    /// [`crate::Plugin::fixed_failures`]), `None` when no plugin lists any.
+    fn fixed_failures(&self, t: TaskId) -> Option<Arc<Vec<bool>>> {
+        let mut lists = self.active(Hooks::PREDICATE).filter_map(|p| p.fixed_failures(&self.snap, t));
+        let first = lists.next()?;
+        let mut merged: Option<Vec<bool>> = None;
+        for more in lists {
+            let m = merged.get_or_insert_with(|| first.as_ref().clone());
+            for (a, b) in m.iter_mut().zip(more.iter()) {
+                *a |= *b;
+            }
+        }
+        Some(merged.map_or(first, Arc::new))
     }
 
     /// Brings the [`RequestChecks`] of a task's request up to date with the change log
@@ -739,10 +805,15 @@ impl Session {
         let nodes = self.snap.nodes.len();
         let key = RequestKey::of(self.snap.task(t));
         self.refresh_request_checks(t, &key);
+        let fixed = self.fixed_failures(t);
         let this = &*self;
         let checks = &this.index.requests[&key].checks;
-        let eval = |i: usize| this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i]);
-        let results: Vec<Evaluation> = if self.parallel(nodes) {
+        // A node that fails for good is not evaluated: its reason is found when read.
+        let eval = |i: usize| match &fixed {
+            Some(f) if f[i] => None,
+            _ => Some(this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i])),
+        };
+        let results: Vec<Option<Evaluation>> = if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(eval).collect()
         } else {
             (0..nodes).map(eval).collect()
@@ -760,11 +831,22 @@ impl Session {
             insufficient_ids: Vec::new(),
             reason_counts: Vec::new(),
             stale: Vec::new(),
+            stale_marks: Vec::new(),
+            fixed,
         };
         let task = self.snap.task(t);
         let mut fits = Vec::with_capacity(nodes);
-        for r in results {
-            let fit = class.fit_of(task, r);
+        // The reason of the nodes not evaluated until they are (not a reason any node is
+        // read with: every such node is stale until then).
+        let unknown = if class.fixed.is_some() { class.intern(String::new()) } else { 0 };
+        for (i, r) in results.into_iter().enumerate() {
+            let fit = match r {
+                Some(r) => class.fit_of(task, r),
+                None => {
+                    class.mark_stale(NodeId(i as u32));
+                    Fit::No(unknown)
+                }
+            };
             class.no_reasons.push(match fit {
                 Fit::No(r) => {
                     class.reason_counts[r as usize] += 1;
@@ -1191,6 +1273,18 @@ impl Session {
 }
 
 impl Class {
+    /// Adds a node to `stale`, once.
+    fn mark_stale(&mut self, n: NodeId) {
+        let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));
+        if self.stale_marks.len() <= word {
+            self.stale_marks.resize(self.no_reasons.len().div_ceil(64).max(word + 1), 0);
+        }
+        if self.stale_marks[word] & bit == 0 {
+            self.stale_marks[word] |= bit;
+            self.stale.push(n);
+        }
+    }
+
     /// A node's answer.
     fn fit(&self, n: NodeId) -> Fit {
         key_fit(self.tree.key_at(self.leaf(n)), self.no_reasons[n.idx()])
@@ -1290,6 +1384,21 @@ mod tests {
             }
         }
         assert_eq!(key_fit(tree_key(7, Fit::No(3)), 9), Fit::No(9));
+    }
+
+    #[test]
+    fn distinct_changes_keep_any_change_over_took_a_task() {
+        let mut marks = DistinctChanges::default();
+        let mut out = Vec::new();
+        // Node 3 took a task, then changed otherwise; node 1 only took tasks; node 2
+        // changed, then took a task.
+        marks.distinct(&[7, 3, 6, 3, 4, 5], 4, &mut out);
+        assert_eq!(out, vec![6, 3, 4]);
+        // A new stretch starts afresh.
+        marks.distinct(&[3, 7], 4, &mut out);
+        assert_eq!(out, vec![3, 7]);
+        marks.distinct(&[], 4, &mut out);
+        assert!(out.is_empty());
     }
 
     #[test]

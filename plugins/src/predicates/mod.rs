@@ -83,6 +83,9 @@ pub struct Predicates {
 pub struct StaticVerdicts {
     of_node: Vec<u32>,
     reasons: Vec<String>,
+    /// The nodes where they fail (`None` when they pass everywhere): the plugin's
+    /// [`Plugin::fixed_failures`].
+    fails: Option<Arc<Vec<bool>>>,
 }
 
 impl StaticVerdicts {
@@ -214,6 +217,11 @@ impl Plugin for Predicates {
         self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
 
+    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<Vec<bool>>> {
+        // Checks 1–3 read only what a session does not change (see the module docs).
+        self.static_verdicts(snap, task)?.fails.clone()
+    }
+
     fn domain_rules(&self, _snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
         if !(self.enabled.pod_affinity || self.enabled.pod_topology_spread) {
             return None;
@@ -338,8 +346,9 @@ impl Predicates {
                     0
                 }
             })
-            .collect();
-        StaticVerdicts { of_node, reasons }
+            .collect::<Vec<u32>>();
+        let fails = of_node.iter().any(|&v| v != 0).then(|| Arc::new(of_node.iter().map(|&v| v != 0).collect()));
+        StaticVerdicts { of_node, reasons, fails }
     }
 
     /// What these tolerations leave failing on every node (see [`TolerationVerdicts`]).

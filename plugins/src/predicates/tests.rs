@@ -615,3 +615,26 @@ fn node_index_reasons_follow_placements_on_nodes_that_did_not_fit() {
     assert_eq!(after.reasons.get("Insufficient cpu"), Some(&1), "{after:?}");
     assert_eq!(Err(after), ssn.find_node_by_scan(big));
 }
+
+#[test]
+fn node_index_reasons_follow_undone_placements_on_nodes_that_never_fit() {
+    // `big` fails both nodes by its selector, for good. A placement on n1 that is undone
+    // gives n1 its room back: the first failure a scan reports there goes from the
+    // resource check back to the selector.
+    let snap = Objects::new()
+        .node(zoned("n1", "a"))
+        .node(zoned("n2", "b"))
+        .pod(pod("ns", "filler").cpu_mem("5", "1Gi"))
+        .pod(pod("ns", "big").cpu_mem("6", "1Gi").node_selector("zone", "c"))
+        .snapshot();
+    let (filler, big, n1) = (task(&snap, "filler"), task(&snap, "big"), node_id(&snap, "n1"));
+    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    let mut stmt = volcano_framework::Statement::new();
+    stmt.allocate(&mut ssn, filler, n1);
+    let during = ssn.find_node(big).expect_err("no node in zone c");
+    assert_eq!(during.reasons.get("Insufficient cpu"), Some(&1), "{during:?}");
+    stmt.discard(&mut ssn);
+    let after = ssn.find_node(big).expect_err("no node in zone c");
+    assert_eq!(after.reasons.get(REASON_NODE_AFFINITY), Some(&2), "{after:?}");
+    assert_eq!(Err(after), ssn.find_node_by_scan(big));
+}
