@@ -401,15 +401,16 @@ pub trait Plugin: Send + Sync {
         true
     }
 
-    /// For a [`Plugin::shape_local`] task: the nodes (`true` by node index) where the
-    /// plugin's predicate fails for the task whatever a session does — it reads there only
-    /// what a session does not change, such as the node's labels, taints and
-    /// `unschedulable` flag and the task's shape. The node index then does not re-evaluate
-    /// these nodes for the task's class when they change (their answer is "does not fit"
-    /// for good), and finds their failure reasons, which may depend on the node's
-    /// resources, only when it reads them. `None` (the default) when the plugin lists none.
-    /// Asked once per class; must be the same for tasks of one shape.
-    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<Vec<bool>>> {
+    /// For a [`Plugin::shape_local`] task: the nodes where the plugin's predicate fails for
+    /// the task whatever a session does, with the reason — it reads there only what a
+    /// session does not change, such as the node's labels, taints and `unschedulable` flag
+    /// and the task's shape, and that failure is the first one its `predicate` and
+    /// `predicate_without_domain_rules` return there. The node index then does not
+    /// re-evaluate these nodes for the task's class when they change, and, when the plugin
+    /// is the first with an active predicate, finds their reasons from the resource check
+    /// and these reasons alone. `None` (the default) when the plugin lists none. Asked once
+    /// per class; must be the same for tasks of one shape.
+    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<FixedFailures>> {
         None
     }
 
@@ -456,6 +457,24 @@ pub trait Plugin: Send + Sync {
 
     /// A task was evicted (or an allocation was undone).
     fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
+}
+
+/// The nodes where a plugin's predicate fails for a task whatever a session does, and why
+/// (see [`Plugin::fixed_failures`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FixedFailures {
+    /// Per node (by index): 0 when the predicate may pass there, else 1 + the index of its
+    /// reason in `reasons`.
+    pub of_node: Vec<u32>,
+    /// The reasons.
+    pub reasons: Vec<String>,
+}
+
+impl FixedFailures {
+    /// Whether the predicate fails on the node for good.
+    pub fn fails(&self, node: NodeId) -> bool {
+        self.of_node[node.idx()] != 0
+    }
 }
 
 /// A partition of the nodes into topology domains (see [`Plugin::domain_rules`] and

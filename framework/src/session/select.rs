@@ -49,7 +49,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::model::{NodeId, NodeInfo, TaskId, TaskInfo};
-use crate::plugin::{Hooks, NodeDomains};
+use crate::plugin::{FixedFailures, Hooks, NodeDomains};
 use crate::resource::DimensionDefault;
 use crate::session::Session;
 use crate::status::FitErrors;
@@ -259,10 +259,12 @@ struct Class {
     stale: Vec<NodeId>,
     /// The nodes in `stale`, a bit per node.
     stale_marks: Vec<u64>,
-    /// The nodes where some predicate fails for the class's tasks whatever the session
-    /// does ([`crate::Plugin::fixed_failures`]): never re-evaluated when they change, only
-    /// their reasons before they are read.
-    fixed: Option<Arc<Vec<bool>>>,
+    /// The nodes where the first predicate fails for the class's tasks whatever the
+    /// session does, and why ([`crate::Plugin::fixed_failures`]): never evaluated, their
+    /// reasons found from the resource check and these reasons before they are read.
+    fixed: Option<Arc<FixedFailures>>,
+    /// The class's reason id of each reason of `fixed` (`u32::MAX` until met).
+    fixed_ids: Vec<u32>,
 }
 
 /// Why a node does not fit a task.
@@ -272,6 +274,8 @@ enum Reason {
     Insufficient(u64),
     /// A predicate failed.
     Predicate(String),
+    /// The node is one of [`Class::fixed`], not evaluated.
+    Fixed,
 }
 
 /// A node's answer for a task: (fits idle now, score), or why it does not fit.
@@ -601,7 +605,7 @@ impl Session {
             for &e in changed.iter() {
                 let n = NodeId(e >> 1);
                 let class = &mut self.index.classes[c];
-                if fixed.as_ref().is_some_and(|f| f[n.idx()]) || (e & 1 == 1 && matches!(class.fit(n), Fit::No(_))) {
+                if fixed.as_ref().is_some_and(|f| f.fails(n)) || (e & 1 == 1 && matches!(class.fit(n), Fit::No(_))) {
                     class.mark_stale(n);
                 } else {
                     self.reevaluate_node(c, n);
@@ -619,7 +623,15 @@ impl Session {
             return;
         }
         stale.sort_unstable();
-        self.reevaluate(c, &stale);
+        let rep = self.index.classes[c].representative;
+        for &n in &stale {
+            let class = &mut self.index.classes[c];
+            let task = self.snap.task(rep);
+            match class.fixed_fit(task, n, || fit_check(task, self.snap.node(n))) {
+                Some(fit) => class.set_answer(n, fit),
+                None => self.reevaluate_node(c, n),
+            }
+        }
         stale.clear();
         let class = &mut self.index.classes[c];
         class.stale = stale;
@@ -640,25 +652,7 @@ impl Session {
         let r = self.evaluate(rep, n, split);
         let class = &mut self.index.classes[c];
         let fit = class.fit_of(self.snap.task(rep), r);
-        let old = class.fit(n);
-        if old != fit {
-            if let Fit::No(r) = old {
-                class.reason_counts[r as usize] -= 1;
-            }
-            if let Fit::No(r) = fit {
-                class.reason_counts[r as usize] += 1;
-            }
-            if rank(old) != rank(fit) {
-                let slot = class.split.as_ref().map_or(0, |s| s.slot(n));
-                if rank(old) > 0 {
-                    class.slot_counts[slot][rank(old) as usize - 1] -= 1;
-                }
-                if rank(fit) > 0 {
-                    class.slot_counts[slot][rank(fit) as usize - 1] += 1;
-                }
-            }
-            class.set_fit(n, fit);
-        }
+        class.set_answer(n, fit);
     }
 
     /// The domain rules of a task (see [`crate::Plugin::domain_rules`]; one plugin at
@@ -742,6 +736,7 @@ impl Session {
             stale_marks: d.stale_marks.clone(),
             // The same base shape: the same selector, node affinity and tolerations.
             fixed: d.fixed.clone(),
+            fixed_ids: d.fixed_ids.clone(),
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
@@ -750,19 +745,12 @@ impl Session {
         Ok(c)
     }
 
-    /// The nodes where some predicate fails for the task whatever the session does (see
-    /// [`crate::Plugin::fixed_failures`]), `None` when no plugin lists any.
-    fn fixed_failures(&self, t: TaskId) -> Option<Arc<Vec<bool>>> {
-        let mut lists = self.active(Hooks::PREDICATE).filter_map(|p| p.fixed_failures(&self.snap, t));
-        let first = lists.next()?;
-        let mut merged: Option<Vec<bool>> = None;
-        for more in lists {
-            let m = merged.get_or_insert_with(|| first.as_ref().clone());
-            for (a, b) in m.iter_mut().zip(more.iter()) {
-                *a |= *b;
-            }
-        }
-        Some(merged.map_or(first, Arc::new))
+    /// The nodes where the first predicate fails for the task whatever the session does,
+    /// and why (see [`crate::Plugin::fixed_failures`]). Only the first plugin with an active
+    /// predicate is asked: its failure is the one a scan reports on a node where the
+    /// resources fit.
+    fn fixed_failures(&self, t: TaskId) -> Option<Arc<FixedFailures>> {
+        self.active(Hooks::PREDICATE).next()?.fixed_failures(&self.snap, t)
     }
 
     /// Brings the [`RequestChecks`] of a task's request up to date with the change log
@@ -808,9 +796,9 @@ impl Session {
         let fixed = self.fixed_failures(t);
         let this = &*self;
         let checks = &this.index.requests[&key].checks;
-        // A node that fails for good is not evaluated: its reason is found when read.
+        // A node that fails for good is not evaluated (see `Class::fixed_fit`).
         let eval = |i: usize| match &fixed {
-            Some(f) if f[i] => None,
+            Some(f) if f.of_node[i] != 0 => None,
             _ => Some(this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i])),
         };
         let results: Vec<Option<Evaluation>> = if self.parallel(nodes) {
@@ -832,20 +820,20 @@ impl Session {
             reason_counts: Vec::new(),
             stale: Vec::new(),
             stale_marks: Vec::new(),
+            fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
             fixed,
         };
         let task = self.snap.task(t);
         let mut fits = Vec::with_capacity(nodes);
-        // The reason of the nodes not evaluated until they are (not a reason any node is
-        // read with: every such node is stale until then).
-        let unknown = if class.fixed.is_some() { class.intern(String::new()) } else { 0 };
         for (i, r) in results.into_iter().enumerate() {
+            let n = NodeId(i as u32);
+            let r = r.unwrap_or_else(|| Err(Reason::Fixed));
             let fit = match r {
-                Some(r) => class.fit_of(task, r),
-                None => {
-                    class.mark_stale(NodeId(i as u32));
-                    Fit::No(unknown)
-                }
+                Err(Reason::Fixed) => match class.fixed_fit(task, n, || checks[i]) {
+                    Some(fit) => fit,
+                    None => class.fit_of(task, this.evaluate_checked(t, n, is_split, checks[i])),
+                },
+                r => class.fit_of(task, r),
             };
             class.no_reasons.push(match fit {
                 Fit::No(r) => {
@@ -1345,7 +1333,59 @@ impl Class {
                 Fit::No(id)
             }
             Err(Reason::Predicate(reason)) => Fit::No(self.intern(reason)),
+            Err(Reason::Fixed) => unreachable!("a node the class fails for good is answered by `fixed_fit`"),
         }
+    }
+
+    /// The answer on a node of `fixed`, from its resource check: the check's failure, which
+    /// comes first, else the reason of `fixed`, the first predicate's failure there. `None`
+    /// for a node outside `fixed`, or when the check cannot say which dimensions fail.
+    fn fixed_fit(
+        &mut self,
+        task: &TaskInfo,
+        n: NodeId,
+        check: impl FnOnce() -> Result<bool, Option<u64>>,
+    ) -> Option<Fit> {
+        let r = self.fixed.as_ref()?.of_node[n.idx()];
+        if r == 0 {
+            return None;
+        }
+        match check() {
+            Err(None) => None,
+            Err(Some(mask)) => Some(self.fit_of(task, Err(Reason::Insufficient(mask)))),
+            Ok(_) => {
+                let r = r as usize - 1;
+                if self.fixed_ids[r] == u32::MAX {
+                    let reason = self.fixed.as_ref().expect("checked above").reasons[r].clone();
+                    self.fixed_ids[r] = self.intern(reason);
+                }
+                Some(Fit::No(self.fixed_ids[r]))
+            }
+        }
+    }
+
+    /// Sets a node's answer, with the counts of reasons and ranks.
+    fn set_answer(&mut self, n: NodeId, fit: Fit) {
+        let old = self.fit(n);
+        if old == fit {
+            return;
+        }
+        if let Fit::No(r) = old {
+            self.reason_counts[r as usize] -= 1;
+        }
+        if let Fit::No(r) = fit {
+            self.reason_counts[r as usize] += 1;
+        }
+        if rank(old) != rank(fit) {
+            let slot = self.split.as_ref().map_or(0, |s| s.slot(n));
+            if rank(old) > 0 {
+                self.slot_counts[slot][rank(old) as usize - 1] -= 1;
+            }
+            if rank(fit) > 0 {
+                self.slot_counts[slot][rank(fit) as usize - 1] += 1;
+            }
+        }
+        self.set_fit(n, fit);
     }
 }
 

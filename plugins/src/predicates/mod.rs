@@ -39,7 +39,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::borrow::Cow;
 use volcano_api::conf::PluginOption;
 use volcano_framework::{
-    ArgsError, Hooks, NodeDomains, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status, TaskId,
+    ArgsError, FixedFailures, Hooks, NodeDomains, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status,
+    TaskId,
 };
 
 mod args;
@@ -81,19 +82,19 @@ pub struct Predicates {
 /// pass, else 1 + the index of the first failure's reason.
 #[derive(Debug)]
 pub struct StaticVerdicts {
-    of_node: Vec<u32>,
-    reasons: Vec<String>,
-    /// The nodes where they fail (`None` when they pass everywhere): the plugin's
-    /// [`Plugin::fixed_failures`].
-    fails: Option<Arc<Vec<bool>>>,
+    /// The failures by node: the plugin's [`Plugin::fixed_failures`], since the static
+    /// checks come first and a session changes nothing they read.
+    fails: Arc<FixedFailures>,
+    /// Some node fails.
+    any: bool,
 }
 
 impl StaticVerdicts {
     /// The verdict on a node.
     fn verdict(&self, node: NodeId) -> Result<(), Status> {
-        match self.of_node[node.idx()] {
+        match self.fails.of_node[node.idx()] {
             0 => Ok(()),
-            r => Err(Status::unresolvable(NAME, self.reasons[r as usize - 1].clone())),
+            r => Err(Status::unresolvable(NAME, self.fails.reasons[r as usize - 1].clone())),
         }
     }
 }
@@ -217,9 +218,11 @@ impl Plugin for Predicates {
         self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
 
-    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<Vec<bool>>> {
-        // Checks 1–3 read only what a session does not change (see the module docs).
-        self.static_verdicts(snap, task)?.fails.clone()
+    fn fixed_failures(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<FixedFailures>> {
+        // Checks 1–3 come first and read only what a session does not change (see the
+        // module docs).
+        let verdicts = self.static_verdicts(snap, task)?;
+        verdicts.any.then(|| verdicts.fails.clone())
     }
 
     fn domain_rules(&self, _snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
@@ -347,8 +350,8 @@ impl Predicates {
                 }
             })
             .collect::<Vec<u32>>();
-        let fails = of_node.iter().any(|&v| v != 0).then(|| Arc::new(of_node.iter().map(|&v| v != 0).collect()));
-        StaticVerdicts { of_node, reasons, fails }
+        let any = of_node.iter().any(|&v| v != 0);
+        StaticVerdicts { fails: Arc::new(FixedFailures { of_node, reasons }), any }
     }
 
     /// What these tolerations leave failing on every node (see [`TolerationVerdicts`]).
