@@ -16,6 +16,16 @@
 //! before answering. The answer is exactly the one of a full scan: same predicates in the
 //! same order, same scores, ties to the first node by name.
 //!
+//! Most of a class's nodes usually fail it for good: a node selector, a required node
+//! affinity or an untolerated taint rules them out whatever the session does. The first
+//! plugin with a predicate lists those nodes with their reasons
+//! ([`crate::Plugin::fixed_failures`]), and a class never evaluates them: on such a node
+//! the answer is "does not fit", with the resource check's failure when it fails (it comes
+//! first) and the listed reason otherwise, found from the resource check alone and only
+//! before the reasons are read. The resource check itself is kept once per distinct
+//! request and brought up to date from the change log, shared by the classes of that
+//! request.
+//!
 //! Inter-pod rules need more. Their answers depend on the pod's labels (through the
 //! selectors of the pods around it), so a task with a non-zero key (the plugins'
 //! [`crate::Plugin::shape_key`]s combined, 0 for most tasks) belongs to the class of its
@@ -265,6 +275,8 @@ struct Class {
     fixed: Option<Arc<FixedFailures>>,
     /// The class's reason id of each reason of `fixed` (`u32::MAX` until met).
     fixed_ids: Vec<u32>,
+    /// The [`RequestChecks`] of the class's request (in `NodeIndex::requests`).
+    request: u32,
 }
 
 /// Why a node does not fit a task.
@@ -390,7 +402,9 @@ pub(crate) struct NodeIndex {
     evictions: Vec<Option<EvictionAnswers>>,
     /// The resource check of every node per distinct request, shared by the classes whose
     /// tasks ask for it.
-    requests: HashMap<RequestKey, RequestChecks>,
+    requests: Vec<RequestChecks>,
+    /// The index in `requests` of each request met.
+    request_ids: HashMap<RequestKey, u32>,
 }
 
 /// Finds the distinct nodes of a stretch of the change log in one pass over it (a mark per
@@ -449,6 +463,8 @@ impl RequestKey {
 /// request share it: a class is built from it, evaluating the predicates and scores only on
 /// the nodes where the request fits.
 struct RequestChecks {
+    /// A task with the request.
+    task: TaskId,
     cursor: usize,
     checks: Vec<Result<bool, Option<u64>>>,
 }
@@ -599,6 +615,7 @@ impl Session {
         let start = self.index.classes[c].cursor;
         let end = self.index.log.len();
         if start < end {
+            self.refresh_request_checks(self.index.classes[c].request);
             let mut changed = std::mem::take(&mut self.index.changed);
             self.index.changes.distinct(&self.index.log[start..end], self.snap.nodes.len(), &mut changed);
             let fixed = self.index.classes[c].fixed.clone();
@@ -624,10 +641,13 @@ impl Session {
         }
         stale.sort_unstable();
         let rep = self.index.classes[c].representative;
+        let request = self.index.classes[c].request as usize;
+        self.refresh_request_checks(request as u32);
         for &n in &stale {
             let class = &mut self.index.classes[c];
             let task = self.snap.task(rep);
-            match class.fixed_fit(task, n, || fit_check(task, self.snap.node(n))) {
+            let checks = &self.index.requests[request].checks;
+            match class.fixed_fit(task, n, || checks[n.idx()]) {
                 Some(fit) => class.set_answer(n, fit),
                 None => self.reevaluate_node(c, n),
             }
@@ -640,16 +660,19 @@ impl Session {
 
     /// Re-evaluates these nodes (sorted, distinct) for a class.
     fn reevaluate(&mut self, c: usize, nodes: &[NodeId]) {
+        self.refresh_request_checks(self.index.classes[c].request);
         for &n in nodes {
             self.reevaluate_node(c, n);
         }
     }
 
-    /// Re-evaluates a node for a class.
+    /// Re-evaluates a node for a class, whose [`RequestChecks`] are up to date.
     fn reevaluate_node(&mut self, c: usize, n: NodeId) {
         let rep = self.index.classes[c].representative;
         let split = self.index.classes[c].domain_rules;
-        let r = self.evaluate(rep, n, split);
+        let request = &self.index.requests[self.index.classes[c].request as usize];
+        debug_assert_eq!(request.cursor, self.index.log.len());
+        let r = self.evaluate_checked(rep, n, split, request.checks[n.idx()]);
         let class = &mut self.index.classes[c];
         let fit = class.fit_of(self.snap.task(rep), r);
         class.set_answer(n, fit);
@@ -737,6 +760,8 @@ impl Session {
             // The same base shape: the same selector, node affinity and tolerations.
             fixed: d.fixed.clone(),
             fixed_ids: d.fixed_ids.clone(),
+            // The same base shape: the same requests.
+            request: d.request,
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
@@ -753,31 +778,46 @@ impl Session {
         self.active(Hooks::PREDICATE).next()?.fixed_failures(&self.snap, t)
     }
 
-    /// Brings the [`RequestChecks`] of a task's request up to date with the change log
+    /// The [`RequestChecks`] of a task's request, brought up to date with the change log
     /// (each logged node checked again: the check is cheap, and a node that only took a task
-    /// may now lack more dimensions), computing them on first use.
-    fn refresh_request_checks(&mut self, t: TaskId, key: &RequestKey) {
-        let end = self.index.log.len();
-        let task = self.snap.task(t);
-        match self.index.requests.get_mut(key) {
-            Some(r) => {
-                for &e in &self.index.log[r.cursor..end] {
-                    let n = (e >> 1) as usize;
-                    r.checks[n] = fit_check(task, &self.snap.nodes[n]);
-                }
-                r.cursor = end;
+    /// may now lack more dimensions), computed on first use.
+    fn request_checks_of(&mut self, t: TaskId) -> u32 {
+        let key = RequestKey::of(self.snap.task(t));
+        match self.index.request_ids.get(&key) {
+            Some(&r) => {
+                self.refresh_request_checks(r);
+                r
             }
             None => {
+                let task = self.snap.task(t);
                 let nodes = self.snap.nodes.len();
                 let checks = if self.parallel(nodes) {
                     (0..nodes).into_par_iter().map(|i| fit_check(task, &self.snap.nodes[i])).collect()
                 } else {
                     (0..nodes).map(|i| fit_check(task, &self.snap.nodes[i])).collect()
                 };
-                let key = RequestKey(key.0.clone());
-                self.index.requests.insert(key, RequestChecks { cursor: end, checks });
+                let cursor = self.index.log.len();
+                self.index.requests.push(RequestChecks { task: t, cursor, checks });
+                let r = self.index.requests.len() as u32 - 1;
+                self.index.request_ids.insert(key, r);
+                r
             }
         }
+    }
+
+    /// Brings [`RequestChecks`] up to date with the change log.
+    fn refresh_request_checks(&mut self, r: u32) {
+        let end = self.index.log.len();
+        let checks = &mut self.index.requests[r as usize];
+        if checks.cursor == end {
+            return;
+        }
+        let task = self.snap.task(checks.task);
+        for &e in &self.index.log[checks.cursor..end] {
+            let n = (e >> 1) as usize;
+            checks.checks[n] = fit_check(task, &self.snap.nodes[n]);
+        }
+        checks.cursor = end;
     }
 
     fn build_class(&mut self, t: TaskId) -> usize {
@@ -791,11 +831,10 @@ impl Session {
             Err(split) => split,
         };
         let nodes = self.snap.nodes.len();
-        let key = RequestKey::of(self.snap.task(t));
-        self.refresh_request_checks(t, &key);
+        let request = self.request_checks_of(t);
         let fixed = self.fixed_failures(t);
         let this = &*self;
-        let checks = &this.index.requests[&key].checks;
+        let checks = &this.index.requests[request as usize].checks;
         // A node that fails for good is not evaluated (see `Class::fixed_fit`).
         let eval = |i: usize| match &fixed {
             Some(f) if f.of_node[i] != 0 => None,
@@ -822,6 +861,7 @@ impl Session {
             stale_marks: Vec::new(),
             fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
             fixed,
+            request,
         };
         let task = self.snap.task(t);
         let mut fits = Vec::with_capacity(nodes);
