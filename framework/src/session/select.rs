@@ -867,7 +867,7 @@ impl Session {
         let mut fits = Vec::with_capacity(nodes);
         for (i, r) in results.into_iter().enumerate() {
             let n = NodeId(i as u32);
-            let r = r.unwrap_or_else(|| Err(Reason::Fixed));
+            let r = r.unwrap_or(Err(Reason::Fixed));
             let fit = match r {
                 Err(Reason::Fixed) => match class.fixed_fit(task, n, || checks[i]) {
                     Some(fit) => fit,
