@@ -595,10 +595,9 @@ fn node_index_sees_a_required_affinity_satisfied_by_a_placement() {
     assert_eq!(ssn.find_node(b), ssn.find_node_by_scan(b));
 }
 
-#[test]
-fn node_index_reasons_follow_placements_on_nodes_that_did_not_fit() {
-    // `big` fails n1 by its selector; once `filler` takes half of n1, the first failure a
-    // scan reports there is the resource check, which comes first.
+/// Two nodes of 8 cpus in zones `a` and `b`; `filler` (5 cpus) fits them, `big` (6 cpus)
+/// selects zone `c`, so it fails both for good. The session, `filler`, `big` and n1.
+fn filler_and_big() -> (volcano_framework::Session, TaskId, TaskId, NodeId) {
     let snap = Objects::new()
         .node(zoned("n1", "a"))
         .node(zoned("n2", "b"))
@@ -606,7 +605,15 @@ fn node_index_reasons_follow_placements_on_nodes_that_did_not_fit() {
         .pod(pod("ns", "big").cpu_mem("6", "1Gi").node_selector("zone", "c"))
         .snapshot();
     let (filler, big, n1) = (task(&snap, "filler"), task(&snap, "big"), node_id(&snap, "n1"));
-    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    let ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    (ssn, filler, big, n1)
+}
+
+#[test]
+fn node_index_reasons_follow_placements_on_nodes_that_did_not_fit() {
+    // `big` fails n1 by its selector; once `filler` takes half of n1, the first failure a
+    // scan reports there is the resource check, which comes first.
+    let (mut ssn, filler, big, n1) = filler_and_big();
     let before = ssn.find_node(big).expect_err("no node in zone c");
     assert_eq!(before.reasons.get(REASON_NODE_AFFINITY), Some(&2), "{before:?}");
     ssn.allocate(filler, n1);
@@ -621,14 +628,7 @@ fn node_index_reasons_follow_undone_placements_on_nodes_that_never_fit() {
     // `big` fails both nodes by its selector, for good. A placement on n1 that is undone
     // gives n1 its room back: the first failure a scan reports there goes from the
     // resource check back to the selector.
-    let snap = Objects::new()
-        .node(zoned("n1", "a"))
-        .node(zoned("n2", "b"))
-        .pod(pod("ns", "filler").cpu_mem("5", "1Gi"))
-        .pod(pod("ns", "big").cpu_mem("6", "1Gi").node_selector("zone", "c"))
-        .snapshot();
-    let (filler, big, n1) = (task(&snap, "filler"), task(&snap, "big"), node_id(&snap, "n1"));
-    let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
+    let (mut ssn, filler, big, n1) = filler_and_big();
     let mut stmt = volcano_framework::Statement::new();
     stmt.allocate(&mut ssn, filler, n1);
     let during = ssn.find_node(big).expect_err("no node in zone c");
