@@ -286,8 +286,6 @@ enum Reason {
     Insufficient(u64),
     /// A predicate failed.
     Predicate(String),
-    /// The node is one of [`Class::fixed`], not evaluated.
-    Fixed,
 }
 
 /// A node's answer for a task: (fits idle now, score), or why it does not fit.
@@ -867,13 +865,12 @@ impl Session {
         let mut fits = Vec::with_capacity(nodes);
         for (i, r) in results.into_iter().enumerate() {
             let n = NodeId(i as u32);
-            let r = r.unwrap_or(Err(Reason::Fixed));
             let fit = match r {
-                Err(Reason::Fixed) => match class.fixed_fit(task, n, || checks[i]) {
+                Some(r) => class.fit_of(task, r),
+                None => match class.fixed_fit(task, n, || checks[i]) {
                     Some(fit) => fit,
                     None => class.fit_of(task, this.evaluate_checked(t, n, is_split, checks[i])),
                 },
-                r => class.fit_of(task, r),
             };
             class.no_reasons.push(match fit {
                 Fit::No(r) => {
@@ -1373,7 +1370,6 @@ impl Class {
                 Fit::No(id)
             }
             Err(Reason::Predicate(reason)) => Fit::No(self.intern(reason)),
-            Err(Reason::Fixed) => unreachable!("a node the class fails for good is answered by `fixed_fit`"),
         }
     }
 
