@@ -79,7 +79,7 @@ pub struct Predicates {
 
 /// The verdicts of checks 1–3 (NodeUnschedulable, NodeAffinity, TaintToleration) of one
 /// selector, required node affinity and tolerations on every node: per node, 0 when they
-/// pass, else 1 + the index of the first failure's reason.
+/// pass, else 1 + the index of the first failure's reason (a [`FixedFailures`]).
 #[derive(Debug)]
 pub struct StaticVerdicts {
     /// The failures by node: the plugin's [`Plugin::fixed_failures`], since the static
