@@ -414,6 +414,21 @@ pub trait Plugin: Send + Sync {
         None
     }
 
+    /// For a [`Plugin::shape_local`] task whose [`Plugin::shape_key`]s are all 0: a key
+    /// such that tasks with equal requests ([`crate::TaskInfo::resreq`] and the non-zero
+    /// cpu and memory) and equal keys get equal answers from the plugin's `predicate` and
+    /// [`Plugin::node_order`] on every node its [`Plugin::fixed_failures`] lists for
+    /// neither task (every node when it lists none). Most shapes of a cluster differ only
+    /// in what fixed failures and batch scores read (node selectors, node affinity,
+    /// tolerations), so the node index evaluates such a node once for all the classes of
+    /// those tasks instead of once per class. `None` (the default) promises nothing, and
+    /// the task's class then shares nothing. Asked once per class; the key must be the
+    /// same for tasks of one shape, and different for tasks the plugin may answer
+    /// differently.
+    fn evaluation_key(&self, snap: &Snapshot, task: TaskId) -> Option<u64> {
+        None
+    }
+
     /// For a [`Plugin::shape_local`] task: the partition of the nodes into topology domains
     /// (the values of one node label, say the zone) when some of the plugin's predicates
     /// for the task depend on the node only through its domain — topology spread over

@@ -277,6 +277,9 @@ struct Class {
     fixed_ids: Vec<u32>,
     /// The [`RequestChecks`] of the class's request (in `NodeIndex::requests`).
     request: u32,
+    /// The [`SharedEvaluations`] of the class's evaluation group (in `NodeIndex::groups`),
+    /// when its plugins give one ([`crate::Plugin::evaluation_key`]).
+    group: Option<u32>,
 }
 
 /// Why a node does not fit a task.
@@ -403,6 +406,12 @@ pub(crate) struct NodeIndex {
     requests: Vec<RequestChecks>,
     /// The index in `requests` of each request met.
     request_ids: HashMap<RequestKey, u32>,
+    /// The evaluations of every node per evaluation group, shared by the classes of the
+    /// group.
+    groups: Vec<SharedEvaluations>,
+    /// The index in `groups` of each group met: (request, non-zero cpu and memory bits,
+    /// the plugins' evaluation keys).
+    group_ids: HashMap<(u32, i64, i64, Vec<u64>), u32>,
 }
 
 /// Finds the distinct nodes of a stretch of the change log in one pass over it (a mark per
@@ -465,6 +474,48 @@ struct RequestChecks {
     task: TaskId,
     cursor: usize,
     checks: Vec<Result<bool, Option<u64>>>,
+}
+
+/// The evaluations of the nodes where a request fits, shared by the classes of an
+/// evaluation group: tasks with that request whose plugins give equal
+/// [`crate::Plugin::evaluation_key`]s, so that on every node the first predicate plugin
+/// does not fail for good they get equal predicates and scores. A class evaluates such a
+/// node once for the whole group: the first class to need it evaluates it, the others
+/// read the answer, until the node changes (read from the change log). Most shapes of a
+/// cluster differ only in their node selectors, affinity and tolerations, so hundreds of
+/// classes share a few groups.
+struct SharedEvaluations {
+    cursor: usize,
+    /// Per node: the answer where the request fits, when known since the node last changed.
+    answers: Vec<Shared>,
+}
+
+/// A shared answer (see [`SharedEvaluations`]).
+#[derive(Clone)]
+enum Shared {
+    Unknown,
+    /// The predicates pass: (fits idle now, score).
+    Fits(bool, f64),
+    /// A predicate failed, with its reason.
+    Fails(Box<str>),
+}
+
+impl Shared {
+    fn of(r: &Evaluation) -> Shared {
+        match r {
+            Ok((idle, score)) => Shared::Fits(*idle, *score),
+            Err(Reason::Predicate(reason)) => Shared::Fails(reason.as_str().into()),
+            Err(Reason::Insufficient(_)) => Shared::Unknown,
+        }
+    }
+
+    fn evaluation(&self) -> Option<Evaluation> {
+        match self {
+            Shared::Unknown => None,
+            Shared::Fits(idle, score) => Some(Ok((*idle, *score))),
+            Shared::Fails(reason) => Some(Err(Reason::Predicate(reason.to_string()))),
+        }
+    }
 }
 
 /// A class's answers for `preempt` on the nodes asked so far, each valid until the node
@@ -664,13 +715,31 @@ impl Session {
         }
     }
 
-    /// Re-evaluates a node for a class, whose [`RequestChecks`] are up to date.
+    /// Re-evaluates a node for a class, whose [`RequestChecks`] are up to date: from its
+    /// evaluation group's answer when there is one (evaluated and kept there when not known
+    /// yet), else evaluated.
     fn reevaluate_node(&mut self, c: usize, n: NodeId) {
-        let rep = self.index.classes[c].representative;
-        let split = self.index.classes[c].domain_rules;
-        let request = &self.index.requests[self.index.classes[c].request as usize];
+        let class = &self.index.classes[c];
+        let (rep, split) = (class.representative, class.domain_rules);
+        let request = &self.index.requests[class.request as usize];
         debug_assert_eq!(request.cursor, self.index.log.len());
-        let r = self.evaluate_checked(rep, n, split, request.checks[n.idx()]);
+        let check = request.checks[n.idx()];
+        // A node the class fails for good has another answer than the group's.
+        let group = class.group.filter(|_| check.is_ok() && !class.fixed.as_ref().is_some_and(|f| f.fails(n)));
+        let r = match group {
+            Some(g) => {
+                self.refresh_group(g);
+                match self.index.groups[g as usize].answers[n.idx()].evaluation() {
+                    Some(r) => r,
+                    None => {
+                        let r = self.evaluate_checked(rep, n, split, check);
+                        self.index.groups[g as usize].answers[n.idx()] = Shared::of(&r);
+                        r
+                    }
+                }
+            }
+            None => self.evaluate_checked(rep, n, split, check),
+        };
         let class = &mut self.index.classes[c];
         let fit = class.fit_of(self.snap.task(rep), r);
         class.set_answer(n, fit);
@@ -731,6 +800,7 @@ impl Session {
         }
         nodes.sort_unstable();
         nodes.dedup();
+        let group = self.group_of(t, self.index.classes[donor].request, domain_rules);
         let d = &self.index.classes[donor];
         let layout = split.as_ref().map(|s| &s.layout);
         let same_layout = layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout));
@@ -760,6 +830,7 @@ impl Session {
             fixed_ids: d.fixed_ids.clone(),
             // The same base shape: the same requests.
             request: d.request,
+            group,
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
@@ -818,6 +889,50 @@ impl Session {
         checks.cursor = end;
     }
 
+    /// The evaluation group of a task's class (see [`SharedEvaluations`]), computed on first
+    /// use: `None` when some plugin with a predicate or node score gives no
+    /// [`crate::Plugin::evaluation_key`], or the task has inter-pod rules a plugin reads
+    /// (its key is not 0) or domain rules, or a predicate plugin other than the first lists
+    /// fixed failures (nodes where it fails for good may then pass the first, and their
+    /// answers differ between the classes of the group).
+    fn group_of(&mut self, t: TaskId, request: u32, domain_rules: bool) -> Option<u32> {
+        if domain_rules || self.index.keys[t.idx()] != 0 {
+            return None;
+        }
+        let mut keys = Vec::new();
+        let evaluating =
+            self.tiers.iter().flatten().filter(|s| s.active.intersects(Hooks::PREDICATE | Hooks::NODE_ORDER));
+        for s in evaluating {
+            keys.push(s.plugin.evaluation_key(&self.snap, t)?);
+        }
+        if self.active(Hooks::PREDICATE).skip(1).any(|p| p.fixed_failures(&self.snap, t).is_some()) {
+            return None;
+        }
+        let task = self.snap.task(t);
+        let key = (request, task.nonzero_cpu, task.nonzero_memory, keys);
+        if let Some(&g) = self.index.group_ids.get(&key) {
+            return Some(g);
+        }
+        let g = self.index.groups.len() as u32;
+        self.index.groups.push(SharedEvaluations {
+            cursor: self.index.log.len(),
+            answers: vec![Shared::Unknown; self.snap.nodes.len()],
+        });
+        self.index.group_ids.insert(key, g);
+        Some(g)
+    }
+
+    /// Brings [`SharedEvaluations`] up to date with the change log: every logged node's
+    /// answer is forgotten.
+    fn refresh_group(&mut self, g: u32) {
+        let end = self.index.log.len();
+        let group = &mut self.index.groups[g as usize];
+        for &e in &self.index.log[group.cursor..end] {
+            group.answers[(e >> 1) as usize] = Shared::Unknown;
+        }
+        group.cursor = end;
+    }
+
     fn build_class(&mut self, t: TaskId) -> usize {
         let mut split = self.split_of(t);
         let is_split = split.is_some();
@@ -831,18 +946,43 @@ impl Session {
         let nodes = self.snap.nodes.len();
         let request = self.request_checks_of(t);
         let fixed = self.fixed_failures(t);
+        let group = self.group_of(t, request, is_split);
+        if let Some(g) = group {
+            self.refresh_group(g);
+        }
         let this = &*self;
         let checks = &this.index.requests[request as usize].checks;
-        // A node that fails for good is not evaluated (see `Class::fixed_fit`).
+        let shared = group.map(|g| &this.index.groups[g as usize].answers);
+        // A node that fails for good is not evaluated (see `Class::fixed_fit`); the others
+        // are evaluated once per evaluation group (the flag: evaluated here).
         let eval = |i: usize| match &fixed {
             Some(f) if f.of_node[i] != 0 => None,
-            _ => Some(this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i])),
+            _ => {
+                let known = match (shared, checks[i]) {
+                    (Some(answers), Ok(_)) => answers[i].evaluation(),
+                    _ => None,
+                };
+                Some(match known {
+                    Some(r) => (r, false),
+                    None => (this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i]), true),
+                })
+            }
         };
-        let results: Vec<Option<Evaluation>> = if self.parallel(nodes) {
+        let results: Vec<Option<(Evaluation, bool)>> = if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(eval).collect()
         } else {
             (0..nodes).map(eval).collect()
         };
+        if let Some(g) = group {
+            let answers = &mut self.index.groups[g as usize].answers;
+            for (i, r) in results.iter().enumerate() {
+                if let Some((r, true)) = r {
+                    answers[i] = Shared::of(r);
+                }
+            }
+        }
+        let this = &*self;
+        let checks = &this.index.requests[request as usize].checks;
         let mut class = Class {
             representative: t,
             split,
@@ -860,13 +1000,14 @@ impl Session {
             fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
             fixed,
             request,
+            group,
         };
         let task = self.snap.task(t);
         let mut fits = Vec::with_capacity(nodes);
         for (i, r) in results.into_iter().enumerate() {
             let n = NodeId(i as u32);
             let fit = match r {
-                Some(r) => class.fit_of(task, r),
+                Some((r, _)) => class.fit_of(task, r),
                 None => match class.fixed_fit(task, n, || checks[i]) {
                     Some(fit) => fit,
                     None => class.fit_of(task, this.evaluate_checked(t, n, is_split, checks[i])),

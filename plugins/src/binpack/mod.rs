@@ -86,6 +86,11 @@ impl Plugin for Binpack {
         }
     }
 
+    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
+        // The score reads only the task's request (see `shape_local`).
+        Some(0)
+    }
+
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
         binpack_score(&snap.task(task).resreq, snap.node(node), &self.weights)
     }

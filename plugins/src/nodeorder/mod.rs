@@ -422,6 +422,9 @@ pub struct NodeOrder {
     topology: Option<Topology>,
     /// The batch partitions met this session (see [`Plugin::batch_partition`]).
     partitions: Mutex<Partitions>,
+    /// The evaluation keys of the container image lists met this session (see
+    /// [`Plugin::evaluation_key`]), from 1.
+    image_keys: Mutex<HashMap<Vec<Option<String>>, u64>>,
 }
 
 /// The most domains a batch partition may have: past it, a query would read about as many
@@ -508,6 +511,7 @@ impl NodeOrder {
             images: None,
             topology: None,
             partitions: Mutex::new(Partitions::default()),
+            image_keys: Mutex::new(HashMap::new()),
         }
     }
 
@@ -543,6 +547,7 @@ impl Plugin for NodeOrder {
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.images = None;
         self.partitions = Mutex::new(Partitions::default());
+        self.image_keys = Mutex::new(HashMap::new());
         if self.weights.image_locality != 0 && snap.any_node_reports_images() {
             let idx = ImageIndex::new(snap);
             if !idx.is_empty() {
@@ -613,6 +618,20 @@ impl Plugin for NodeOrder {
         let requested = self.node_requested(snap, node);
         let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested);
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource + image) as f64
+    }
+
+    fn evaluation_key(&self, snap: &Snapshot, task: TaskId) -> Option<u64> {
+        // `node_order` reads the task's requests and, for ImageLocality, its images.
+        if self.images.is_none() {
+            return Some(0);
+        }
+        let spec = snap.task(task).pod.spec.as_ref();
+        let images: Vec<Option<String>> = spec
+            .map(|s| s.init_containers.iter().flatten().chain(&s.containers).map(|c| c.image.clone()).collect())
+            .unwrap_or_default();
+        let mut keys = self.image_keys.lock().unwrap_or_else(|e| e.into_inner());
+        let next = keys.len() as u64 + 1;
+        Some(*keys.entry(images).or_insert(next))
     }
 
     fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {

@@ -225,6 +225,21 @@ impl Plugin for Predicates {
         verdicts.any.then(|| verdicts.fails.clone())
     }
 
+    fn evaluation_key(&self, snap: &Snapshot, task: TaskId) -> Option<u64> {
+        // Past checks 1–3 (the fixed failures), the checks read the node's state and, of the
+        // task, only its claims, its inter-pod rules and its host ports: tasks without any
+        // of these get the same answers. Host ports would read the task itself (a pod does
+        // not conflict with itself), so such tasks share nothing.
+        self.static_verdicts(snap, task)?;
+        let t = snap.task(task);
+        let enabled = self.enabled;
+        let claims = (enabled.volume_binding || enabled.volume_zone || enabled.node_volume_limits)
+            && volumes::has_claims(&t.pod);
+        let rules = self.topology.as_ref().is_some_and(|topology| topology.shape_key(task) != 0);
+        let ports = enabled.node_ports && matching::host_ports(&t.pod).next().is_some();
+        (!claims && !rules && !ports).then_some(0)
+    }
+
     fn domain_rules(&self, _snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
         if !(self.enabled.pod_affinity || self.enabled.pod_topology_spread) {
             return None;

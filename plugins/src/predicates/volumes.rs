@@ -78,7 +78,7 @@ struct Claim<'a> {
 }
 
 /// Whether the pod has a PersistentVolumeClaim or generic ephemeral volume (the fast path).
-fn has_claims(pod: &Pod) -> bool {
+pub(super) fn has_claims(pod: &Pod) -> bool {
     pod.spec
         .as_ref()
         .and_then(|s| s.volumes.as_deref())
