@@ -55,8 +55,12 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 || requested > capacity {
         return 0;
     }
-    // In 128 bits: a capacity near i64::MAX times 100 must not overflow.
-    (((capacity - requested) as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64
+    let free = capacity - requested;
+    match free.checked_mul(MAX_NODE_SCORE) {
+        Some(scaled) => scaled / capacity,
+        // In 128 bits: a capacity near i64::MAX times 100 must not overflow.
+        None => ((free as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64,
+    }
 }
 
 /// kube-scheduler's `mostRequestedScore`: the used share of the capacity, 0–100 (a request
@@ -65,7 +69,11 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
     if capacity == 0 {
         return 0;
     }
-    ((requested.min(capacity) as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64
+    let used = requested.min(capacity);
+    match used.checked_mul(MAX_NODE_SCORE) {
+        Some(scaled) => scaled / capacity,
+        None => ((used as i128 * MAX_NODE_SCORE as i128) / capacity as i128) as i64,
+    }
 }
 
 /// Averages a per-resource score over the resources with a non-zero allocatable, all of
@@ -291,12 +299,18 @@ impl NodeRequested {
     /// Σ of the requests of every task on the node (pipelined ones included), from the
     /// snapshot's node accounting.
     pub fn of_node(node: &NodeInfo) -> Self {
+        Self::of_node_with(node, true)
+    }
+
+    /// [`NodeRequested::of_node`], with `gpu` 0 unless asked for (looking it up costs two
+    /// searches of the node's scalar resources).
+    fn of_node_with(node: &NodeInfo, gpu: bool) -> Self {
         NodeRequested {
             nonzero_cpu: node.nonzero_cpu,
             nonzero_memory: node.nonzero_memory,
             cpu: node.used.milli_cpu + node.pipelined.milli_cpu,
             memory: node.used.memory + node.pipelined.memory,
-            gpu: node.used.get(NVIDIA_GPU) + node.pipelined.get(NVIDIA_GPU),
+            gpu: if gpu { node.used.get(NVIDIA_GPU) + node.pipelined.get(NVIDIA_GPU) } else { 0.0 },
         }
     }
 
@@ -371,16 +385,26 @@ pub fn nonzero_request(pod: &Pod) -> (i64, i64) {
 /// The three resource scores of a task on a node (before weights): LeastAllocated,
 /// MostAllocated, BalancedAllocation.
 pub fn resource_scores(task: &TaskRequest, node: &NodeInfo, requested: &NodeRequested) -> (i64, i64, i64) {
+    resource_scores_of(task, node, requested, [true; 3])
+}
+
+/// [`resource_scores`], each score computed only when `wanted` (else 0).
+fn resource_scores_of(
+    task: &TaskRequest,
+    node: &NodeInfo,
+    requested: &NodeRequested,
+    wanted: [bool; 3],
+) -> (i64, i64, i64) {
     let alloc_cpu = node.allocatable.milli_cpu as i64;
     let alloc_mem = node.allocatable.memory as i64;
     let nonzero = [
         (requested.nonzero_cpu.wrapping_add(task.nonzero_cpu), alloc_cpu),
         (requested.nonzero_memory.wrapping_add(task.nonzero_memory), alloc_mem),
     ];
-    let least = equal_weight_score(nonzero, least_requested_score);
-    let most = equal_weight_score(nonzero, most_requested_score);
+    let least = if wanted[0] { equal_weight_score(nonzero, least_requested_score) } else { 0 };
+    let most = if wanted[1] { equal_weight_score(nonzero, most_requested_score) } else { 0 };
     // BalancedAllocation skips best-effort pods, and extended resources the pod does not ask for.
-    let balanced = if task.cpu == 0.0 && task.memory == 0.0 && task.gpu == 0.0 {
+    let balanced = if !wanted[2] || (task.cpu == 0.0 && task.memory == 0.0 && task.gpu == 0.0) {
         0
     } else {
         let mut pairs = [(0.0, 0.0); 3];
@@ -523,13 +547,20 @@ impl NodeOrder {
     /// Σ requests counted on a node: the snapshot's sums without the tasks evicted in this
     /// session.
     pub fn node_requested(&self, snap: &Snapshot, node: NodeId) -> NodeRequested {
-        let mut r = NodeRequested::of_node(snap.node(node));
+        self.node_requested_with(snap, node, true)
+    }
+
+    /// [`NodeOrder::node_requested`], with `gpu` 0 unless asked for.
+    fn node_requested_with(&self, snap: &Snapshot, node: NodeId, gpu: bool) -> NodeRequested {
+        let mut r = NodeRequested::of_node_with(snap.node(node), gpu);
         if let Some(evicted) = self.evicted_sums.get(&node) {
             r.nonzero_cpu = r.nonzero_cpu.wrapping_sub(evicted.nonzero_cpu);
             r.nonzero_memory = r.nonzero_memory.wrapping_sub(evicted.nonzero_memory);
             r.cpu -= evicted.cpu;
             r.memory -= evicted.memory;
-            r.gpu -= evicted.gpu;
+            if gpu {
+                r.gpu -= evicted.gpu;
+            }
         }
         r
     }
@@ -615,8 +646,10 @@ impl Plugin for NodeOrder {
             return image as f64;
         }
         let req = TaskRequest::of(snap.task(task));
-        let requested = self.node_requested(snap, node);
-        let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested);
+        // Only BalancedAllocation reads the node's GPUs, and only for a task that asks for some.
+        let requested = self.node_requested_with(snap, node, w.balanced_resource != 0 && req.gpu > 0.0);
+        let wanted = [w.least_requested != 0, w.most_requested != 0, w.balanced_resource != 0];
+        let (least, most, balanced) = resource_scores_of(&req, snap.node(node), &requested, wanted);
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource + image) as f64
     }
 

@@ -787,3 +787,34 @@ fn product_of_partitions_numbers_the_tuples_in_node_order() {
         assert_eq!(product_of(&[], nodes).count, u32::from(nodes > 0));
     }
 }
+
+#[test]
+fn evaluation_keys_tell_image_lists_apart_only_when_images_are_scored() {
+    let with_image = |name: &str, image: &str| {
+        let image = image.to_string();
+        pod("ns", name).with_spec(move |s| s.containers[0].image = Some(image))
+    };
+    let objs = |n: NodeBuilder| {
+        Objects::new()
+            .node(n)
+            .node(node("n2", "8", "16Gi"))
+            .pod(with_image("a", "trainer:v1"))
+            .pod(with_image("b", "trainer:v1").node_selector("zone", "a"))
+            .pod(with_image("c", "trainer:v2"))
+    };
+    // n1 reports the trainer: ImageLocality scores differ between v1 and v2.
+    let snap = objs(n1().image(&["trainer:v1"], 2000 * MB)).snapshot();
+    let p = open(json!({}), &snap);
+    let key = |name: &str| p.evaluation_key(&snap, task(&snap, name));
+    assert!(key("a").is_some());
+    assert_eq!(key("a"), key("b"), "equal images share a key");
+    assert_ne!(key("a"), key("c"));
+    let at = |name: &str| p.node_order(&snap, task(&snap, name), node_id(&snap, "n1"));
+    assert_eq!(at("a"), at("b"));
+    assert_ne!(at("a"), at("c"));
+    // No node reports images: every task's scores read its request only.
+    let snap = objs(n1()).snapshot();
+    let p = open(json!({}), &snap);
+    let key = |name: &str| p.evaluation_key(&snap, task(&snap, name));
+    assert_eq!((key("a"), key("c")), (Some(0), Some(0)));
+}

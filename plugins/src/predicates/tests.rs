@@ -638,3 +638,44 @@ fn node_index_reasons_follow_undone_placements_on_nodes_that_never_fit() {
     assert_eq!(after.reasons.get(REASON_NODE_AFFINITY), Some(&2), "{after:?}");
     assert_eq!(Err(after), ssn.find_node_by_scan(big));
 }
+
+// ----- evaluation keys -----
+
+#[test]
+fn evaluation_keys_join_only_tasks_whose_answers_agree_past_the_fixed_failures() {
+    // n1 is full (pod count), n2 tainted, n1 and n3 labelled gpu: "a" selects gpu, "b"
+    // tolerates the taint; "ports" asks for a host port, "batch" is repelled by a running
+    // pod.
+    let guard = anti(running("guard", "n1").scheduler("default-scheduler"), vec![selecting("app", "batch", "zone")]);
+    let objs = Objects::new()
+        .node(zoned("n1", "a").res("pods", "1").label("gpu", "yes"))
+        .node(zoned("n2", "a").taint("dedicated", "infer", "NoSchedule"))
+        .node(zoned("n3", "b").label("gpu", "yes"))
+        .pod(guard)
+        .pod(pod("ns", "a").cpu_mem("1", "1Gi").node_selector("gpu", "yes"))
+        .pod(pod("ns", "b").cpu_mem("1", "1Gi").toleration("dedicated", "Exists", "", "NoSchedule"))
+        .pod(with_port(pod("ns", "ports").cpu_mem("1", "1Gi"), port(8080, "TCP", "")))
+        .pod(pod("ns", "batch").cpu_mem("1", "1Gi").label("app", "batch"));
+    let snap = objs.snapshot();
+    let mut plugin = plugin(json!({}));
+    plugin.on_session_open(&snap, &ctx());
+    let key = |name: &str| plugin.evaluation_key(&snap, task(&snap, name));
+    assert_eq!(key("a"), Some(0));
+    assert_eq!(key("b"), Some(0));
+    assert_eq!(key("ports"), None, "host ports read the task itself");
+    assert_eq!(key("batch"), None, "inter-pod rules read the task's labels");
+    // The contract: where neither task fails for good, the answers are equal.
+    let (a, b) = (task(&snap, "a"), task(&snap, "b"));
+    let fixed = |t| plugin.fixed_failures(&snap, t);
+    let (fa, fb) = (fixed(a), fixed(b));
+    let mut compared = 0;
+    for i in 0..snap.nodes.len() {
+        let n = NodeId(i as u32);
+        if fa.as_ref().is_some_and(|f| f.fails(n)) || fb.as_ref().is_some_and(|f| f.fails(n)) {
+            continue;
+        }
+        assert_eq!(plugin.predicate(&snap, a, n), plugin.predicate(&snap, b, n), "node {}", snap.node(n).name);
+        compared += 1;
+    }
+    assert_eq!(compared, 2, "n1 (full for both) and n3");
+}
