@@ -7,7 +7,10 @@
 
 use crate::close::{close, CycleOutcome};
 use crate::plugin::SessionContext;
+use std::sync::Arc;
+
 use crate::profile::Profile;
+use crate::retry::Settled;
 pub use crate::session::observer::{Both, NoObserver, Observer, PluginStage};
 use crate::session::{Session, SessionOptions};
 use crate::snapshot::Snapshot;
@@ -23,8 +26,23 @@ pub struct CycleContext {
     pub options: SessionOptions,
 }
 
-/// Runs one scheduling cycle.
+/// Runs one scheduling cycle. When the last session over this very snapshot state and
+/// configuration changed nothing and wrote nothing, this one would do exactly the same
+/// (see [`crate::session::retry`]): its outcome is returned again without opening a
+/// session (the observer sees no session).
 pub fn run_cycle(snap: Snapshot, profile: &Profile, cx: &CycleContext, observer: &mut dyn Observer) -> CycleOutcome {
+    if let Some(memo) = snap.retries().filter(|m| m.same_conf(&profile.conf)) {
+        if let Some(settled) = memo.settled.as_ref().filter(|s| s.state == snap.state()) {
+            tracing::debug!(cycle = cx.cycle, "cycle: nothing changed since a session that changed nothing");
+            return CycleOutcome {
+                effects: Vec::new(),
+                queues: settled.queues.clone(),
+                pending_reasons: settled.pending_reasons.clone(),
+                metrics: settled.metrics.clone(),
+                retries: Some(memo.clone()),
+            };
+        }
+    }
     run_cycle_inspected(snap, profile, cx, observer, &mut |_| {})
 }
 
@@ -56,6 +74,7 @@ pub fn run_cycle_inspected(
     if snap.retries().is_some_and(|m| !m.same_conf(&profile.conf)) {
         snap.take_retries();
     }
+    let state = snap.state();
     let mut ssn = Session::open_observed(snap, profile.instantiate(), ctx, cx.options.clone(), observer);
     observer.session_opened();
     for action in &profile.actions {
@@ -71,9 +90,20 @@ pub fn run_cycle_inspected(
         span.record("effects", ssn.effects().len() - before);
     }
     inspect(&ssn);
+    let only_replayed = ssn.only_replayed();
     let retries = ssn.take_retries(&profile.conf);
     let mut outcome = close(ssn, observer);
-    outcome.retries = retries;
+    outcome.retries = retries.map(|mut memo| {
+        if only_replayed && outcome.effects.is_empty() {
+            memo.settled = Some(Arc::new(Settled {
+                state,
+                queues: outcome.queues.clone(),
+                pending_reasons: outcome.pending_reasons.clone(),
+                metrics: outcome.metrics.clone(),
+            }));
+        }
+        Arc::new(memo)
+    });
     if span.is_disabled() {
         return outcome;
     }

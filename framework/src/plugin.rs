@@ -16,8 +16,8 @@ use bitflags::bitflags;
 
 use crate::effect::EventType;
 use crate::model::{JobId, NodeId, QueueId, TaskId};
-use crate::resource::Resource;
 use crate::snapshot::Snapshot;
+pub use crate::stats::QueueReport;
 use crate::status::Status;
 
 bitflags! {
@@ -108,29 +108,6 @@ pub struct SessionContext {
     pub uid: String,
     /// Whether the `enqueue` action is configured (allocate admits Pending jobs otherwise).
     pub enqueue_enabled: bool,
-}
-
-/// What a queue looked like at the end of the session (for status, metrics and reports).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct QueueReport {
-    /// Σ requests of the queue's tasks in allocated statuses.
-    pub allocated: Resource,
-    /// Deserved resources computed by the queue policy plugin, if any.
-    pub deserved: Option<Resource>,
-    /// Share (max over dims of allocated/deserved), if a policy plugin computed one.
-    pub share: Option<f64>,
-    /// `allocated` + the requests of pending tasks, from the queue policy plugin.
-    pub request: Option<Resource>,
-    /// `minResources` reserved by admitted jobs not allocated yet, from the policy plugin.
-    pub inqueue: Option<Resource>,
-    /// `spec.capability` as the policy plugin reads it (`capacity` only, as in Volcano).
-    pub capability: Option<Resource>,
-    /// The most the queue may hold, from the policy plugin.
-    pub real_capability: Option<Resource>,
-    /// `spec.weight` (`proportion` only, as in Volcano).
-    pub weight: Option<i32>,
-    /// The policy plugin's overused answer at close.
-    pub overused: Option<bool>,
 }
 
 /// What plugins may write when the session closes.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use volcano_api::conf::SchedulerConfiguration;
 
 use crate::model::{NodeId, TaskId, TaskStatus};
+use crate::stats::{CycleMetrics, QueueReport};
 use crate::status::FitErrors;
 
 /// What a failed attempt reads and leaves on its job: the fields an attempt sets.
@@ -35,6 +36,26 @@ pub struct RetryMemo {
     pub(crate) revision: u64,
     pub(crate) conf: SchedulerConfiguration,
     pub(crate) tries: Vec<Option<Arc<FailedTry>>>,
+    /// The outcome of the session, when it left the cluster as it found it (see
+    /// [`Settled`]).
+    pub(crate) settled: Option<Arc<Settled>>,
+}
+
+/// The outcome of a session that changed nothing: it committed and kept no statement,
+/// every job `allocate` tried was a remembered failure it skipped (or it tried none), and
+/// closing it wrote nothing (no effect at all). The next session over the same snapshot
+/// state ([`crate::Snapshot::state`]: not one object changed, read by scheduling or not)
+/// and configuration would open over the same snapshot with this session's memory, skip
+/// the same attempts in the same order, and close over the same statuses and conditions,
+/// so it would give exactly this outcome: [`crate::run_cycle`] returns it again without
+/// opening a session (see [`crate::session::retry`]).
+#[derive(Debug)]
+pub(crate) struct Settled {
+    /// The snapshot state the session opened with.
+    pub(crate) state: u64,
+    pub(crate) queues: BTreeMap<String, QueueReport>,
+    pub(crate) pending_reasons: BTreeMap<String, String>,
+    pub(crate) metrics: CycleMetrics,
 }
 
 impl RetryMemo {
@@ -51,6 +72,12 @@ impl RetryMemo {
     /// Whether no job is remembered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether the session that made the memory changed nothing and wrote nothing, so that
+    /// the next cycle over the same snapshot state gives its outcome again.
+    pub fn is_settled(&self) -> bool {
+        self.settled.is_some()
     }
 
     /// Whether the memory is for sessions of this configuration.

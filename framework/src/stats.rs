@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::resource::Resource;
+
 /// The metric facts of one cycle.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CycleMetrics {
@@ -50,4 +52,27 @@ pub struct JobMetrics {
     /// A task of the job was bound or pipelined in this cycle
     /// (`volcano_e2e_job_scheduling_duration`: the cycle's time minus the creation time).
     pub scheduled: bool,
+}
+
+/// What a queue looked like at the end of the session (for status, metrics and reports).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueReport {
+    /// Σ requests of the queue's tasks in allocated statuses.
+    pub allocated: Resource,
+    /// Deserved resources computed by the queue policy plugin, if any.
+    pub deserved: Option<Resource>,
+    /// Share (max over dims of allocated/deserved), if a policy plugin computed one.
+    pub share: Option<f64>,
+    /// `allocated` + the requests of pending tasks, from the queue policy plugin.
+    pub request: Option<Resource>,
+    /// `minResources` reserved by admitted jobs not allocated yet, from the policy plugin.
+    pub inqueue: Option<Resource>,
+    /// `spec.capability` as the policy plugin reads it (`capacity` only, as in Volcano).
+    pub capability: Option<Resource>,
+    /// The most the queue may hold, from the policy plugin.
+    pub real_capability: Option<Resource>,
+    /// `spec.weight` (`proportion` only, as in Volcano).
+    pub weight: Option<i32>,
+    /// The policy plugin's overused answer at close.
+    pub overused: Option<bool>,
 }

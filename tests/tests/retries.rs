@@ -31,8 +31,22 @@ fn replayed(snap: &mut Snapshot, profile: &Profile, now_ms: i64, what: &str) -> 
     let mut metrics = second.metrics.clone();
     metrics.skipped_tries = first.metrics.skipped_tries;
     assert_eq!(metrics, first.metrics, "{what}: the replayed cycle's metric facts");
+    // A third cycle over the same state is answered like the second, to the metric facts
+    // (without a session when the second changed and wrote nothing).
+    snap.keep_retries(second.retries.clone());
+    let third = cycle(snap, profile, now_ms);
+    assert_eq!(third.effects, second.effects, "{what}: the third cycle's effects");
+    assert_eq!(third.pending_reasons, second.pending_reasons, "{what}: the third cycle's reasons");
+    assert_eq!(third.queues, second.queues, "{what}: the third cycle's queue reports");
+    assert_eq!(third.metrics, second.metrics, "{what}: the third cycle's metric facts");
+    if second.retries.as_ref().is_some_and(|m| m.is_settled()) {
+        SETTLED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     second.metrics.skipped_tries
 }
+
+/// Third cycles answered without a session (see [`replayed`]).
+static SETTLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 #[test]
 fn every_scenario_says_the_same_when_its_cycles_skip_what_failed_before() {
@@ -58,6 +72,8 @@ fn every_scenario_says_the_same_when_its_cycles_skip_what_failed_before() {
     assert!(scenarios > 100, "the scenarios load ({scenarios})");
     // Many scenarios leave a job waiting: the replays skip them.
     assert!(skipped > 50, "jobs skipped over all scenarios: {skipped}");
+    let settled = SETTLED.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(settled > 10, "cycles answered again without a session: {settled}");
 }
 
 fn profile(yaml: &str) -> Profile {
@@ -175,4 +191,70 @@ fn another_configuration_or_a_clock_reading_plugin_replays_nothing() {
     // Without a waiting time it does not read the clock.
     let plain = profile(&format!("{CONF}  - name: sla\n"));
     assert!(cycle(&snap, &plain, 0).retries.is_some());
+}
+
+/// The objects of `cluster` as changes of every pod and PodGroup (what a kept snapshot sees
+/// when the cycle's writes come back through the watches).
+fn all_as_changes(cluster: &volcano_sim::Cluster) -> Changes {
+    let objects = cluster.objects();
+    let key = |ns: &Option<String>, name: &Option<String>| {
+        format!("{}/{}", ns.as_deref().unwrap_or(""), name.as_deref().unwrap_or(""))
+    };
+    Changes {
+        pods: objects.pods.iter().map(|p| (key(&p.metadata.namespace, &p.metadata.name), Some(p.clone()))).collect(),
+        pod_groups: (objects.pod_groups.iter())
+            .map(|g| (key(&g.metadata.namespace, &g.metadata.name), Some(g.clone())))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_cycle_that_changed_nothing_is_answered_again_until_any_object_changes() {
+    let (conf, objects, mut snap, first) = first_cycle();
+    assert!(!first.effects.is_empty(), "the first cycle writes the gang's status and conditions");
+    assert!(!first.retries.as_ref().unwrap().is_settled(), "it tried the gang and wrote");
+    // The writes come back: nothing scheduling reads changed, so the memory is kept.
+    let mut cluster = volcano_sim::Cluster::from_objects(objects.clone());
+    cluster.apply_effects(&first.effects, 1, 0).expect("the effects apply");
+    let revision = snap.revision();
+    update(&mut snap, all_as_changes(&cluster));
+    assert_eq!(snap.revision(), revision);
+    // Without the first cycle's memory, a cycle tries the gang again and writes nothing,
+    // but is not settled: the next cycle skips the gang, which its metric facts say.
+    let fresh = cycle(&snap, &conf, 0);
+    assert_eq!((fresh.metrics.skipped_tries, fresh.effects.len()), (0, 0));
+    assert!(!fresh.retries.as_ref().unwrap().is_settled(), "it tried the gang");
+    snap.keep_retries(fresh.retries.clone());
+
+    // The second cycle skips the gang and writes nothing: settled.
+    let second = cycle(&snap, &conf, 0);
+    assert_eq!((second.metrics.skipped_tries, second.effects.len()), (1, 0));
+    assert!(second.retries.as_ref().unwrap().is_settled());
+    snap.keep_retries(second.retries.clone());
+    // The third is the second's outcome again, to the metric facts, without a session (an
+    // observer would see none).
+    let third = cycle(&snap, &conf, 0);
+    assert_eq!(third.effects, second.effects);
+    assert_eq!(third.pending_reasons, second.pending_reasons);
+    assert_eq!(third.queues, second.queues);
+    assert_eq!(third.metrics, second.metrics);
+    assert!(Arc::ptr_eq(third.retries.as_ref().unwrap(), second.retries.as_ref().unwrap()));
+
+    // Any object that changes, even in what scheduling does not read, makes the next cycle
+    // a session again: here someone overwrites a waiting pod's condition, which the session
+    // writes back.
+    let objects_now = cluster.objects();
+    let gang0 = objects_now.pods.iter().find(|p| p.metadata.name.as_deref() == Some("gang-0")).unwrap();
+    let mut overwritten = (**gang0).clone();
+    overwritten.status.get_or_insert_with(Default::default).conditions =
+        Some(vec![PodCondition { type_: "PodScheduled".into(), status: "False".into(), ..Default::default() }]);
+    let state = snap.state();
+    update(&mut snap, Changes { pods: vec![("ns/gang-0".into(), Some(Arc::new(overwritten)))], ..Default::default() });
+    assert_eq!(snap.revision(), revision, "nothing scheduling reads changed");
+    assert_ne!(snap.state(), state);
+    let fourth = cycle(&snap, &conf, 0);
+    assert_eq!(fourth.metrics.skipped_tries, 1, "the gang is still skipped");
+    assert_eq!(fourth.effects.len(), 1, "the pod's condition is written back: {:?}", fourth.effects);
+    assert!(!fourth.retries.as_ref().unwrap().is_settled(), "it wrote");
 }

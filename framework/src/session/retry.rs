@@ -25,6 +25,13 @@
 //! weight, a node added), an extra object (namespaces, volumes), a new configuration, or a
 //! rebuilt snapshot. Writes that scheduling does not read (conditions, heartbeats, resource
 //! versions) do not ([`crate::Snapshot::update`]).
+//!
+//! A session that changed nothing goes further: when it committed and kept no statement,
+//! every attempt it made was a skip, and closing it wrote nothing, the next session over
+//! the same snapshot *state* ([`crate::Snapshot::state`]: not one object changed, read by
+//! scheduling or not) would open with this session's memory, skip the same attempts in the
+//! same order and close over the same statuses, so [`crate::run_cycle`] returns the outcome
+//! again without opening a session ([`crate::retry::Settled`]).
 
 use std::sync::Arc;
 
@@ -47,6 +54,8 @@ pub(crate) struct Retries {
     changes: u64,
     /// Attempts skipped in this session.
     pub(crate) skipped: u64,
+    /// Failed attempts made (not skipped) and remembered in this session.
+    fresh: u64,
 }
 
 impl Retries {
@@ -127,6 +136,7 @@ impl Session {
         let after = self.trace(j);
         let tried = FailedTry { key: self.snap.job(j).key.clone(), before: start.before, after };
         self.record_try(j, Arc::new(tried));
+        self.retries.fresh += 1;
     }
 
     fn record_try(&mut self, j: JobId, tried: Arc<FailedTry>) {
@@ -138,7 +148,14 @@ impl Session {
 
     /// The failed attempts this session remembered, for the next session over the same
     /// snapshot revision and configuration; `None` when remembering was not allowed.
-    pub(crate) fn take_retries(&mut self, conf: &SchedulerConfiguration) -> Option<Arc<RetryMemo>> {
+    /// Whether the session is still at its opening state and every attempt it made was a
+    /// remembered failure it skipped: the next session over the same snapshot state would
+    /// do exactly what this one did (see [`crate::retry::Settled`]).
+    pub(crate) fn only_replayed(&self) -> bool {
+        self.at_opening_state() && self.retries.fresh == 0
+    }
+
+    pub(crate) fn take_retries(&mut self, conf: &SchedulerConfiguration) -> Option<RetryMemo> {
         if !self.retries.enabled {
             return None;
         }
@@ -149,7 +166,7 @@ impl Session {
             changes = self.retries.changes,
             "failed attempts kept for the next cycle"
         );
-        Some(Arc::new(RetryMemo { revision: self.snap.revision(), conf: conf.clone(), tries }))
+        Some(RetryMemo { revision: self.snap.revision(), conf: conf.clone(), tries, settled: None })
     }
 }
 

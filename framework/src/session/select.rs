@@ -24,7 +24,12 @@
 //! first) and the listed reason otherwise, found from the resource check alone and only
 //! before the reasons are read. The resource check itself is kept once per distinct
 //! request and brought up to date from the change log, shared by the classes of that
-//! request.
+//! request. The evaluations of the other nodes are shared as well, by the classes of an
+//! evaluation group ([`SharedEvaluations`]): tasks with the same request whose plugins give
+//! equal [`crate::Plugin::evaluation_key`]s get equal predicates and scores wherever the
+//! first predicate plugin does not fail them for good, so the first class to need such a
+//! node evaluates it for all of them, until the node changes. A refresh that re-evaluates
+//! many nodes sets the tree's leaves and then its inner nodes in one pass.
 //!
 //! Inter-pod rules need more. Their answers depend on the pod's labels (through the
 //! selectors of the pods around it), so a task with a non-zero key (the plugins'

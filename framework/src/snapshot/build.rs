@@ -755,7 +755,8 @@ impl Snapshot {
         scheduler_names: &[&str],
         parallel_min: usize,
     ) -> Result<Snapshot, SnapshotError> {
-        let mut s = Snapshot { revision: super::next_revision(), ..Snapshot::default() };
+        let revision = super::next_revision();
+        let mut s = Snapshot { revision, state: revision, ..Snapshot::default() };
         let mut node_by_name = HashMap::with_capacity(objects.nodes.len());
         let mut queue_by_name = HashMap::with_capacity(objects.queues.len());
         let mut job_by_key = HashMap::with_capacity(objects.pod_groups.len());

@@ -64,6 +64,8 @@ pub struct Snapshot {
     extras: Arc<Extras>,
     /// Changes with anything scheduling reads ([`Snapshot::revision`]).
     revision: u64,
+    /// Changes with any change at all, read by scheduling or not ([`Snapshot::state`]).
+    state: u64,
     /// The failed attempts of the last session over this revision.
     retries: Option<Arc<RetryMemo>>,
 }
@@ -127,10 +129,26 @@ impl Snapshot {
         self.revision
     }
 
+    /// Names the state of the snapshot in every object it holds: like
+    /// [`Snapshot::revision`], but an update that changes only what scheduling does not
+    /// read (statuses, conditions, resource versions) gives a new one too. A cycle over an
+    /// unchanged state may answer as the last one did ([`crate::RetryMemo`]'s settled
+    /// outcome).
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     /// Gives the snapshot a new revision and forgets its remembered failures.
     pub(crate) fn changed(&mut self) {
         self.revision = next_revision();
+        self.state = self.revision;
         self.retries = None;
+    }
+
+    /// Gives the snapshot a new state (not a new revision): something scheduling does not
+    /// read changed.
+    pub(crate) fn touched(&mut self) {
+        self.state = next_revision();
     }
 
     /// Keeps the failed attempts a session over this snapshot remembered

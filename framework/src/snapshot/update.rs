@@ -257,6 +257,8 @@ impl Snapshot {
         self.share();
         if relevant {
             self.changed();
+        } else if !changes.is_empty() {
+            self.touched();
         }
         Ok(true)
     }
