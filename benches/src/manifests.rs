@@ -128,7 +128,11 @@ pub fn write(objects: &ClusterObjects, out: &mut impl Write) -> Result<Written, 
 }
 
 /// Each object as one YAML document (without its `---` marker), serialized on all cores.
-fn documents<T, O>(kind: &'static str, objects: &[O], meta: impl Fn(&T) -> &ObjectMeta + Sync) -> Result<Vec<String>, WriteError>
+fn documents<T, O>(
+    kind: &'static str,
+    objects: &[O],
+    meta: impl Fn(&T) -> &ObjectMeta + Sync,
+) -> Result<Vec<String>, WriteError>
 where
     T: Serialize,
     O: std::ops::Deref<Target = T> + Sync,
@@ -160,7 +164,11 @@ mod tests {
         normalise_for(manifest, &[SCHEDULER_NAME.to_string()]).expect("the written manifests normalise").cluster
     }
 
-    fn same<T: PartialEq + std::fmt::Debug>(kind: &str, written: &BTreeMap<String, Arc<T>>, read: &BTreeMap<String, Arc<T>>) {
+    fn same<T: PartialEq + std::fmt::Debug>(
+        kind: &str,
+        written: &BTreeMap<String, Arc<T>>,
+        read: &BTreeMap<String, Arc<T>>,
+    ) {
         for (key, object) in written {
             assert_eq!(read.get(key), Some(object), "{kind} {key} reads back as written");
         }
@@ -190,7 +198,8 @@ mod tests {
         assert_eq!(read.nodes.len(), written.nodes.len());
         assert_eq!(read.pod_groups.len(), written.pod_groups.len());
         assert_eq!(read.namespaces.len(), 8);
-        let added: Vec<&str> = read.queues.keys().filter(|k| !written.queues.contains_key(*k)).map(String::as_str).collect();
+        let added: Vec<&str> =
+            read.queues.keys().filter(|k| !written.queues.contains_key(*k)).map(String::as_str).collect();
         assert_eq!(added, ["root"]);
         let classes = read.priority_classes.keys().filter(|k| !written.priority_classes.contains_key(*k)).count();
         assert_eq!(classes, 2, "system-node-critical and system-cluster-critical");

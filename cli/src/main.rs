@@ -627,8 +627,15 @@ fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
     for _ in 0..runs {
         let start = Instant::now();
         let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
+        let read = start.elapsed();
         let normalised = normalise_for(manifest, &scheduler_names).map_err(SimError::from)?;
         let parse_seconds = start.elapsed().as_secs_f64();
+        eprintln!(
+            "bench --manifests: run {}: reading {:.3} s, normalising {:.3} s",
+            results.len() + 1,
+            read.as_secs_f64(),
+            parse_seconds - read.as_secs_f64()
+        );
         let cycles = args.cycles.unwrap_or(1);
         let report = run_manifests(&label, normalised.cluster, &names, &profile, cycles, parse_seconds)
             .map_err(|e| anyhow::anyhow!("bench --manifests: {e}"))?;

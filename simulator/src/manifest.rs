@@ -461,6 +461,20 @@ impl Manifest {
     /// document markers, and decoded in parallel; the objects, warnings and the first error
     /// (in document order) are exactly those of reading it in one pass.
     pub fn load_str(&mut self, file: &str, text: &str) -> Result<(), InputError> {
+        if !is_json(file, text) {
+            // The fast path gives the reference path's answer, or nothing when it is not sure to.
+            if let Some(decoded) = direct_yaml(file, text, self.validation) {
+                return self.append(decoded);
+            }
+        }
+        self.load_str_reference(file, text)
+    }
+
+    /// [`Manifest::load_str`] on the reference path only: every document read into a
+    /// `serde_json::Value` by the strict reader, then decoded. `load_str` gives the same
+    /// objects, warnings and errors, faster; this is for the tests that check so.
+    #[doc(hidden)]
+    pub fn load_str_reference(&mut self, file: &str, text: &str) -> Result<(), InputError> {
         use rayon::prelude::*;
         let docs = if is_json(file, text) { json_documents(file, text)? } else { yaml_documents(file, text)? };
         let validation = self.validation;
@@ -470,19 +484,19 @@ impl Manifest {
             .map(|doc| {
                 let origin = Origin { file: file.to_string(), document: doc.index, line: doc.line, item: None };
                 let mut out = Vec::new();
-                match doc.value {
-                    // An empty document (`---` at the end of a file, say).
-                    Value::Null => {}
-                    Value::Object(map) => top_level(validation, origin, map, &mut out)?,
-                    other => {
-                        return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) })
-                    }
-                }
+                document(validation, origin, doc.value, &mut out)?;
                 Ok(out)
             })
             .collect();
+        self.append(decoded)
+    }
+
+    /// Appends what the documents of a file gave, in order; the first error in document
+    /// order is returned (and nothing of the file appended).
+    fn append(&mut self, decoded: Vec<Result<Vec<Loaded>, InputError>>) -> Result<(), InputError> {
+        let decoded: Vec<Vec<Loaded>> = decoded.into_iter().collect::<Result<_, _>>()?;
         for loaded in decoded {
-            for item in loaded? {
+            for item in loaded {
                 match item {
                     Loaded::Entry(e) => self.entries.push(e),
                     Loaded::Skipped(key) => *self.skipped.entry(key).or_default() += 1,
@@ -491,6 +505,21 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+}
+
+/// One document's value (the reference path), as objects, skipped kinds and warnings.
+fn document(
+    validation: FieldValidation,
+    origin: Origin,
+    value: Value,
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    match value {
+        // An empty document (`---` at the end of a file, say).
+        Value::Null => Ok(()),
+        Value::Object(map) => top_level(validation, origin, map, out),
+        other => Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
     }
 }
 
@@ -587,6 +616,21 @@ fn object(
         ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
         ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
     };
+    finish(validation, origin, object, display, &unknown, out)
+}
+
+/// The end of reading one object, decoded with these unknown fields (in the order of the
+/// reference path): the unknown fields as `validation` says, the API server's first
+/// checks, and the entry.
+fn finish(
+    validation: FieldValidation,
+    origin: Origin,
+    object: Object,
+    display: String,
+    unknown: &[String],
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    let k = object.kind();
     if !unknown.is_empty() {
         let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
         match validation {
@@ -867,6 +911,98 @@ impl<'de> Deserialize<'de> for StrictDoc {
     }
 }
 
+/// Reads a YAML file on the fast path: the file is cut into its documents, and on all
+/// cores each is read into the strict `Value` of the reference path by the block reader
+/// ([`crate::block`]), or by serde_yaml_ng when the block reader is not sure of it, and
+/// decoded at once as the reference path decodes it. The same `Value`s decoded the same
+/// way give the same objects, warnings and errors; `None` when some document does not parse
+/// (a YAML error, a duplicate key), for the reference path to give that error (YAML errors
+/// come before decoding errors there), or when the stream has directives or `...` markers.
+fn direct_yaml(file: &str, text: &str, validation: FieldValidation) -> Option<Vec<Result<Vec<Loaded>, InputError>>> {
+    use rayon::prelude::*;
+    let docs = split_documents(text)?;
+    let lines = yaml_document_lines(text);
+    let known = lines.len() == docs.len();
+    docs.par_iter()
+        .enumerate()
+        .with_min_len(64)
+        .map(|(i, doc)| {
+            let value = doc.read()?;
+            let line = if known { Some(lines[i]) } else { None };
+            let origin = Origin { file: file.to_string(), document: i + 1, line, item: None };
+            let mut out = Vec::new();
+            Some(document(validation, origin, value, &mut out).map(|()| out))
+        })
+        .collect()
+}
+
+/// One document of a YAML stream, for the fast path.
+struct DocText<'a> {
+    /// The document with its `---` line.
+    whole: &'a str,
+    /// The document after its `---` line.
+    body: &'a str,
+    /// Whether the `---` line has nothing after the marker but a comment (or there is none).
+    plain_marker: bool,
+}
+
+impl DocText<'_> {
+    /// The document as the strict reader reads it, through the block reader
+    /// ([`crate::block`]) or, when that is not sure to read it as the full parser does,
+    /// through the full parser; `None` on any error.
+    fn read(&self) -> Option<Value> {
+        if self.plain_marker {
+            let path = std::cell::RefCell::new(Vec::new());
+            if let Ok(value) = crate::block::Cursor::new(self.body).and_then(|c| c.read(Strict { path: &path })) {
+                return Some(value);
+            }
+        }
+        let mut values = yaml_values(self.whole).ok()?;
+        (values.len() == 1).then(|| values.remove(0))
+    }
+}
+
+/// The documents of a YAML stream, as the parser counts them: one per `---` marker line,
+/// and one before the first marker when content comes before it (or when there is no
+/// marker at all). `None` for a stream with a byte-order mark, a directive (`%`) or a
+/// document end marker (`...`), which the full parser reads whole.
+fn split_documents(text: &str) -> Option<Vec<DocText<'_>>> {
+    fn marker<'a>(line: &'a str, m: &str) -> Option<&'a str> {
+        let line = line.trim_end_matches('\n');
+        line.strip_prefix(m).filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    }
+    if text.starts_with('\u{feff}') {
+        return None;
+    }
+    // (start of the `---` line, start of the body, plain marker)
+    let mut starts: Vec<(usize, usize, bool)> = Vec::new();
+    let mut content_before = false;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('%') || marker(line, "...").is_some() {
+            return None;
+        }
+        if let Some(rest) = marker(line, "---") {
+            let rest = rest.trim();
+            starts.push((offset, offset + line.len(), rest.is_empty() || rest.starts_with('#')));
+        } else if starts.is_empty() {
+            let t = line.trim();
+            content_before |= !(t.is_empty() || t.starts_with('#'));
+        }
+        offset += line.len();
+    }
+    let mut docs = Vec::with_capacity(starts.len() + 1);
+    let first = starts.first().map_or(text.len(), |s| s.0);
+    if content_before || starts.is_empty() {
+        docs.push(DocText { whole: &text[..first], body: &text[..first], plain_marker: true });
+    }
+    for (i, &(start, body, plain_marker)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(text.len(), |s| s.0);
+        docs.push(DocText { whole: &text[start..end], body: &text[body..end], plain_marker });
+    }
+    Some(docs)
+}
+
 /// Below this many bytes a YAML file is parsed in one piece.
 const PARALLEL_YAML_BYTES: usize = 1 << 20;
 
@@ -1015,6 +1151,29 @@ mod tests {
                 assert_eq!(split, whole, "{text:?} in {parts} parts: {pieces:?}");
             }
         }
+    }
+
+    /// The fast path cuts a stream into as many documents as the parser finds in it.
+    #[test]
+    fn documents_are_cut_as_the_parser_counts_them() {
+        let texts = [
+            "a: 1\n---\nb: 2\n---\nc: 3\n",
+            "---\na: 1\n---\n---\nb: 2\n---\n",
+            "# head\n---\na: 1\n---\nb: [1, 2]\n--- # c\nc: |\n  ---- not a marker\n  x\n---\n",
+            "--- {a: 1}\n--- \nb: 2\n---\t\nc: 3\r\n---\r\nd: 4\n",
+            "a: 1\n---\n# only a comment\n---\nb: 2",
+            "",
+            "# only a comment\n",
+            "---",
+            "# c\n\n---\na: 1\n",
+        ];
+        for text in texts {
+            let whole = yaml_values(text).expect("valid YAML");
+            let docs = split_documents(text).expect("no directive or end marker");
+            assert_eq!(docs.len(), whole.len(), "{text:?}");
+        }
+        assert!(split_documents("a: 1\n...\n---\nb: 2\n").is_none());
+        assert!(split_documents("%YAML 1.2\n---\na: 1\n").is_none());
     }
 
     /// A file large enough to be read in parallel gives the objects, origins, warnings and

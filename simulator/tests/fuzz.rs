@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use volcano_framework::{Profile, Registries};
-use volcano_sim::{normalise_for, Manifest, Simulator};
+use volcano_sim::{normalise_for, FieldValidation, Manifest, Simulator};
 
 const EXAMPLE: &str = include_str!("../../examples/gpu-cluster.yaml");
 const CONF: &str = include_str!("../../examples/volcano-scheduler.conf");
@@ -44,6 +44,124 @@ spec:
   containers: [{name: c, image: i, resources: {requests: {cpu: \"1\"}}}]
 status: {phase: Running}
 ";
+
+/// Block-style YAML as `kubectl get -o yaml` and serde_yaml_ng write it (the fast reader's
+/// subset), with an unknown field, quoted numbers, empty collections and comments.
+const BLOCK: &str = "# a dump
+apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    kubernetes.io/hostname: n1
+    zone: a
+  name: n1
+spec:
+  taints:
+  - effect: NoSchedule
+    key: k
+    value: 'true'
+status:
+  allocatable:
+    cpu: '4'
+    memory: 8Gi
+    nvidia.com/gpu: '2'
+    pods: '10'
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: q1
+spec:
+  capability:
+    cpu: '3'
+  weight: 2
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  creationTimestamp: 2026-01-01T00:00:00Z
+  name: g
+  namespace: ml
+spec:
+  minMember: 2
+  minResources:
+    cpu: '2'
+  queue: q1
+status:
+  phase: Inqueue
+--- # a comment after the marker
+apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    scheduling.k8s.io/group-name: g
+  labels: {}
+  name: p0
+  namespace: ml
+spec:
+  containers:
+  - args: []
+    image: i
+    name: c
+    resources:
+      limits:
+        nvidia.com/gpu: '1'
+      requests:
+        cpu: '1'
+        memory: 1Gi
+        nvidia.com/gpu: '1'
+  priority: -5
+  schedulerName: volcano-rs
+  tolerations:
+  - key: k
+    operator: Exists
+  unknownField: 1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p1
+  namespace: ml
+  annotations:
+    scheduling.k8s.io/group-name: g
+spec:
+  schedulerName: volcano-rs
+  nodeName: n1
+  containers:
+  -   name: c
+      image: \"i\"
+      resources:
+        requests:
+          cpu: 1
+status:
+  phase: Running
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: skipped
+data:
+  a: x
+";
+
+/// What reading a text gives, for comparisons: the objects, warnings and skipped kinds, or
+/// the error with its causes.
+fn read(text: &str, validation: FieldValidation, reference: bool) -> String {
+    let mut m = Manifest::with_validation(validation);
+    let result = if reference { m.load_str_reference("f.yaml", text) } else { m.load_str("f.yaml", text) };
+    match result {
+        Ok(()) => format!("{:?}\n{:?}\n{:?}", m.entries, m.warnings, m.skipped),
+        Err(e) => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                s.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            s
+        }
+    }
+}
 
 fn registries() -> Registries {
     Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
@@ -190,6 +308,31 @@ fn mutated_configurations_never_panic() {
                 // A configuration that loads must also run.
                 simulate(SMALL, &profile);
             }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// The fast reader (the block reader and typed decoding straight from the parser) gives
+/// exactly what the reference path (a strict `Value`, then decoding) gives: the same
+/// objects, origins, warnings and skipped kinds, or the same error, for valid and mutated
+/// manifests in every validation mode.
+#[test]
+fn fast_and_reference_reading_agree() {
+    let modes = [FieldValidation::Strict, FieldValidation::Warn, FieldValidation::Ignore];
+    for base in [BLOCK, SMALL, EXAMPLE] {
+        for mode in modes {
+            assert_eq!(read(base, mode, false), read(base, mode, true), "{mode:?}");
+        }
+    }
+    // The block text reads (in warn mode: its unknown field is a warning).
+    assert!(read(BLOCK, FieldValidation::Warn, false).contains("unknown field \"spec.unknownField\""));
+    let cases: u32 = std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(384);
+    runner(cases)
+        .run(&(pieces(), 0..3usize, 0..3usize), |(ops, which, mode)| {
+            let text = mutate([BLOCK, SMALL, EXAMPLE][which], &ops);
+            let mode = modes[mode];
+            prop_assert_eq!(read(&text, mode, false), read(&text, mode, true), "{:?} on {:?}", mode, text);
             Ok(())
         })
         .unwrap();
