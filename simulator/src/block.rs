@@ -4,12 +4,13 @@
 //!
 //! It is a deserializer that gives exactly what `serde_yaml_ng`'s `deserialize_any` gives for
 //! the same document (mappings, sequences and scalars resolved as serde_yaml_ng resolves
-//! them), and only that: the readers above it (the strict reader, [`crate::direct`]) never ask
-//! it anything else. Whatever it is not sure to read exactly so — a block scalar, a
-//! multi-line or double-quoted scalar with escapes, a flow collection with content, an
-//! anchor, a tag, a comment after a value, a tab, a byte outside printable ASCII, a plain
-//! scalar that might be a number it does not resolve — is an error ([`Unsure`]), and the
-//! caller reads that document with the full parser instead.
+//! them), and only that: the reader above it (the manifest's strict reader, which asks for
+//! any value and for mapping keys as strings) never asks it anything else. Whatever it is not
+//! sure to read exactly so — a block scalar, a multi-line or double-quoted scalar with
+//! escapes, a flow collection with content, an anchor, a tag, a comment after a value, a
+//! tab, a byte outside printable ASCII, a plain scalar that might be a number, more nested
+//! collections or a longer key than serde_yaml_ng accepts — is an error ([`Unsure`]), and
+//! the caller reads that document with the full parser instead.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -43,10 +44,20 @@ struct Line<'a> {
     text: &'a str,
 }
 
+/// serde_yaml_ng refuses a document with more nested mappings and sequences than this (its
+/// recursion limit); the block reader leaves such a document to it.
+const MAX_DEPTH: usize = 128;
+
+/// libyaml reads a plain key only when its `:` comes at most this many characters after
+/// the key's start; a longer key is left to it.
+const MAX_KEY_LEN: usize = 1024;
+
 /// The lines of one document, and the next one to read.
 pub(crate) struct Cursor<'a> {
     lines: Vec<Line<'a>>,
     next: usize,
+    /// How many mappings and sequences enclose the node being read.
+    depth: usize,
 }
 
 impl<'a> Cursor<'a> {
@@ -65,7 +76,7 @@ impl<'a> Cursor<'a> {
             }
             lines.push(Line { indent: raw.len() - body.len(), text: body.trim_end_matches(' ') });
         }
-        Ok(Cursor { lines, next: 0 })
+        Ok(Cursor { lines, next: 0, depth: 0 })
     }
 
     fn peek(&self) -> Option<Line<'a>> {
@@ -96,11 +107,12 @@ fn item(text: &str) -> Option<&str> {
 }
 
 /// `key:` or `key: value` with a plain key of the characters of Kubernetes field names,
-/// label keys and resource names: the key and the text after it.
+/// label keys and resource names (at most [`MAX_KEY_LEN`] of them): the key and the text
+/// after it.
 fn entry(text: &str) -> Option<(&str, &str)> {
     let bytes = text.as_bytes();
     let end = bytes.iter().position(|&b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-')))?;
-    if end == 0 || bytes[0] == b'-' || bytes[end] != b':' {
+    if end == 0 || end > MAX_KEY_LEN || bytes[0] == b'-' || bytes[end] != b':' {
         return None;
     }
     let rest = &text[end + 1..];
@@ -181,13 +193,16 @@ fn inline(text: &str) -> Result<Result<Scalar<'_>, bool>, Unsure> {
 
 /// A plain scalar resolved: null, booleans and decimal integers as serde_yaml_ng reads
 /// them, and text that cannot be a number; any other spelling that might be a number
-/// (`1e3`, `0x1f`, `.5`, `+1`, `007`, …) is left to the full parser.
+/// (`1e3`, `0x1f`, `.5`, `.inf`, `+1`, `007`, …) is left to the full parser.
 ///
-/// serde_yaml_ng reads a number only from a text that starts, after one optional sign, with
-/// a digit or a point: integers in decimal (no leading zero) or after `0x`, `0o`, `0b`, and
-/// what Rust's float parser reads (digits, points, exponents), finite; `.inf` and `.nan`
-/// start with a point. So a text whose first character after the sign is neither, or that
-/// has a character no number spelling has (`64Gi`, `2026-01-01T00:00:00Z`), is text.
+/// serde_yaml_ng (YAML 1.2's core schema: `yes`, `on`, `y` are text) reads a number only
+/// from a text that starts, after one optional sign, with a digit or a point: integers in
+/// decimal or after `0x`, `0o`, `0b` (a sign before them), what Rust's float parser reads
+/// after one optional `+` (finite only), and `.inf`, `.nan` in three spellings each. So a
+/// text whose first character after the sign is neither is text, and so is one that starts
+/// with a digit, has no radix prefix and that Rust's float parser refuses (`64Gi`,
+/// `10.0.0.1`, `2026-01-01T00:00:00Z`): every decimal integer is also a float to that
+/// parser.
 fn plain(text: &str) -> Result<Scalar<'_>, Unsure> {
     match text {
         "null" | "Null" | "NULL" | "~" => return Ok(Scalar::Null),
@@ -206,13 +221,16 @@ fn plain(text: &str) -> Result<Scalar<'_>, Unsure> {
         }
     }
     let unsigned = bytes.strip_prefix(b"+").or_else(|| bytes.strip_prefix(b"-")).unwrap_or(bytes);
-    let numeric_start = unsigned.first().is_some_and(|b| b.is_ascii_digit() || *b == b'.');
-    if numeric_start {
-        let radix = [b"0x", b"0o", b"0b"].iter().any(|p| unsigned.starts_with(*p));
-        let float_chars = bytes.iter().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'+' | b'-'));
-        if radix || float_chars {
-            return Err(Unsure);
+    match unsigned.first() {
+        // `.5`, `.inf`, `.nan`, …
+        Some(b'.') => return Err(Unsure),
+        Some(b) if b.is_ascii_digit() => {
+            let radix = [b"0x", b"0o", b"0b"].iter().any(|p| unsigned.starts_with(*p));
+            if radix || text.strip_prefix('+').unwrap_or(text).parse::<f64>().is_ok() {
+                return Err(Unsure);
+            }
         }
+        _ => {}
     }
     Ok(Scalar::Str(Cow::Borrowed(text)))
 }
@@ -243,21 +261,26 @@ impl<'de> Deserializer<'de> for NodeDe<'de, '_> {
                 Ok(Scalar::I64(v)) => visitor.visit_i64(v),
                 Ok(Scalar::Str(Cow::Borrowed(v))) => visitor.visit_borrowed_str(v),
                 Ok(Scalar::Str(Cow::Owned(v))) => visitor.visit_string(v),
+                // An empty collection counts towards the nesting limit too.
+                Err(_) if self.cur.depth >= MAX_DEPTH => Err(Unsure),
                 Err(true) => visitor.visit_map(de::value::MapDeserializer::new(std::iter::empty::<((), ())>())),
                 Err(false) => visitor.visit_seq(de::value::SeqDeserializer::new(std::iter::empty::<()>())),
             },
             Node::Block(indent) => {
                 let line = self.cur.peek().ok_or(Unsure)?;
-                if line.indent != indent {
+                if line.indent != indent || self.cur.depth >= MAX_DEPTH {
                     return Err(Unsure);
                 }
-                if item(line.text).is_some() {
-                    visitor.visit_seq(BlockSeq { cur: self.cur, indent })
+                self.cur.depth += 1;
+                let value = if item(line.text).is_some() {
+                    visitor.visit_seq(BlockSeq { cur: &mut *self.cur, indent })
                 } else if entry(line.text).is_some() {
-                    visitor.visit_map(BlockMap { cur: self.cur, indent, value: None })
+                    visitor.visit_map(BlockMap { cur: &mut *self.cur, indent, value: None })
                 } else {
                     Err(Unsure)
-                }
+                };
+                self.cur.depth -= 1;
+                value
             }
         }
     }

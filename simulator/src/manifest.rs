@@ -1230,6 +1230,275 @@ mod tests {
         assert_eq!(yaml_document_lines("x: |\n  ---- not a marker\n"), vec![1]);
     }
 
+    /// One document read by the block reader into the strict `Value`, or `None` when the
+    /// block reader leaves it to the full parser.
+    fn block_read(text: &str) -> Option<Value> {
+        let path = std::cell::RefCell::new(Vec::new());
+        crate::block::Cursor::new(text).and_then(|c| c.read(Strict { path: &path })).ok()
+    }
+
+    /// One document read by the reference path (serde_yaml_ng, then the strict reader).
+    fn reference_read(text: &str) -> Result<Value, String> {
+        let mut values = yaml_values(text).map_err(|(_, e)| e.to_string())?;
+        assert!(values.len() <= 1, "{text:?} is one document");
+        Ok(values.pop().unwrap_or(Value::Null))
+    }
+
+    /// Whether the block reader read `text` (it then gives what the reference gives), or left
+    /// it to the full parser. Panics when it read a value the reference does not give.
+    fn block_agrees(text: &str) -> bool {
+        let fast = block_read(text);
+        if let Some(v) = &fast {
+            assert_eq!(Ok(v), reference_read(text).as_ref(), "{text:?}");
+        }
+        fast.is_some()
+    }
+
+    /// Edge cases of YAML's syntax and of its typing of plain scalars: the block reader
+    /// reads what it reads exactly as the reference does, and leaves the rest to the full
+    /// parser, never giving a different value.
+    #[test]
+    fn block_reader_edge_cases_agree_with_the_reference() {
+        // (text, whether the block reader reads it itself)
+        let cases: &[(&str, bool)] = &[
+            // Quoted scalars: single quotes with `''`, backslashes literal; double quotes
+            // without escapes; escapes left to the full parser.
+            ("a: 'it''s'\n", true),
+            ("a: ''''\n", true),
+            ("a: ''''''\n", true),
+            ("a: 'a\\nb'\n", true),
+            ("a: 'x: y # z'\n", true),
+            ("a: \"x: y # z\"\n", true),
+            ("a: \"a'b\"\n", true),
+            ("a: 'a\"b'\n", true),
+            ("a: ''\n", true),
+            ("a: \"\"\n", true),
+            ("a: 'true'\nb: '1'\nc: \"null\"\n", true),
+            ("a: \"say \\\"hi\\\"\"\n", false),
+            ("a: \"caf\\u00e9\"\n", false),
+            ("a: \"x\\ty\"\n", false),
+            ("a: \"\\\\\"\n", false),
+            ("a: 'a' 'b'\n", false),
+            ("a: 'a'b'\n", false),
+            ("a: '''\n", false),
+            ("a: 'x' # c\n", false),
+            ("a: 'x\n  y'\n", false),
+            // Plain scalars YAML types (serde_yaml_ng: YAML 1.2's core schema).
+            ("a: yes\nb: no\nc: on\nd: off\ne: y\nf: n\ng: Yes\n", true),
+            ("a: true\nb: True\nc: TRUE\nd: false\ne: False\nf: FALSE\ng: tRUE\n", true),
+            ("a: ~\nb: null\nc: Null\nd: NULL\ne:\nf: nULL\n", true),
+            ("a: 0\nb: 7\nc: -7\nd: 18446744073709551615\ne: -9223372036854775808\n", true),
+            ("a: inf\nb: nan\nc: infinity\nd: -inf\ne: NaN\n", true),
+            ("a: 1_000\nb: 12ab\nc: 1 2\nd: +x\ne: +\nf: -1x\ng: ++1\nh: +-1\n", true),
+            ("a: 10.0.0.1\nb: 1.2.3\nc: 2026-01-01\nd: 1-2\ne: 1e3e\n", true),
+            ("a: 64Gi\nb: 500m\n", true),
+            ("a: 0.5\n", false),
+            ("a: 010\n", false),
+            ("a: 00\n", false),
+            ("a: -0\n", false),
+            ("a: 0x1F\n", false),
+            ("a: -0x1F\n", false),
+            ("a: 0o17\n", false),
+            ("a: 0b11\n", false),
+            ("a: 1e3\n", false),
+            ("a: 1E-3\n", false),
+            ("a: 1.\n", false),
+            ("a: .5\n", false),
+            ("a: -.5\n", false),
+            ("a: +1\n", false),
+            ("a: +.5\n", false),
+            ("a: .inf\n", false),
+            ("a: -.inf\n", false),
+            ("a: +.inf\n", false),
+            ("a: .Inf\n", false),
+            ("a: .NaN\n", false),
+            ("a: .nan\n", false),
+            ("a: 18446744073709551616\n", false),
+            ("a: -9223372036854775809\n", false),
+            // Keys: YAML reads a plain key as its text, whatever it looks like.
+            ("true: 1\nnull: 2\n1: 3\n0x1F: 4\n.inf: 5\n-1: 6\n", false),
+            ("true: 1\nnull: 2\n1: 3\n0x1F: 4\n.inf: 5\n", true),
+            ("a.b/c-d_e: 1\n", true),
+            ("a:b: 1\n", false),
+            ("\"a:b\": 1\n", false),
+            ("'a': 1\n", false),
+            ("a b: 1\n", false),
+            ("-a: 1\n", false),
+            ("? a\n: 1\n", false),
+            ("<<: {}\n", false),
+            // Values with `: ` or ` #` in them, and comments.
+            ("a: b: c\n", false),
+            ("a: b #c\n", false),
+            ("a: b#c\n", false),
+            ("a: x:\n", false),
+            ("a: http://x:80/y?q=1&r=[2]\n", true),
+            ("a: x,y\nb: x[0]\nc: x{}\nd: ?x\ne: :x\nf: it's\ng: say \"hi\"\n", true),
+            ("a: 1 # c\n", false),
+            ("a: # c\n  b: 1\n", false),
+            ("- a # c\n", false),
+            ("# c\na:\n    # c\n  b: 1 \n  # c\n\n  c: 2\n# c\n", true),
+            ("a: b   \nc:    d\n", true),
+            // Empty documents.
+            ("", true),
+            ("# only a comment\n", true),
+            ("\n\n   \n", true),
+            // CRLF, tabs, and text outside printable ASCII: left to the full parser.
+            ("a: 1\r\nb: 2\r\n", false),
+            ("a:\tb\n", false),
+            ("a: b\tc\n", false),
+            ("a:\n\tb: 1\n", false),
+            ("a: caf\u{e9}\n", false),
+            ("caf\u{e9}: a\n", false),
+            ("a: '\u{65e5}\u{672c}'\n", false),
+            // Block scalars, anchors, aliases, tags, flow collections, directives.
+            ("a: |\n  x\n  y\n", false),
+            ("a: |-\n  x\n", false),
+            ("a: >\n  x\n  y\n", false),
+            ("a: >+\n  x\n\n", false),
+            ("a: |2\n   x\n", false),
+            ("a: &x 1\nb: *x\n", false),
+            ("a: &x\n  b: 1\nc: *x\n", false),
+            ("a: !!str 1\n", false),
+            ("a: !!map\n  b: 1\n", false),
+            ("a: {b: 1}\n", false),
+            ("a: [1, 2]\n", false),
+            ("a: { }\n", false),
+            ("a: {}\nb: []\n", true),
+            ("- {}\n- []\n", true),
+            ("- {a: 1}\n", false),
+            ("- - a\n", false),
+            ("- &x a\n", false),
+            ("hello\n", false),
+            ("'hello'\n", false),
+            ("a: -\n", false),
+            ("a: - b\n", false),
+            ("a: @x\n", false),
+            ("a: `x\n", false),
+            ("a: %x\n", false),
+            // Sequences at the key's indentation, compact mappings in sequence items.
+            ("containers:\n- name: a\n  image: b\n- name: c\nnext: 1\n", true),
+            ("- a:\n  - x\n  b: 1\n- y\n", true),
+            ("- a:\n- b\n", true),
+            ("-\n  a: 1\n- \n-   x\n-   k: 1\n    l: 2\n", true),
+            ("a:\n-\n- b\n", true),
+            ("a:\n  - x\n  b: 1\n", false),
+            ("- a: 1\n b: 2\n", false),
+            ("a:\n  b: 1\n c: 2\n", false),
+            // Indentation.
+            ("  a: 1\n  b: 2\n", true),
+            ("  a: 1\nb: 2\n", false),
+            ("a: 1\n  b: 2\n", false),
+            ("a: b\n  c\n", false),
+            ("a:\n  b\n", false),
+            ("- a\n  b\n", false),
+            ("a: b\nc\n", false),
+            // Duplicate keys: the strict reader refuses them; the full parser gives the error.
+            ("a: 1\na: 2\n", false),
+            ("a:\n  b: 1\n  c: 2\n  b: 3\n", false),
+        ];
+        for &(text, reads) in cases {
+            assert_eq!(block_agrees(text), reads, "{text:?}: read by the block reader");
+        }
+        // Duplicate keys are an error on the reference path, naming the mapping.
+        let err = reference_read("a:\n  b: 1\n  c: 2\n  b: 3\n").expect_err("duplicate key");
+        assert!(err.contains("duplicate key \"b\" in a"), "{err}");
+    }
+
+    /// The reference refuses more than 128 nested collections and keys longer than 1024
+    /// characters; the block reader leaves them to it (and never overflows its stack).
+    #[test]
+    fn block_reader_leaves_deep_nesting_and_long_keys_to_the_full_parser() {
+        let maps = |depth: usize, leaf: &str| {
+            let mut s = String::new();
+            for i in 0..depth - 1 {
+                s.push_str(&format!("{}k:\n", " ".repeat(i)));
+            }
+            s.push_str(&format!("{}k: {leaf}\n", " ".repeat(depth - 1)));
+            s
+        };
+        let seqs = |depth: usize| {
+            let mut s = String::new();
+            for i in 0..depth - 1 {
+                s.push_str(&format!("{}-\n", " ".repeat(i)));
+            }
+            s.push_str(&format!("{}- x\n", " ".repeat(depth - 1)));
+            s
+        };
+        for (text, depth) in [
+            (maps(128, "1"), 128),
+            (maps(127, "{}"), 128),
+            (seqs(128), 128),
+            (maps(129, "1"), 129),
+            (maps(128, "[]"), 129),
+            (seqs(129), 129),
+        ] {
+            assert_eq!(reference_read(&text).is_ok(), depth <= 128, "{depth} levels");
+            assert_eq!(block_agrees(&text), depth <= 128, "{depth} levels");
+        }
+        assert!(!block_agrees(&maps(5000, "1")));
+
+        for (len, valid) in [(1000, true), (1024, true), (1025, false), (2000, false)] {
+            let key = "k".repeat(len);
+            for text in [format!("{key}: 1\n"), format!("- {key}: 1\n"), format!("a:\n  {key}:\n    b: 1\n")] {
+                assert_eq!(reference_read(&text).is_ok(), valid, "a key of {len} characters");
+                assert_eq!(block_agrees(&text), valid, "a key of {len} characters");
+            }
+        }
+    }
+
+    /// Reading a whole file: the fast path gives the reference path's objects, origins and
+    /// warnings, or its error (naming the file, the document and its line), for streams the
+    /// block reader reads and streams it leaves, in part or whole, to the full parser.
+    #[test]
+    fn fast_and_reference_paths_agree_on_streams() {
+        fn read(text: &str, reference: bool) -> String {
+            let mut m = Manifest::with_validation(FieldValidation::Warn);
+            let result = if reference { m.load_str_reference("f.yaml", text) } else { m.load_str("f.yaml", text) };
+            match result {
+                Ok(()) => format!("{:?}\n{:?}\n{:?}", m.entries, m.warnings, m.skipped),
+                Err(e) => match std::error::Error::source(&e) {
+                    Some(cause) => format!("{e}: {cause}"),
+                    None => e.to_string(),
+                },
+            }
+        }
+        let node = "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    zone: a\n";
+        let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: i\n";
+        let texts = [
+            format!("{node}---\n{pod}"),
+            format!("--- # c\n{node}--- \n{pod}---\n"),
+            format!("{node}---\n{}", pod.replace('\n', "\r\n")),
+            format!("{}---\r\n{pod}", node.replace('\n', "\r\n")),
+            format!("{node}...\n---\n{pod}...\n"),
+            format!("--- {{apiVersion: v1, kind: Node, metadata: {{name: n2}}}}\n---\n{pod}"),
+            format!("--- !!map\n{node}"),
+            format!("{node}---\n{}", pod.replace("image: i", "image: \"\\u00e9\"")),
+            format!("{node}---\n{}", pod.replace("image: i", "image: caf\u{e9} # c")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n  name: q")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: [p")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n\tx: 1")),
+            format!("{node}---\nhello\n---\n{pod}"),
+            format!("{node}---\n{}", node.replace("zone: a", "zone: .inf")),
+            format!("{node}---\n{}", node.replace("name: n1", "name: n2").replace("zone: a", "zone: 010")),
+            format!("{node}---\n{}", node.replace("name: n1", "name: '0x1F'")),
+            format!("%YAML 1.2\n---\n{node}"),
+            "---\n---\n# c\n".to_string(),
+        ];
+        for text in &texts {
+            assert_eq!(read(text, false), read(text, true), "{text:?}");
+        }
+        // A malformed document is named, with its file and line, on both paths.
+        let bad = format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n  name: q"));
+        let err = read(&bad, false);
+        assert!(
+            err.starts_with("f.yaml: document 2 (line 8): invalid YAML: metadata: duplicate key \"name\" in metadata"),
+            "{err}"
+        );
+        let bad = format!("{node}---\n{}", pod.replace("  name: p", "  name: [p"));
+        let err = read(&bad, false);
+        assert!(err.starts_with("f.yaml: document 2 (line 8): invalid YAML: "), "{err}");
+    }
+
     #[test]
     fn origin_display() {
         let o = Origin { file: "a.yaml".into(), document: 2, line: Some(7), item: Some(3) };
