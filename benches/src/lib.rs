@@ -10,6 +10,7 @@
 
 pub mod cluster;
 pub mod hetero;
+pub mod manifests;
 pub mod preempt;
 pub mod rules;
 pub mod runner;

@@ -19,7 +19,7 @@
 //! 4 internal error (a panic: a bug in volcano-rs).
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -445,6 +445,16 @@ struct BenchArgs {
     /// cycle's steps timed, its outcome recorded), to see what they cost.
     #[arg(long)]
     metrics: bool,
+    /// Instead of running the case, write its cluster (priority classes, namespaces,
+    /// queues, nodes, PodGroups, pods) to FILE as multi-document YAML, which `bench
+    /// --manifests FILE` reads back into the same cluster; `hetero-10k` gives the loading
+    /// figure of docs/performance.md.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["manifests", "all"])]
+    write_manifests: Option<PathBuf>,
+    /// With --write-manifests: also write the case's scheduler configuration to FILE, for
+    /// `bench --manifests … --config FILE`.
+    #[arg(long, value_name = "FILE", requires = "write_manifests")]
+    write_config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -503,6 +513,9 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
     use volcano_benches::workloads::Case;
     if !args.manifests.is_empty() {
         return bench_manifests(args);
+    }
+    if let Some(path) = &args.write_manifests {
+        return write_manifests(args, path);
     }
     if args.config.is_some() || args.cycles.is_some() || !args.scheduler_names.is_empty() {
         anyhow::bail!("bench: --config, --cycles and --scheduler-name apply to --manifests only");
@@ -569,6 +582,33 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
     Ok(text)
 }
 
+/// `bench CASE --write-manifests FILE [--write-config CONF]`: the case's cluster, as it is
+/// at the start of its measured cycle, written as manifests.
+fn write_manifests(args: &BenchArgs, path: &Path) -> anyhow::Result<String> {
+    use volcano_benches::runner::{case_profile, prepare};
+    use volcano_benches::workloads::Case;
+    let [name] = args.cases.as_slice() else {
+        anyhow::bail!("bench --write-manifests: name exactly one case, not {}", args.cases.len());
+    };
+    let case = Case::from_name(name).with_context(|| {
+        let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
+        format!("unknown bench case {name:?} (known: {})", known.join(", "))
+    })?;
+    let cluster = prepare(case, &case_profile(case));
+    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let written = volcano_benches::manifests::write(&cluster.objects(), &mut out)
+        .with_context(|| format!("bench --write-manifests {}", path.display()))?;
+    let mut text = format!("{}: wrote {written} to {}\n", case.name(), path.display());
+    if let Some(conf) = &args.write_config {
+        std::fs::write(conf, case.conf()).with_context(|| format!("cannot write {}", conf.display()))?;
+        text.push_str(&format!("{}: wrote its scheduler configuration to {}\n", case.name(), conf.display()));
+    }
+    // The process ends next: freeing the cluster object by object only costs time.
+    std::mem::forget(cluster);
+    Ok(text)
+}
+
 /// `bench --manifests`: the cycles over a user's manifests, in this process (`--runs`
 /// times; the run with the median first cycle is reported, peak memory the largest).
 fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
@@ -587,8 +627,15 @@ fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
     for _ in 0..runs {
         let start = Instant::now();
         let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
+        let read = start.elapsed();
         let normalised = normalise_for(manifest, &scheduler_names).map_err(SimError::from)?;
         let parse_seconds = start.elapsed().as_secs_f64();
+        eprintln!(
+            "bench --manifests: run {}: reading {:.3} s, normalising {:.3} s",
+            results.len() + 1,
+            read.as_secs_f64(),
+            parse_seconds - read.as_secs_f64()
+        );
         let cycles = args.cycles.unwrap_or(1);
         let report = run_manifests(&label, normalised.cluster, &names, &profile, cycles, parse_seconds)
             .map_err(|e| anyhow::anyhow!("bench --manifests: {e}"))?;

@@ -28,6 +28,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod block;
 pub mod cluster;
 pub mod error;
 pub mod job;

@@ -461,6 +461,20 @@ impl Manifest {
     /// document markers, and decoded in parallel; the objects, warnings and the first error
     /// (in document order) are exactly those of reading it in one pass.
     pub fn load_str(&mut self, file: &str, text: &str) -> Result<(), InputError> {
+        if !is_json(file, text) {
+            // The fast path gives the reference path's answer, or nothing when it is not sure to.
+            if let Some(decoded) = direct_yaml(file, text, self.validation) {
+                return self.append(decoded);
+            }
+        }
+        self.load_str_reference(file, text)
+    }
+
+    /// [`Manifest::load_str`] on the reference path only: every document read into a
+    /// `serde_json::Value` by the strict reader, then decoded. `load_str` gives the same
+    /// objects, warnings and errors, faster; this is for the tests that check so.
+    #[doc(hidden)]
+    pub fn load_str_reference(&mut self, file: &str, text: &str) -> Result<(), InputError> {
         use rayon::prelude::*;
         let docs = if is_json(file, text) { json_documents(file, text)? } else { yaml_documents(file, text)? };
         let validation = self.validation;
@@ -470,19 +484,19 @@ impl Manifest {
             .map(|doc| {
                 let origin = Origin { file: file.to_string(), document: doc.index, line: doc.line, item: None };
                 let mut out = Vec::new();
-                match doc.value {
-                    // An empty document (`---` at the end of a file, say).
-                    Value::Null => {}
-                    Value::Object(map) => top_level(validation, origin, map, &mut out)?,
-                    other => {
-                        return Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) })
-                    }
-                }
+                document(validation, origin, doc.value, &mut out)?;
                 Ok(out)
             })
             .collect();
+        self.append(decoded)
+    }
+
+    /// Appends what the documents of a file gave, in order; the first error in document
+    /// order is returned (and nothing of the file appended).
+    fn append(&mut self, decoded: Vec<Result<Vec<Loaded>, InputError>>) -> Result<(), InputError> {
+        let decoded: Vec<Vec<Loaded>> = decoded.into_iter().collect::<Result<_, _>>()?;
         for loaded in decoded {
-            for item in loaded? {
+            for item in loaded {
                 match item {
                     Loaded::Entry(e) => self.entries.push(e),
                     Loaded::Skipped(key) => *self.skipped.entry(key).or_default() += 1,
@@ -491,6 +505,21 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+}
+
+/// One document's value (the reference path), as objects, skipped kinds and warnings.
+fn document(
+    validation: FieldValidation,
+    origin: Origin,
+    value: Value,
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    match value {
+        // An empty document (`---` at the end of a file, say).
+        Value::Null => Ok(()),
+        Value::Object(map) => top_level(validation, origin, map, out),
+        other => Err(InputError::NotAnObject { origin: Box::new(origin), found: value_type(&other) }),
     }
 }
 
@@ -587,6 +616,21 @@ fn object(
         ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
         ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
     };
+    finish(validation, origin, object, display, &unknown, out)
+}
+
+/// The end of reading one object, decoded with these unknown fields (in the order of the
+/// reference path): the unknown fields as `validation` says, the API server's first
+/// checks, and the entry.
+fn finish(
+    validation: FieldValidation,
+    origin: Origin,
+    object: Object,
+    display: String,
+    unknown: &[String],
+    out: &mut Vec<Loaded>,
+) -> Result<(), InputError> {
+    let k = object.kind();
     if !unknown.is_empty() {
         let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field {f:?}")).collect();
         match validation {
@@ -867,6 +911,98 @@ impl<'de> Deserialize<'de> for StrictDoc {
     }
 }
 
+/// Reads a YAML file on the fast path: the file is cut into its documents, and on all
+/// cores each is read into the strict `Value` of the reference path by the block reader
+/// ([`crate::block`]), or by serde_yaml_ng when the block reader is not sure of it, and
+/// decoded at once as the reference path decodes it. The same `Value`s decoded the same
+/// way give the same objects, warnings and errors; `None` when some document does not parse
+/// (a YAML error, a duplicate key), for the reference path to give that error (YAML errors
+/// come before decoding errors there), or when the stream has directives or `...` markers.
+fn direct_yaml(file: &str, text: &str, validation: FieldValidation) -> Option<Vec<Result<Vec<Loaded>, InputError>>> {
+    use rayon::prelude::*;
+    let docs = split_documents(text)?;
+    let lines = yaml_document_lines(text);
+    let known = lines.len() == docs.len();
+    docs.par_iter()
+        .enumerate()
+        .with_min_len(64)
+        .map(|(i, doc)| {
+            let value = doc.read()?;
+            let line = if known { Some(lines[i]) } else { None };
+            let origin = Origin { file: file.to_string(), document: i + 1, line, item: None };
+            let mut out = Vec::new();
+            Some(document(validation, origin, value, &mut out).map(|()| out))
+        })
+        .collect()
+}
+
+/// One document of a YAML stream, for the fast path.
+struct DocText<'a> {
+    /// The document with its `---` line.
+    whole: &'a str,
+    /// The document after its `---` line.
+    body: &'a str,
+    /// Whether the `---` line has nothing after the marker but a comment (or there is none).
+    plain_marker: bool,
+}
+
+impl DocText<'_> {
+    /// The document as the strict reader reads it, through the block reader
+    /// ([`crate::block`]) or, when that is not sure to read it as the full parser does,
+    /// through the full parser; `None` on any error.
+    fn read(&self) -> Option<Value> {
+        if self.plain_marker {
+            let path = std::cell::RefCell::new(Vec::new());
+            if let Ok(value) = crate::block::Cursor::new(self.body).and_then(|c| c.read(Strict { path: &path })) {
+                return Some(value);
+            }
+        }
+        let mut values = yaml_values(self.whole).ok()?;
+        (values.len() == 1).then(|| values.remove(0))
+    }
+}
+
+/// The documents of a YAML stream, as the parser counts them: one per `---` marker line,
+/// and one before the first marker when content comes before it (or when there is no
+/// marker at all). `None` for a stream with a byte-order mark, a directive (`%`) or a
+/// document end marker (`...`), which the full parser reads whole.
+fn split_documents(text: &str) -> Option<Vec<DocText<'_>>> {
+    fn marker<'a>(line: &'a str, m: &str) -> Option<&'a str> {
+        let line = line.trim_end_matches('\n');
+        line.strip_prefix(m).filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+    }
+    if text.starts_with('\u{feff}') {
+        return None;
+    }
+    // (start of the `---` line, start of the body, plain marker)
+    let mut starts: Vec<(usize, usize, bool)> = Vec::new();
+    let mut content_before = false;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('%') || marker(line, "...").is_some() {
+            return None;
+        }
+        if let Some(rest) = marker(line, "---") {
+            let rest = rest.trim();
+            starts.push((offset, offset + line.len(), rest.is_empty() || rest.starts_with('#')));
+        } else if starts.is_empty() {
+            let t = line.trim();
+            content_before |= !(t.is_empty() || t.starts_with('#'));
+        }
+        offset += line.len();
+    }
+    let mut docs = Vec::with_capacity(starts.len() + 1);
+    let first = starts.first().map_or(text.len(), |s| s.0);
+    if content_before || starts.is_empty() {
+        docs.push(DocText { whole: &text[..first], body: &text[..first], plain_marker: true });
+    }
+    for (i, &(start, body, plain_marker)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(text.len(), |s| s.0);
+        docs.push(DocText { whole: &text[start..end], body: &text[body..end], plain_marker });
+    }
+    Some(docs)
+}
+
 /// Below this many bytes a YAML file is parsed in one piece.
 const PARALLEL_YAML_BYTES: usize = 1 << 20;
 
@@ -1017,6 +1153,29 @@ mod tests {
         }
     }
 
+    /// The fast path cuts a stream into as many documents as the parser finds in it.
+    #[test]
+    fn documents_are_cut_as_the_parser_counts_them() {
+        let texts = [
+            "a: 1\n---\nb: 2\n---\nc: 3\n",
+            "---\na: 1\n---\n---\nb: 2\n---\n",
+            "# head\n---\na: 1\n---\nb: [1, 2]\n--- # c\nc: |\n  ---- not a marker\n  x\n---\n",
+            "--- {a: 1}\n--- \nb: 2\n---\t\nc: 3\r\n---\r\nd: 4\n",
+            "a: 1\n---\n# only a comment\n---\nb: 2",
+            "",
+            "# only a comment\n",
+            "---",
+            "# c\n\n---\na: 1\n",
+        ];
+        for text in texts {
+            let whole = yaml_values(text).expect("valid YAML");
+            let docs = split_documents(text).expect("no directive or end marker");
+            assert_eq!(docs.len(), whole.len(), "{text:?}");
+        }
+        assert!(split_documents("a: 1\n...\n---\nb: 2\n").is_none());
+        assert!(split_documents("%YAML 1.2\n---\na: 1\n").is_none());
+    }
+
     /// A file large enough to be read in parallel gives the objects, origins, warnings and
     /// errors of one pass.
     #[test]
@@ -1069,6 +1228,275 @@ mod tests {
         assert_eq!(yaml_document_lines("---\na: 1\n---\n---\nb: 2\n---\n"), vec![2, 3, 5, 6]);
         assert_eq!(yaml_document_lines("--- {a: 1}\n--- # c\n\nb: 2\n"), vec![1, 4]);
         assert_eq!(yaml_document_lines("x: |\n  ---- not a marker\n"), vec![1]);
+    }
+
+    /// One document read by the block reader into the strict `Value`, or `None` when the
+    /// block reader leaves it to the full parser.
+    fn block_read(text: &str) -> Option<Value> {
+        let path = std::cell::RefCell::new(Vec::new());
+        crate::block::Cursor::new(text).and_then(|c| c.read(Strict { path: &path })).ok()
+    }
+
+    /// One document read by the reference path (serde_yaml_ng, then the strict reader).
+    fn reference_read(text: &str) -> Result<Value, String> {
+        let mut values = yaml_values(text).map_err(|(_, e)| e.to_string())?;
+        assert!(values.len() <= 1, "{text:?} is one document");
+        Ok(values.pop().unwrap_or(Value::Null))
+    }
+
+    /// Whether the block reader read `text` (it then gives what the reference gives), or left
+    /// it to the full parser. Panics when it read a value the reference does not give.
+    fn block_agrees(text: &str) -> bool {
+        let fast = block_read(text);
+        if let Some(v) = &fast {
+            assert_eq!(Ok(v), reference_read(text).as_ref(), "{text:?}");
+        }
+        fast.is_some()
+    }
+
+    /// Edge cases of YAML's syntax and of its typing of plain scalars: the block reader
+    /// reads what it reads exactly as the reference does, and leaves the rest to the full
+    /// parser, never giving a different value.
+    #[test]
+    fn block_reader_edge_cases_agree_with_the_reference() {
+        // (text, whether the block reader reads it itself)
+        let cases: &[(&str, bool)] = &[
+            // Quoted scalars: single quotes with `''`, backslashes literal; double quotes
+            // without escapes; escapes left to the full parser.
+            ("a: 'it''s'\n", true),
+            ("a: ''''\n", true),
+            ("a: ''''''\n", true),
+            ("a: 'a\\nb'\n", true),
+            ("a: 'x: y # z'\n", true),
+            ("a: \"x: y # z\"\n", true),
+            ("a: \"a'b\"\n", true),
+            ("a: 'a\"b'\n", true),
+            ("a: ''\n", true),
+            ("a: \"\"\n", true),
+            ("a: 'true'\nb: '1'\nc: \"null\"\n", true),
+            ("a: \"say \\\"hi\\\"\"\n", false),
+            ("a: \"caf\\u00e9\"\n", false),
+            ("a: \"x\\ty\"\n", false),
+            ("a: \"\\\\\"\n", false),
+            ("a: 'a' 'b'\n", false),
+            ("a: 'a'b'\n", false),
+            ("a: '''\n", false),
+            ("a: 'x' # c\n", false),
+            ("a: 'x\n  y'\n", false),
+            // Plain scalars YAML types (serde_yaml_ng: YAML 1.2's core schema).
+            ("a: yes\nb: no\nc: on\nd: off\ne: y\nf: n\ng: Yes\n", true),
+            ("a: true\nb: True\nc: TRUE\nd: false\ne: False\nf: FALSE\ng: tRUE\n", true),
+            ("a: ~\nb: null\nc: Null\nd: NULL\ne:\nf: nULL\n", true),
+            ("a: 0\nb: 7\nc: -7\nd: 18446744073709551615\ne: -9223372036854775808\n", true),
+            ("a: inf\nb: nan\nc: infinity\nd: -inf\ne: NaN\n", true),
+            ("a: 1_000\nb: 12ab\nc: 1 2\nd: +x\ne: +\nf: -1x\ng: ++1\nh: +-1\n", true),
+            ("a: 10.0.0.1\nb: 1.2.3\nc: 2026-01-01\nd: 1-2\ne: 1e3e\n", true),
+            ("a: 64Gi\nb: 500m\n", true),
+            ("a: 0.5\n", false),
+            ("a: 010\n", false),
+            ("a: 00\n", false),
+            ("a: -0\n", false),
+            ("a: 0x1F\n", false),
+            ("a: -0x1F\n", false),
+            ("a: 0o17\n", false),
+            ("a: 0b11\n", false),
+            ("a: 1e3\n", false),
+            ("a: 1E-3\n", false),
+            ("a: 1.\n", false),
+            ("a: .5\n", false),
+            ("a: -.5\n", false),
+            ("a: +1\n", false),
+            ("a: +.5\n", false),
+            ("a: .inf\n", false),
+            ("a: -.inf\n", false),
+            ("a: +.inf\n", false),
+            ("a: .Inf\n", false),
+            ("a: .NaN\n", false),
+            ("a: .nan\n", false),
+            ("a: 18446744073709551616\n", false),
+            ("a: -9223372036854775809\n", false),
+            // Keys: YAML reads a plain key as its text, whatever it looks like.
+            ("true: 1\nnull: 2\n1: 3\n0x1F: 4\n.inf: 5\n-1: 6\n", false),
+            ("true: 1\nnull: 2\n1: 3\n0x1F: 4\n.inf: 5\n", true),
+            ("a.b/c-d_e: 1\n", true),
+            ("a:b: 1\n", false),
+            ("\"a:b\": 1\n", false),
+            ("'a': 1\n", false),
+            ("a b: 1\n", false),
+            ("-a: 1\n", false),
+            ("? a\n: 1\n", false),
+            ("<<: {}\n", false),
+            // Values with `: ` or ` #` in them, and comments.
+            ("a: b: c\n", false),
+            ("a: b #c\n", false),
+            ("a: b#c\n", false),
+            ("a: x:\n", false),
+            ("a: http://x:80/y?q=1&r=[2]\n", true),
+            ("a: x,y\nb: x[0]\nc: x{}\nd: ?x\ne: :x\nf: it's\ng: say \"hi\"\n", true),
+            ("a: 1 # c\n", false),
+            ("a: # c\n  b: 1\n", false),
+            ("- a # c\n", false),
+            ("# c\na:\n    # c\n  b: 1 \n  # c\n\n  c: 2\n# c\n", true),
+            ("a: b   \nc:    d\n", true),
+            // Empty documents.
+            ("", true),
+            ("# only a comment\n", true),
+            ("\n\n   \n", true),
+            // CRLF, tabs, and text outside printable ASCII: left to the full parser.
+            ("a: 1\r\nb: 2\r\n", false),
+            ("a:\tb\n", false),
+            ("a: b\tc\n", false),
+            ("a:\n\tb: 1\n", false),
+            ("a: caf\u{e9}\n", false),
+            ("caf\u{e9}: a\n", false),
+            ("a: '\u{65e5}\u{672c}'\n", false),
+            // Block scalars, anchors, aliases, tags, flow collections, directives.
+            ("a: |\n  x\n  y\n", false),
+            ("a: |-\n  x\n", false),
+            ("a: >\n  x\n  y\n", false),
+            ("a: >+\n  x\n\n", false),
+            ("a: |2\n   x\n", false),
+            ("a: &x 1\nb: *x\n", false),
+            ("a: &x\n  b: 1\nc: *x\n", false),
+            ("a: !!str 1\n", false),
+            ("a: !!map\n  b: 1\n", false),
+            ("a: {b: 1}\n", false),
+            ("a: [1, 2]\n", false),
+            ("a: { }\n", false),
+            ("a: {}\nb: []\n", true),
+            ("- {}\n- []\n", true),
+            ("- {a: 1}\n", false),
+            ("- - a\n", false),
+            ("- &x a\n", false),
+            ("hello\n", false),
+            ("'hello'\n", false),
+            ("a: -\n", false),
+            ("a: - b\n", false),
+            ("a: @x\n", false),
+            ("a: `x\n", false),
+            ("a: %x\n", false),
+            // Sequences at the key's indentation, compact mappings in sequence items.
+            ("containers:\n- name: a\n  image: b\n- name: c\nnext: 1\n", true),
+            ("- a:\n  - x\n  b: 1\n- y\n", true),
+            ("- a:\n- b\n", true),
+            ("-\n  a: 1\n- \n-   x\n-   k: 1\n    l: 2\n", true),
+            ("a:\n-\n- b\n", true),
+            ("a:\n  - x\n  b: 1\n", false),
+            ("- a: 1\n b: 2\n", false),
+            ("a:\n  b: 1\n c: 2\n", false),
+            // Indentation.
+            ("  a: 1\n  b: 2\n", true),
+            ("  a: 1\nb: 2\n", false),
+            ("a: 1\n  b: 2\n", false),
+            ("a: b\n  c\n", false),
+            ("a:\n  b\n", false),
+            ("- a\n  b\n", false),
+            ("a: b\nc\n", false),
+            // Duplicate keys: the strict reader refuses them; the full parser gives the error.
+            ("a: 1\na: 2\n", false),
+            ("a:\n  b: 1\n  c: 2\n  b: 3\n", false),
+        ];
+        for &(text, reads) in cases {
+            assert_eq!(block_agrees(text), reads, "{text:?}: read by the block reader");
+        }
+        // Duplicate keys are an error on the reference path, naming the mapping.
+        let err = reference_read("a:\n  b: 1\n  c: 2\n  b: 3\n").expect_err("duplicate key");
+        assert!(err.contains("duplicate key \"b\" in a"), "{err}");
+    }
+
+    /// The reference refuses more than 128 nested collections and keys longer than 1024
+    /// characters; the block reader leaves them to it (and never overflows its stack).
+    #[test]
+    fn block_reader_leaves_deep_nesting_and_long_keys_to_the_full_parser() {
+        let maps = |depth: usize, leaf: &str| {
+            let mut s = String::new();
+            for i in 0..depth - 1 {
+                s.push_str(&format!("{}k:\n", " ".repeat(i)));
+            }
+            s.push_str(&format!("{}k: {leaf}\n", " ".repeat(depth - 1)));
+            s
+        };
+        let seqs = |depth: usize| {
+            let mut s = String::new();
+            for i in 0..depth - 1 {
+                s.push_str(&format!("{}-\n", " ".repeat(i)));
+            }
+            s.push_str(&format!("{}- x\n", " ".repeat(depth - 1)));
+            s
+        };
+        for (text, depth) in [
+            (maps(128, "1"), 128),
+            (maps(127, "{}"), 128),
+            (seqs(128), 128),
+            (maps(129, "1"), 129),
+            (maps(128, "[]"), 129),
+            (seqs(129), 129),
+        ] {
+            assert_eq!(reference_read(&text).is_ok(), depth <= 128, "{depth} levels");
+            assert_eq!(block_agrees(&text), depth <= 128, "{depth} levels");
+        }
+        assert!(!block_agrees(&maps(5000, "1")));
+
+        for (len, valid) in [(1000, true), (1024, true), (1025, false), (2000, false)] {
+            let key = "k".repeat(len);
+            for text in [format!("{key}: 1\n"), format!("- {key}: 1\n"), format!("a:\n  {key}:\n    b: 1\n")] {
+                assert_eq!(reference_read(&text).is_ok(), valid, "a key of {len} characters");
+                assert_eq!(block_agrees(&text), valid, "a key of {len} characters");
+            }
+        }
+    }
+
+    /// Reading a whole file: the fast path gives the reference path's objects, origins and
+    /// warnings, or its error (naming the file, the document and its line), for streams the
+    /// block reader reads and streams it leaves, in part or whole, to the full parser.
+    #[test]
+    fn fast_and_reference_paths_agree_on_streams() {
+        fn read(text: &str, reference: bool) -> String {
+            let mut m = Manifest::with_validation(FieldValidation::Warn);
+            let result = if reference { m.load_str_reference("f.yaml", text) } else { m.load_str("f.yaml", text) };
+            match result {
+                Ok(()) => format!("{:?}\n{:?}\n{:?}", m.entries, m.warnings, m.skipped),
+                Err(e) => match std::error::Error::source(&e) {
+                    Some(cause) => format!("{e}: {cause}"),
+                    None => e.to_string(),
+                },
+            }
+        }
+        let node = "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    zone: a\n";
+        let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    image: i\n";
+        let texts = [
+            format!("{node}---\n{pod}"),
+            format!("--- # c\n{node}--- \n{pod}---\n"),
+            format!("{node}---\n{}", pod.replace('\n', "\r\n")),
+            format!("{}---\r\n{pod}", node.replace('\n', "\r\n")),
+            format!("{node}...\n---\n{pod}...\n"),
+            format!("--- {{apiVersion: v1, kind: Node, metadata: {{name: n2}}}}\n---\n{pod}"),
+            format!("--- !!map\n{node}"),
+            format!("{node}---\n{}", pod.replace("image: i", "image: \"\\u00e9\"")),
+            format!("{node}---\n{}", pod.replace("image: i", "image: caf\u{e9} # c")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n  name: q")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: [p")),
+            format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n\tx: 1")),
+            format!("{node}---\nhello\n---\n{pod}"),
+            format!("{node}---\n{}", node.replace("zone: a", "zone: .inf")),
+            format!("{node}---\n{}", node.replace("name: n1", "name: n2").replace("zone: a", "zone: 010")),
+            format!("{node}---\n{}", node.replace("name: n1", "name: '0x1F'")),
+            format!("%YAML 1.2\n---\n{node}"),
+            "---\n---\n# c\n".to_string(),
+        ];
+        for text in &texts {
+            assert_eq!(read(text, false), read(text, true), "{text:?}");
+        }
+        // A malformed document is named, with its file and line, on both paths.
+        let bad = format!("{node}---\n{}", pod.replace("  name: p", "  name: p\n  name: q"));
+        let err = read(&bad, false);
+        assert!(
+            err.starts_with("f.yaml: document 2 (line 8): invalid YAML: metadata: duplicate key \"name\" in metadata"),
+            "{err}"
+        );
+        let bad = format!("{node}---\n{}", pod.replace("  name: p", "  name: [p"));
+        let err = read(&bad, false);
+        assert!(err.starts_with("f.yaml: document 2 (line 8): invalid YAML: "), "{err}");
     }
 
     #[test]

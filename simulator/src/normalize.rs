@@ -118,7 +118,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     // Namespaces and the checks of each object alone, on all cores; then duplicates, and
     // the first error in input order.
     use rayon::prelude::*;
-    let checks: Vec<Result<(), FieldError>> = entries
+    let checks: Vec<(String, Result<(), FieldError>)> = entries
         .par_iter_mut()
         .with_min_len(256)
         .map(|e| {
@@ -135,13 +135,13 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             if let Object::ReplicationController(rc) = &mut e.object {
                 replication_controller_defaults(rc);
             }
-            validate(&e.object)
+            (e.object.key(), validate(&e.object))
         })
         .collect();
     origins.map.reserve(entries.len());
-    for (e, check) in entries.iter().zip(checks) {
+    let mut keys: Vec<String> = Vec::with_capacity(entries.len());
+    for (e, (key, check)) in entries.iter().zip(checks) {
         let kind = e.object.kind();
-        let key = e.object.key();
         if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
             return Err(InputError::Duplicate {
                 kind: kind.as_str(),
@@ -153,10 +153,11 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         check.map_err(|FieldError { field, message }| InputError::Field {
             origin: Some(Box::new(e.origin.clone())),
             kind: kind.as_str(),
-            object: key,
+            object: key.clone(),
             field,
             message,
         })?;
+        keys.push(key);
     }
 
     // Objects the cluster has before any input: system PriorityClasses, queues root and default.
@@ -194,12 +195,18 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     }
 
     // UIDs.
-    for o in generated.iter_mut().chain(entries.iter_mut().map(|e| &mut e.object)) {
+    for o in &mut generated {
         if o.metadata().uid.as_deref().is_none_or(str::is_empty) {
             let uid = deterministic_uid(o.kind(), &o.key());
             o.metadata_mut().uid = Some(uid);
         }
     }
+    entries.par_iter_mut().zip(&keys).with_min_len(256).for_each(|(e, key)| {
+        let o = &mut e.object;
+        if o.metadata().uid.as_deref().is_none_or(str::is_empty) {
+            o.metadata_mut().uid = Some(deterministic_uid(o.kind(), key));
+        }
+    });
 
     // The Priority admission plugin needs every PriorityClass.
     let mut classes: BTreeMap<String, (i32, Option<String>)> = BTreeMap::new();
@@ -228,22 +235,40 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         classes.insert(name, (pc.value, pc.preemption_policy.clone()));
     }
 
+    // The API server's pod defaults and the Priority admission plugin, on all cores; the
+    // first error in input order (the generated objects hold no pod).
+    let defaults: Vec<Result<(), InputError>> = entries
+        .par_iter_mut()
+        .zip(&keys)
+        .with_min_len(256)
+        .map(|(e, key)| match &mut e.object {
+            Object::Pod(pod) => pod_defaults(pod, key, Some(&e.origin), &classes, global_default.as_ref()),
+            _ => Ok(()),
+        })
+        .collect();
+    defaults.into_iter().collect::<Result<(), InputError>>()?;
+
     let mut cluster = Cluster::default();
     let mut latest_creation_ms = i64::MIN;
     let mut pod_order: Vec<String> = Vec::new();
     let mut jobs: Vec<(Option<Origin>, Box<volcano_api::job::Job>)> = Vec::new();
-    for (origin, object) in
-        generated.into_iter().map(|o| (None, o)).chain(entries.into_iter().map(|e| (Some(e.origin), e.object)))
+    let generated: Vec<(Option<Origin>, Object, String)> = generated
+        .into_iter()
+        .map(|o| {
+            let key = o.key();
+            (None, o, key)
+        })
+        .collect();
+    for (origin, object, key) in
+        generated.into_iter().chain(entries.into_iter().zip(keys).map(|(e, key)| (Some(e.origin), e.object, key)))
     {
         let created = object.metadata().creation_timestamp.as_ref().map(|t| t.0.as_millisecond());
         latest_creation_ms = latest_creation_ms.max(created.unwrap_or(i64::MIN));
-        let key = object.key();
         match object {
             Object::Node(n) => {
                 cluster.nodes.insert(key, Arc::from(n));
             }
-            Object::Pod(mut pod) => {
-                pod_defaults(&mut pod, origin.as_ref(), &classes, global_default.as_ref())?;
+            Object::Pod(pod) => {
                 pod_order.push(key.clone());
                 cluster.pods.insert(key, Arc::from(pod));
             }
@@ -337,7 +362,8 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 validation::pod(&pod).map_err(|FieldError { field, message }| {
                     in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
                 })?;
-                pod_defaults(&mut pod, origin.as_ref(), &classes, global_default.as_ref()).map_err(in_template)?;
+                pod_defaults(&mut pod, &key, origin.as_ref(), &classes, global_default.as_ref())
+                    .map_err(in_template)?;
                 if let Some(task) = waits {
                     sim_job.waiting.push((task, pod));
                     continue;
@@ -448,11 +474,11 @@ fn replication_controller_defaults(rc: &mut ReplicationController) {
 /// API-server defaults of a pod and the Priority admission plugin.
 fn pod_defaults(
     pod: &mut Pod,
+    key: &str,
     origin: Option<&Origin>,
     classes: &BTreeMap<String, (i32, Option<String>)>,
     global_default: Option<&(String, i32)>,
 ) -> Result<(), InputError> {
-    let key = object_key(ObjectKind::Pod, &pod.metadata);
     let status = pod.status.get_or_insert_with(PodStatus::default);
     if status.phase.as_deref().is_none_or(str::is_empty) {
         status.phase = Some("Pending".into());
@@ -467,7 +493,7 @@ fn pod_defaults(
                 return Err(InputError::Field {
                     origin: origin.cloned().map(Box::new),
                     kind: "Pod",
-                    object: key,
+                    object: key.to_string(),
                     field: "spec.priorityClassName".into(),
                     message: format!(
                         "no PriorityClass named {name:?}: the Priority admission plugin rejects the pod \

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use volcano_framework::{Profile, Registries};
-use volcano_sim::{normalise_for, Manifest, Simulator};
+use volcano_sim::{normalise_for, FieldValidation, Manifest, Simulator};
 
 const EXAMPLE: &str = include_str!("../../examples/gpu-cluster.yaml");
 const CONF: &str = include_str!("../../examples/volcano-scheduler.conf");
@@ -44,6 +44,124 @@ spec:
   containers: [{name: c, image: i, resources: {requests: {cpu: \"1\"}}}]
 status: {phase: Running}
 ";
+
+/// Block-style YAML as `kubectl get -o yaml` and serde_yaml_ng write it (the fast reader's
+/// subset), with an unknown field, quoted numbers, empty collections and comments.
+const BLOCK: &str = "# a dump
+apiVersion: v1
+kind: Node
+metadata:
+  labels:
+    kubernetes.io/hostname: n1
+    zone: a
+  name: n1
+spec:
+  taints:
+  - effect: NoSchedule
+    key: k
+    value: 'true'
+status:
+  allocatable:
+    cpu: '4'
+    memory: 8Gi
+    nvidia.com/gpu: '2'
+    pods: '10'
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata:
+  name: q1
+spec:
+  capability:
+    cpu: '3'
+  weight: 2
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  creationTimestamp: 2026-01-01T00:00:00Z
+  name: g
+  namespace: ml
+spec:
+  minMember: 2
+  minResources:
+    cpu: '2'
+  queue: q1
+status:
+  phase: Inqueue
+--- # a comment after the marker
+apiVersion: v1
+kind: Pod
+metadata:
+  annotations:
+    scheduling.k8s.io/group-name: g
+  labels: {}
+  name: p0
+  namespace: ml
+spec:
+  containers:
+  - args: []
+    image: i
+    name: c
+    resources:
+      limits:
+        nvidia.com/gpu: '1'
+      requests:
+        cpu: '1'
+        memory: 1Gi
+        nvidia.com/gpu: '1'
+  priority: -5
+  schedulerName: volcano-rs
+  tolerations:
+  - key: k
+    operator: Exists
+  unknownField: 1
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: p1
+  namespace: ml
+  annotations:
+    scheduling.k8s.io/group-name: g
+spec:
+  schedulerName: volcano-rs
+  nodeName: n1
+  containers:
+  -   name: c
+      image: \"i\"
+      resources:
+        requests:
+          cpu: 1
+status:
+  phase: Running
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: skipped
+data:
+  a: x
+";
+
+/// What reading a text gives, for comparisons: the objects, warnings and skipped kinds, or
+/// the error with its causes.
+fn read(text: &str, validation: FieldValidation, reference: bool) -> String {
+    let mut m = Manifest::with_validation(validation);
+    let result = if reference { m.load_str_reference("f.yaml", text) } else { m.load_str("f.yaml", text) };
+    match result {
+        Ok(()) => format!("{:?}\n{:?}\n{:?}", m.entries, m.warnings, m.skipped),
+        Err(e) => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                s.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            s
+        }
+    }
+}
 
 fn registries() -> Registries {
     Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
@@ -190,6 +308,138 @@ fn mutated_configurations_never_panic() {
                 // A configuration that loads must also run.
                 simulate(SMALL, &profile);
             }
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Scalars YAML types or writes in ways the block reader must read as serde_yaml_ng does or
+/// leave to it: numbers in every spelling, booleans and nulls of YAML 1.1 and 1.2, quotes
+/// and escapes, text outside ASCII, comments, block scalars, anchors, aliases, tags, flow
+/// collections, tabs and carriage returns.
+const AWKWARD_SCALARS: &[&str] = &[
+    ".inf",
+    "-.inf",
+    "+.inf",
+    ".NaN",
+    ".5",
+    "-.5",
+    "+1",
+    "0x1F",
+    "-0x1F",
+    "0o17",
+    "0b11",
+    "010",
+    "00",
+    "-0",
+    "1e3",
+    "1E-3",
+    "1.",
+    "1_000",
+    "18446744073709551616",
+    "-9223372036854775809",
+    "10.0.0.1",
+    "2026-01-01",
+    "64Gi",
+    "inf",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "True",
+    "FALSE",
+    "tRUE",
+    "~",
+    "null",
+    "NULL",
+    "",
+    "''",
+    "''''",
+    "'it''s'",
+    "'a\\nb'",
+    "\"\"",
+    "\"1\"",
+    "'1'",
+    "\"caf\\u00e9\"",
+    "\"a\\\"b\"",
+    "\"x # y\"",
+    "caf\u{e9}",
+    "a # c",
+    "a#c",
+    "a: b",
+    "a:",
+    "|\n  x",
+    "|-\n  x\n",
+    ">\n  x\n  y",
+    "&a x",
+    "*a",
+    "!!str 1",
+    "{a: 1}",
+    "[1, 2]",
+    "{}",
+    "[]",
+    "{ }",
+    "a\tb",
+    "1\r",
+    "- x",
+    "-",
+    "?x",
+    ":x",
+    "@x",
+    "`x",
+    "%x",
+];
+
+/// Replaces the value after the next `: ` at or after `at` (to the end of its line) with
+/// `scalar`.
+fn retype(text: &str, at: usize, scalar: &str) -> String {
+    let mut start = at % text.len().max(1);
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let Some(colon) = text[start..].find(": ").map(|p| p + start + 2) else { return text.to_string() };
+    let end = text[colon..].find('\n').map_or(text.len(), |p| p + colon);
+    format!("{}{scalar}{}", &text[..colon], &text[end..])
+}
+
+/// The fast path (the block reader, or serde_yaml_ng document by document, each document
+/// decoded at once) gives exactly what the reference path (the whole file into strict
+/// `Value`s, then decoding) gives: the same objects, origins, warnings and skipped kinds,
+/// or the same error, for valid and mutated manifests in every validation mode, and with
+/// values swapped for scalars YAML types or writes awkwardly.
+#[test]
+fn fast_and_reference_reading_agree() {
+    let modes = [FieldValidation::Strict, FieldValidation::Warn, FieldValidation::Ignore];
+    for base in [BLOCK, SMALL, EXAMPLE] {
+        for mode in modes {
+            assert_eq!(read(base, mode, false), read(base, mode, true), "{mode:?}");
+        }
+    }
+    // The block text reads (in warn mode: its unknown field is a warning).
+    let mut m = Manifest::with_validation(FieldValidation::Warn);
+    m.load_str("f.yaml", BLOCK).expect("valid");
+    assert_eq!(m.entries.len(), 5);
+    assert!(m.warnings.iter().any(|w| w.contains("unknown field \"spec.unknownField\"")), "{:?}", m.warnings);
+    // Every awkward scalar in every value of the block text.
+    for scalar in AWKWARD_SCALARS {
+        let mut at = 0;
+        while let Some(p) = BLOCK[at..].find(": ").map(|p| p + at) {
+            let text = retype(BLOCK, p, scalar);
+            assert_eq!(read(&text, FieldValidation::Warn, false), read(&text, FieldValidation::Warn, true), "{text:?}");
+            at = p + 2;
+        }
+    }
+    let cases: u32 = std::env::var("FUZZ_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(384);
+    let retypes = proptest::collection::vec((any::<usize>(), 0..AWKWARD_SCALARS.len()), 0..3);
+    runner(cases)
+        .run(&(pieces(), 0..3usize, 0..3usize, retypes), |(ops, which, mode, retypes)| {
+            let mut text = mutate([BLOCK, SMALL, EXAMPLE][which], &ops);
+            for (at, scalar) in retypes {
+                text = retype(&text, at, AWKWARD_SCALARS[scalar]);
+            }
+            let mode = modes[mode];
+            prop_assert_eq!(read(&text, mode, false), read(&text, mode, true), "{:?} on {:?}", mode, text);
             Ok(())
         })
         .unwrap();
