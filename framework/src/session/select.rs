@@ -526,8 +526,19 @@ struct RequestChecks {
 /// classes share a few groups.
 struct SharedEvaluations {
     cursor: usize,
-    /// Per node: the answer where the request fits, when known since the node last changed.
+    /// Per node: the answer where the request fits, when known since the node last changed;
+    /// empty while the group has one class (keeping answers nobody else reads would only
+    /// cost).
     answers: Vec<Shared>,
+    /// The classes of the group.
+    members: u32,
+}
+
+impl SharedEvaluations {
+    /// Whether the answers are kept: the group has more than one class.
+    fn shared(&self) -> bool {
+        !self.answers.is_empty()
+    }
 }
 
 /// A shared answer (see [`SharedEvaluations`]).
@@ -767,7 +778,9 @@ impl Session {
         debug_assert_eq!(request.cursor, self.index.log.len());
         let check = request.checks[n.idx()];
         // A node the class fails for good has another answer than the group's.
-        let group = class.group.filter(|_| check.is_ok() && !class.fixed.as_ref().is_some_and(|f| f.fails(n)));
+        let group = class.group.filter(|&g| {
+            check.is_ok() && !class.fixed.as_ref().is_some_and(|f| f.fails(n)) && self.index.groups[g as usize].shared()
+        });
         let r = match group {
             Some(g) => {
                 self.refresh_group(g);
@@ -953,13 +966,17 @@ impl Session {
         let task = self.snap.task(t);
         let key = (request, task.nonzero_cpu, task.nonzero_memory, keys);
         if let Some(&g) = self.index.group_ids.get(&key) {
+            let group = &mut self.index.groups[g as usize];
+            group.members += 1;
+            if group.members == 2 {
+                // From now on the answers are kept, from what is known now: nothing.
+                group.answers = vec![Shared::Unknown; self.snap.nodes.len()];
+                group.cursor = self.index.log.len();
+            }
             return Some(g);
         }
         let g = self.index.groups.len() as u32;
-        self.index.groups.push(SharedEvaluations {
-            cursor: self.index.log.len(),
-            answers: vec![Shared::Unknown; self.snap.nodes.len()],
-        });
+        self.index.groups.push(SharedEvaluations { cursor: self.index.log.len(), answers: Vec::new(), members: 1 });
         self.index.group_ids.insert(key, g);
         Some(g)
     }
@@ -969,6 +986,10 @@ impl Session {
     fn refresh_group(&mut self, g: u32) {
         let end = self.index.log.len();
         let group = &mut self.index.groups[g as usize];
+        if !group.shared() {
+            group.cursor = end;
+            return;
+        }
         for &e in &self.index.log[group.cursor..end] {
             group.answers[(e >> 1) as usize] = Shared::Unknown;
         }
@@ -998,7 +1019,7 @@ impl Session {
         let mut fits = std::mem::take(&mut self.index.build_fits);
         let this = &*self;
         let checks = &this.index.requests[request as usize].checks;
-        let shared = group.map(|g| &this.index.groups[g as usize].answers);
+        let shared = group.map(|g| &this.index.groups[g as usize]).filter(|g| g.shared()).map(|g| &g.answers);
         // A node that fails for good is not evaluated (see `Class::fixed_fit`); the others
         // are evaluated once per evaluation group (the flag: evaluated here).
         let eval = |i: usize| match &fixed {
@@ -1020,7 +1041,7 @@ impl Session {
             results.clear();
             results.extend((0..nodes).map(eval));
         }
-        if let Some(g) = group {
+        if let Some(g) = group.filter(|&g| self.index.groups[g as usize].shared()) {
             let answers = &mut self.index.groups[g as usize].answers;
             for (i, r) in results.iter().enumerate() {
                 if let Some((r, true)) = r {
