@@ -383,13 +383,8 @@ pub fn nonzero_request(pod: &Pod) -> (i64, i64) {
 }
 
 /// The three resource scores of a task on a node (before weights): LeastAllocated,
-/// MostAllocated, BalancedAllocation.
-pub fn resource_scores(task: &TaskRequest, node: &NodeInfo, requested: &NodeRequested) -> (i64, i64, i64) {
-    resource_scores_of(task, node, requested, [true; 3])
-}
-
-/// [`resource_scores`], each score computed only when `wanted` (else 0).
-fn resource_scores_of(
+/// MostAllocated, BalancedAllocation, each computed only when `wanted` (else 0).
+pub fn resource_scores(
     task: &TaskRequest,
     node: &NodeInfo,
     requested: &NodeRequested,
@@ -649,7 +644,7 @@ impl Plugin for NodeOrder {
         // Only BalancedAllocation reads the node's GPUs, and only for a task that asks for some.
         let requested = self.node_requested_with(snap, node, w.balanced_resource != 0 && req.gpu > 0.0);
         let wanted = [w.least_requested != 0, w.most_requested != 0, w.balanced_resource != 0];
-        let (least, most, balanced) = resource_scores_of(&req, snap.node(node), &requested, wanted);
+        let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested, wanted);
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource + image) as f64
     }
 
