@@ -69,6 +69,9 @@ use crate::resource::DimensionDefault;
 use crate::session::Session;
 use crate::status::FitErrors;
 
+mod view;
+use view::{SharedEvaluations, View};
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fit {
     /// Fits the idle resources now.
@@ -291,10 +294,7 @@ struct Class {
     /// now.
     slot_counts: Vec<[u32; 2]>,
     tree: BestTree,
-    reasons: Vec<String>,
-    reason_ids: HashMap<String, u32>,
-    /// Reasons of failed resource checks, by the mask of insufficient dimensions.
-    insufficient_ids: Vec<(u64, u32)>,
+    reasons: ReasonTable,
     reason_counts: Vec<u32>,
     /// Nodes whose `Fit::No` reason may be out of date: they did not fit, and since then
     /// only took more tasks, which cannot make them fit but may change the first failure
@@ -311,9 +311,56 @@ struct Class {
     fixed_ids: Vec<u32>,
     /// The [`RequestChecks`] of the class's request (in `NodeIndex::requests`).
     request: u32,
-    /// The [`SharedEvaluations`] of the class's evaluation group (in `NodeIndex::groups`),
-    /// when its plugins give one ([`crate::Plugin::evaluation_key`]).
-    group: Option<u32>,
+    /// The class is a view of its evaluation group's tree (see [`view`]): its own tree,
+    /// answers and stale nodes are empty.
+    view: Option<View>,
+}
+
+/// The reasons a class or a group met, each with an id.
+#[derive(Clone, Default)]
+struct ReasonTable {
+    reasons: Vec<String>,
+    ids: HashMap<String, u32>,
+    /// Reasons of failed resource checks, by the mask of insufficient dimensions.
+    insufficient: Vec<(u64, u32)>,
+}
+
+impl ReasonTable {
+    fn intern(&mut self, reason: String) -> u32 {
+        // A class meets a few reasons: comparing them (most differ in length or in their
+        // first bytes) is cheaper than hashing.
+        if self.reasons.len() <= 16 {
+            if let Some(id) = self.reasons.iter().position(|r| *r == reason) {
+                return id as u32;
+            }
+        } else if let Some(id) = self.ids.get(&reason) {
+            return *id;
+        }
+        let id = self.reasons.len() as u32;
+        self.reasons.push(reason.clone());
+        self.ids.insert(reason, id);
+        id
+    }
+
+    /// The fit of an evaluation, its reason interned.
+    fn fit_of(&mut self, task: &TaskInfo, r: Evaluation) -> Fit {
+        match r {
+            Ok((true, s)) => Fit::Idle(s),
+            Ok((false, s)) => Fit::Future(s),
+            Err(Reason::Insufficient(mask)) => {
+                if let Some(&(_, id)) = self.insufficient.iter().find(|(m, _)| *m == mask) {
+                    return Fit::No(id);
+                }
+                // The message of `Session::fits_future_idle`.
+                let dims: Vec<&str> =
+                    task.resreq.dims().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, (n, _))| n).collect();
+                let id = self.intern(format!("Insufficient {}", dims.join(", ")));
+                self.insufficient.push((mask, id));
+                Fit::No(id)
+            }
+            Err(Reason::Predicate(reason)) => Fit::No(self.intern(reason)),
+        }
+    }
 }
 
 /// [`Class::no_reasons`] of a node that fits.
@@ -444,7 +491,7 @@ pub(crate) struct NodeIndex {
     /// The index in `requests` of each request met.
     request_ids: HashMap<RequestKey, u32>,
     /// Buffers of a class's build, kept for the next build.
-    build_results: Vec<Option<(Evaluation, bool)>>,
+    build_results: Vec<Option<Evaluation>>,
     build_fits: Vec<Fit>,
     /// The evaluations of every node per evaluation group, shared by the classes of the
     /// group.
@@ -514,59 +561,6 @@ struct RequestChecks {
     task: TaskId,
     cursor: usize,
     checks: Vec<Result<bool, Option<u64>>>,
-}
-
-/// The evaluations of the nodes where a request fits, shared by the classes of an
-/// evaluation group: tasks with that request whose plugins give equal
-/// [`crate::Plugin::evaluation_key`]s, so that on every node the first predicate plugin
-/// does not fail for good they get equal predicates and scores. A class evaluates such a
-/// node once for the whole group: the first class to need it evaluates it, the others
-/// read the answer, until the node changes (read from the change log). Most shapes of a
-/// cluster differ only in their node selectors, affinity and tolerations, so hundreds of
-/// classes share a few groups.
-struct SharedEvaluations {
-    cursor: usize,
-    /// Per node: the answer where the request fits, when known since the node last changed;
-    /// empty while the group has one class (keeping answers nobody else reads would only
-    /// cost).
-    answers: Vec<Shared>,
-    /// The classes of the group.
-    members: u32,
-}
-
-impl SharedEvaluations {
-    /// Whether the answers are kept: the group has more than one class.
-    fn shared(&self) -> bool {
-        !self.answers.is_empty()
-    }
-}
-
-/// A shared answer (see [`SharedEvaluations`]).
-#[derive(Clone)]
-enum Shared {
-    Unknown,
-    /// The predicates pass: (fits idle now, score).
-    Fits(bool, f64),
-    /// A predicate failed, with its reason.
-    Fails(Box<str>),
-}
-
-impl Shared {
-    fn of(r: &Evaluation) -> Shared {
-        match r {
-            Ok((idle, score)) => Shared::Fits(*idle, *score),
-            Err(Reason::Predicate(reason)) => Shared::Fails(reason.as_str().into()),
-            Err(Reason::Insufficient(_)) => Shared::Unknown,
-        }
-    }
-
-    fn evaluation(&self) -> Option<Evaluation> {
-        match self {
-            Shared::Unknown => None,
-            Shared::Fits(idle, score) => Some(Ok((*idle, *score))),
-            Shared::Fails(reason) => Some(Err(Reason::Predicate(reason.to_string()))),
-        }
-    }
 }
 
 /// A class's answers for `preempt` on the nodes asked so far, each valid until the node
@@ -710,8 +704,13 @@ impl Session {
         self.index.base_of_shape[shape]
     }
 
-    /// Re-evaluates the nodes that changed since the class last looked.
+    /// Re-evaluates the nodes that changed since the class last looked (for a view, since
+    /// its group last looked).
     fn refresh(&mut self, c: usize) {
+        if let Some(g) = self.view_group(c) {
+            self.refresh_group(g);
+            return;
+        }
         let start = self.index.classes[c].cursor;
         let end = self.index.log.len();
         if start < end {
@@ -768,33 +767,13 @@ impl Session {
         }
     }
 
-    /// Re-evaluates a node for a class, whose [`RequestChecks`] are up to date: from its
-    /// evaluation group's answer when there is one (evaluated and kept there when not known
-    /// yet), else evaluated.
+    /// Re-evaluates a node for a class (not a view), whose [`RequestChecks`] are up to date.
     fn reevaluate_node(&mut self, c: usize, n: NodeId) {
         let class = &self.index.classes[c];
         let (rep, split) = (class.representative, class.domain_rules);
         let request = &self.index.requests[class.request as usize];
         debug_assert_eq!(request.cursor, self.index.log.len());
-        let check = request.checks[n.idx()];
-        // A node the class fails for good has another answer than the group's.
-        let group = class.group.filter(|&g| {
-            check.is_ok() && !class.fixed.as_ref().is_some_and(|f| f.fails(n)) && self.index.groups[g as usize].shared()
-        });
-        let r = match group {
-            Some(g) => {
-                self.refresh_group(g);
-                match self.index.groups[g as usize].answers[n.idx()].evaluation() {
-                    Some(r) => r,
-                    None => {
-                        let r = self.evaluate_checked(rep, n, split, check);
-                        self.index.groups[g as usize].answers[n.idx()] = Shared::of(&r);
-                        r
-                    }
-                }
-            }
-            None => self.evaluate_checked(rep, n, split, check),
-        };
+        let r = self.evaluate_checked(rep, n, split, request.checks[n.idx()]);
         let class = &mut self.index.classes[c];
         let fit = class.fit_of(self.snap.task(rep), r);
         class.set_answer(n, fit);
@@ -837,6 +816,9 @@ impl Session {
         const RECENT: usize = 16;
         let first = self.index.classes.len().saturating_sub(RECENT);
         let Some(donor) = (first..self.index.classes.len()).rev().find(|&d| {
+            if self.index.classes[d].view.is_some() {
+                return false;
+            }
             let rep = self.snap.task(self.index.classes[d].representative);
             crate::snapshot::build::same_base_shape(rep, self.snap.task(t))
         }) else {
@@ -855,7 +837,6 @@ impl Session {
         }
         nodes.sort_unstable();
         nodes.dedup();
-        let group = self.group_of(t, self.index.classes[donor].request, domain_rules);
         let d = &self.index.classes[donor];
         let layout = split.as_ref().map(|s| &s.layout);
         let same_layout = layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout));
@@ -874,8 +855,6 @@ impl Session {
             slot_counts,
             tree,
             reasons: d.reasons.clone(),
-            reason_ids: d.reason_ids.clone(),
-            insufficient_ids: d.insufficient_ids.clone(),
             reason_counts: d.reason_counts.clone(),
             // The donor's answers come with its out-of-date reasons.
             stale: d.stale.clone(),
@@ -885,7 +864,8 @@ impl Session {
             fixed_ids: d.fixed_ids.clone(),
             // The same base shape: the same requests.
             request: d.request,
-            group,
+            // The donor was not a view; a task with a non-zero key is in no group.
+            view: None,
         };
         self.index.classes.push(class);
         let c = self.index.classes.len() - 1;
@@ -944,14 +924,14 @@ impl Session {
         checks.cursor = end;
     }
 
-    /// The evaluation group of a task's class (see [`SharedEvaluations`]), computed on first
-    /// use: `None` when some plugin with a predicate or node score gives no
+    /// The evaluation group of a task's class (see [`view`]), computed on first use: `None`
+    /// when some plugin with a predicate or node score gives no
     /// [`crate::Plugin::evaluation_key`], or the task has inter-pod rules a plugin reads
     /// (its key is not 0) or domain rules, or a predicate plugin other than the first lists
     /// fixed failures (nodes where it fails for good may then pass the first, and their
-    /// answers differ between the classes of the group).
+    /// answers differ between the classes of the group), or there are no nodes.
     fn group_of(&mut self, t: TaskId, request: u32, domain_rules: bool) -> Option<u32> {
-        if domain_rules || self.index.keys[t.idx()] != 0 {
+        if domain_rules || self.index.keys[t.idx()] != 0 || self.snap.nodes.is_empty() {
             return None;
         }
         let mut keys = Vec::new();
@@ -966,34 +946,12 @@ impl Session {
         let task = self.snap.task(t);
         let key = (request, task.nonzero_cpu, task.nonzero_memory, keys);
         if let Some(&g) = self.index.group_ids.get(&key) {
-            let group = &mut self.index.groups[g as usize];
-            group.members += 1;
-            if group.members == 2 {
-                // From now on the answers are kept, from what is known now: nothing.
-                group.answers = vec![Shared::Unknown; self.snap.nodes.len()];
-                group.cursor = self.index.log.len();
-            }
             return Some(g);
         }
         let g = self.index.groups.len() as u32;
-        self.index.groups.push(SharedEvaluations { cursor: self.index.log.len(), answers: Vec::new(), members: 1 });
+        self.index.groups.push(SharedEvaluations::new(request, self.snap.nodes.len(), self.index.log.len()));
         self.index.group_ids.insert(key, g);
         Some(g)
-    }
-
-    /// Brings [`SharedEvaluations`] up to date with the change log: every logged node's
-    /// answer is forgotten.
-    fn refresh_group(&mut self, g: u32) {
-        let end = self.index.log.len();
-        let group = &mut self.index.groups[g as usize];
-        if !group.shared() {
-            group.cursor = end;
-            return;
-        }
-        for &e in &self.index.log[group.cursor..end] {
-            group.answers[(e >> 1) as usize] = Shared::Unknown;
-        }
-        group.cursor = end;
     }
 
     fn build_class(&mut self, t: TaskId) -> usize {
@@ -1009,9 +967,33 @@ impl Session {
         let nodes = self.snap.nodes.len();
         let request = self.request_checks_of(t);
         let fixed = self.fixed_failures(t);
-        let group = self.group_of(t, request, is_split);
-        if let Some(g) = group {
-            self.refresh_group(g);
+        let mut class = Class {
+            representative: t,
+            split,
+            domain_rules: is_split,
+            cursor: self.index.log.len(),
+            no_reasons: Vec::new(),
+            slot_counts: Vec::new(),
+            tree: BestTree::new(&[], None),
+            reasons: ReasonTable::default(),
+            reason_counts: Vec::new(),
+            stale: Vec::new(),
+            stale_marks: Vec::new(),
+            fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
+            fixed,
+            request,
+            view: None,
+        };
+        if let Some(g) = self.group_of(t, request, is_split) {
+            class.view = Some(View::new(g));
+            self.index.classes.push(class);
+            let c = self.index.classes.len() - 1;
+            if self.join_group(g, c) {
+                return c;
+            }
+            // Too many cells: a tree of its own.
+            class = self.index.classes.pop().expect("pushed above");
+            class.view = None;
         }
         // Buffers reused from class to class: a class's build would otherwise fault in
         // about 0.5 MB of fresh pages at 10,000 nodes.
@@ -1019,21 +1001,11 @@ impl Session {
         let mut fits = std::mem::take(&mut self.index.build_fits);
         let this = &*self;
         let checks = &this.index.requests[request as usize].checks;
-        let shared = group.map(|g| &this.index.groups[g as usize]).filter(|g| g.shared()).map(|g| &g.answers);
-        // A node that fails for good is not evaluated (see `Class::fixed_fit`); the others
-        // are evaluated once per evaluation group (the flag: evaluated here).
-        let eval = |i: usize| match &fixed {
+        let fixed = &class.fixed;
+        // A node that fails for good is not evaluated (see `Class::fixed_fit`).
+        let eval = |i: usize| match fixed {
             Some(f) if f.of_node[i] != 0 => None,
-            _ => {
-                let known = match (shared, checks[i]) {
-                    (Some(answers), Ok(_)) => answers[i].evaluation(),
-                    _ => None,
-                };
-                Some(match known {
-                    Some(r) => (r, false),
-                    None => (this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i]), true),
-                })
-            }
+            _ => Some(this.evaluate_checked(t, NodeId(i as u32), is_split, checks[i])),
         };
         if self.parallel(nodes) {
             (0..nodes).into_par_iter().map(eval).collect_into_vec(&mut results);
@@ -1041,41 +1013,13 @@ impl Session {
             results.clear();
             results.extend((0..nodes).map(eval));
         }
-        if let Some(g) = group.filter(|&g| self.index.groups[g as usize].shared()) {
-            let answers = &mut self.index.groups[g as usize].answers;
-            for (i, r) in results.iter().enumerate() {
-                if let Some((r, true)) = r {
-                    answers[i] = Shared::of(r);
-                }
-            }
-        }
-        let this = &*self;
-        let checks = &this.index.requests[request as usize].checks;
-        let mut class = Class {
-            representative: t,
-            split,
-            domain_rules: is_split,
-            cursor: self.index.log.len(),
-            no_reasons: Vec::with_capacity(nodes),
-            slot_counts: Vec::new(),
-            tree: BestTree::new(&[], None),
-            reasons: Vec::new(),
-            reason_ids: HashMap::new(),
-            insufficient_ids: Vec::new(),
-            reason_counts: Vec::new(),
-            stale: Vec::new(),
-            stale_marks: Vec::new(),
-            fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
-            fixed,
-            request,
-            group,
-        };
         let task = self.snap.task(t);
+        class.no_reasons.reserve(nodes);
         fits.clear();
         for (i, r) in results.drain(..).enumerate() {
             let n = NodeId(i as u32);
             let fit = match r {
-                Some((r, _)) => class.fit_of(task, r),
+                Some(r) => class.fit_of(task, r),
                 None => match class.fixed_fit(task, n, || checks[i]) {
                     Some(fit) => fit,
                     None => class.fit_of(task, this.evaluate_checked(t, n, is_split, checks[i])),
@@ -1123,6 +1067,9 @@ impl Session {
             1 => return Ok(NodeChoice::Future(key_node(best))),
             _ => {}
         }
+        if self.index.classes[c].view.is_some() {
+            return Err(self.view_errors(c));
+        }
         self.flush_stale(c);
         Err(self.class_errors(c, t))
     }
@@ -1144,6 +1091,9 @@ impl Session {
     /// The key of the best node of a class among those its domain verdicts allow.
     fn best_allowed(&self, c: usize) -> u128 {
         let class = &self.index.classes[c];
+        if class.view.is_some() {
+            return self.view_best(c, None);
+        }
         match class.split.as_ref().filter(|_| class.domain_rules) {
             None => class.tree.best(),
             Some(split) => (split.layout.ranges.iter().zip(&self.index.verdicts))
@@ -1151,6 +1101,26 @@ impl Session {
                 .map(|(&(start, end), _)| class.tree.best_in(start as usize, end as usize))
                 .max()
                 .unwrap_or(0),
+        }
+    }
+
+    /// A node's key in a class's tree (in its group's, for a view).
+    fn class_key(&self, c: usize, n: NodeId) -> u128 {
+        let class = &self.index.classes[c];
+        match class.view {
+            Some(_) => self.view_key(c, n),
+            None => class.tree.key_at(class.leaf(n)),
+        }
+    }
+
+    /// Sets a node's key in a class's tree (in its group's, for a view).
+    fn set_class_key(&mut self, c: usize, n: NodeId, key: u128) {
+        if self.index.classes[c].view.is_some() {
+            self.set_view_key(c, n, key);
+        } else {
+            let class = &mut self.index.classes[c];
+            let leaf = class.leaf(n);
+            class.tree.set_key(leaf, key);
         }
     }
 
@@ -1178,7 +1148,7 @@ impl Session {
                 let reason = match class.fit(n) {
                     Fit::Idle(_) | Fit::Future(_) => reason.to_string(),
                     Fit::No(id) => {
-                        if class.insufficient_ids.iter().any(|&(_, r)| r == id) {
+                        if class.reasons.insufficient.iter().any(|&(_, r)| r == id) {
                             continue;
                         }
                         counts[id as usize] -= 1;
@@ -1199,7 +1169,7 @@ impl Session {
         let class = &self.index.classes[c];
         for (i, n) in counts.iter().enumerate() {
             if *n > 0 {
-                *errors.reasons.entry(class.reasons[i].clone()).or_default() += *n;
+                *errors.reasons.entry(class.reasons.reasons[i].clone()).or_default() += *n;
             }
         }
         errors
@@ -1215,6 +1185,16 @@ impl Session {
         let class = &mut self.index.classes[c];
         match &class.split {
             Some(s) => Arc::ptr_eq(&s.layout, &split.layout),
+            None if class.view.is_some() => {
+                // The group's cells split by the partition, when they may be.
+                class.split = Some(split);
+                let g = self.view_group(c).expect("a view");
+                if self.join_group(g, c) {
+                    return true;
+                }
+                self.index.classes[c].split = None;
+                false
+            }
             None => {
                 let fits = class.fits();
                 class.tree = BestTree::new(&fits, Some(&split.layout));
@@ -1245,10 +1225,8 @@ impl Session {
         let mut masked = std::mem::take(&mut self.index.masked);
         masked.clear();
         for &n in &special {
-            let class = &mut self.index.classes[c];
-            let leaf = class.leaf(n);
-            masked.push(class.tree.key_at(leaf));
-            class.tree.set(leaf, n.0, Fit::No(0));
+            masked.push(self.class_key(c, n));
+            self.set_class_key(c, n, tree_key(n.0, Fit::No(0)));
         }
         let mut others = std::mem::take(&mut self.index.others);
         others.clear();
@@ -1259,7 +1237,11 @@ impl Session {
                 Some(split) => {
                     for (slot, &(start, end)) in split.layout.ranges.iter().enumerate() {
                         if allowed(slot) {
-                            others.push((class.tree.best_in(start as usize, end as usize), slot));
+                            let best = match class.view {
+                                Some(_) => self.view_best(c, Some(slot)),
+                                None => class.tree.best_in(start as usize, end as usize),
+                            };
+                            others.push((best, slot));
                         }
                     }
                 }
@@ -1267,9 +1249,7 @@ impl Session {
             }
         }
         for (&n, &key) in special.iter().zip(&masked) {
-            let class = &mut self.index.classes[c];
-            let leaf = class.leaf(n);
-            class.tree.set_key(leaf, key);
+            self.set_class_key(c, n, key);
         }
         self.index.masked = masked;
         let mut candidates = std::mem::take(&mut self.index.candidates);
@@ -1280,6 +1260,8 @@ impl Session {
         let fit = |n: NodeId| {
             if self.domain_refusal(c, n).is_some() {
                 Fit::No(0)
+            } else if self.index.classes[c].view.is_some() {
+                self.view_fit(c, n)
             } else {
                 self.index.classes[c].fit(n)
             }
@@ -1298,7 +1280,14 @@ impl Session {
         let class = &self.index.classes[c];
         let slot_of = |n: NodeId| class.split.as_ref().map_or(0, |s| s.slot(n));
         let allowed = |s: usize| !class.domain_rules || self.index.verdicts[s].is_none();
-        let at_top = |s: usize| class.slot_counts[s][top as usize - 1];
+        let at_top = |s: usize| match class.view {
+            Some(_) => self.view_count(c, s, top),
+            None => class.slot_counts[s][top as usize - 1],
+        };
+        let slots = match class.view {
+            Some(_) => class.split.as_ref().map_or(1, |s| s.domains.count as usize + 1),
+            None => class.slot_counts.len(),
+        };
         candidates.clear();
         candidates.extend(special.iter().filter(|&&n| rank(fit(n)) == top).map(|&n| (n, 1)));
         for &(key, slot) in &others {
@@ -1307,11 +1296,8 @@ impl Session {
             }
             // The nodes of the top rank it stands for: those of its slot (of every allowed
             // slot), less the special ones.
-            let all: u32 = if slot == usize::MAX {
-                (0..class.slot_counts.len()).filter(|&s| allowed(s)).map(at_top).sum()
-            } else {
-                at_top(slot)
-            };
+            let all: u32 =
+                if slot == usize::MAX { (0..slots).filter(|&s| allowed(s)).map(at_top).sum() } else { at_top(slot) };
             let listed =
                 special.iter().filter(|&&n| rank(fit(n)) == top && (slot == usize::MAX || slot_of(n) == slot)).count()
                     as u32;
@@ -1555,39 +1541,22 @@ impl Class {
     }
 
     fn intern(&mut self, reason: String) -> u32 {
-        // A class meets a few reasons: comparing them (most differ in length or in their
-        // first bytes) is cheaper than hashing.
-        if self.reasons.len() <= 16 {
-            if let Some(id) = self.reasons.iter().position(|r| *r == reason) {
-                return id as u32;
-            }
-        } else if let Some(id) = self.reason_ids.get(&reason) {
-            return *id;
-        }
-        let id = self.reasons.len() as u32;
-        self.reasons.push(reason.clone());
-        self.reason_ids.insert(reason, id);
-        self.reason_counts.push(0);
+        let id = self.reasons.intern(reason);
+        self.count_reasons();
         id
     }
 
-    fn fit_of(&mut self, task: &TaskInfo, r: Evaluation) -> Fit {
-        match r {
-            Ok((true, s)) => Fit::Idle(s),
-            Ok((false, s)) => Fit::Future(s),
-            Err(Reason::Insufficient(mask)) => {
-                if let Some(&(_, id)) = self.insufficient_ids.iter().find(|(m, _)| *m == mask) {
-                    return Fit::No(id);
-                }
-                // The message of `Session::fits_future_idle`.
-                let dims: Vec<&str> =
-                    task.resreq.dims().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, (n, _))| n).collect();
-                let id = self.intern(format!("Insufficient {}", dims.join(", ")));
-                self.insufficient_ids.push((mask, id));
-                Fit::No(id)
-            }
-            Err(Reason::Predicate(reason)) => Fit::No(self.intern(reason)),
+    /// Makes room in `reason_counts` for every reason.
+    fn count_reasons(&mut self) {
+        if self.reason_counts.len() < self.reasons.reasons.len() {
+            self.reason_counts.resize(self.reasons.reasons.len(), 0);
         }
+    }
+
+    fn fit_of(&mut self, task: &TaskInfo, r: Evaluation) -> Fit {
+        let fit = self.reasons.fit_of(task, r);
+        self.count_reasons();
+        fit
     }
 
     /// The answer on a node of `fixed`, from its resource check: the check's failure, which

@@ -1,0 +1,504 @@
+//! One tree per evaluation group, read by each of its classes through the cells it may use.
+//!
+//! The classes of an evaluation group ([`crate::Plugin::evaluation_key`]) get equal answers on
+//! every node that the first predicate plugin does not fail for good for them; they differ
+//! in those fixed failures (node selectors, required node affinity, tolerations) and in the
+//! partition their batch scores are uniform on ([`crate::Plugin::batch_partition`]). So the
+//! group keeps one answer per node, in one tree, and a class is a *view* of it: the group
+//! splits the nodes into *cells*, the sets of nodes that no member class tells apart (each
+//! member fails all of a cell's nodes for good, or none, and a member's partition puts all of
+//! them in one domain), lays the tree out cell by cell, and keeps each cell's best node and
+//! how many of its nodes fit now and later. A class then answers from the cells it may use:
+//! its best node is the best of their bests, the best node of a domain of its partition the
+//! best of that domain's cells. A change of a node is evaluated once for the whole group, not
+//! once per class, and a class costs its cells, not its nodes.
+//!
+//! A cell's nodes are evaluated only once some member may use them (the cell has an
+//! *evaluator*: a member's task the first predicate plugin does not fail there for good,
+//! whose answers are the group's there). A class joining the group splits the cells by its own
+//! fixed failures and partition; past [`MAX_CELLS`] cells (node selectors on hostnames, say)
+//! it keeps a tree of its own instead. Why no node fits a view is counted from the group's
+//! reasons and the class's fixed failures when asked, node by node.
+
+use super::*;
+
+/// The most cells a group may have: a class whose joining would split it further keeps a
+/// tree of its own.
+const MAX_CELLS: usize = 512;
+
+/// A set of nodes no member class of a group tells apart (see the module docs).
+struct Cell {
+    /// The leaves `start..end` of the group's tree.
+    start: u32,
+    end: u32,
+    /// The first of its nodes.
+    node: NodeId,
+    /// The task whose answers are the group's on these nodes: a member's, which the first
+    /// predicate plugin does not fail there for good. `None` while no member may use them
+    /// (their answers are not known: keys 0).
+    evaluator: Option<TaskId>,
+    /// The key of its best node.
+    best: u128,
+    /// How many of its nodes fit in the future only, and now.
+    counts: [u32; 2],
+}
+
+/// The evaluations of an evaluation group (see the module docs), current up to a position
+/// of the change log.
+pub(super) struct SharedEvaluations {
+    /// The [`RequestChecks`] of the group's request.
+    request: u32,
+    cursor: usize,
+    /// The cell of each node.
+    cell_of: Vec<u32>,
+    cells: Vec<Cell>,
+    /// The leaf of each node.
+    leaf: Vec<u32>,
+    tree: BestTree,
+    /// Per node of a cell with an evaluator, the reason it does not fit, or [`FITS`].
+    no_reasons: Vec<u32>,
+    reasons: ReasonTable,
+    /// Nodes whose reason may be out of date: they did not fit and since only took tasks
+    /// (see [`NodeIndex::touch_used`]). Each node once (see `stale_marks`).
+    stale: Vec<NodeId>,
+    stale_marks: Vec<u64>,
+    /// The classes that are views of the group.
+    members: Vec<u32>,
+    /// Cells whose best node must be found again, each once.
+    dirty: Vec<u32>,
+    dirty_marks: Vec<bool>,
+}
+
+/// A class's view of its group's tree.
+pub(super) struct View {
+    pub(super) group: u32,
+    /// The cells the class may use, per slot of its partition (one slot without).
+    slots: Vec<Vec<u32>>,
+    /// The class's fit errors, at a length of the change log.
+    errors: Option<(usize, FitErrors)>,
+}
+
+impl View {
+    pub(super) fn new(group: u32) -> View {
+        View { group, slots: Vec::new(), errors: None }
+    }
+}
+
+impl SharedEvaluations {
+    /// A group of a request over `nodes` nodes: one cell, no evaluator yet.
+    pub(super) fn new(request: u32, nodes: usize, cursor: usize) -> SharedEvaluations {
+        SharedEvaluations {
+            request,
+            cursor,
+            cell_of: vec![0; nodes],
+            cells: vec![Cell {
+                start: 0,
+                end: nodes as u32,
+                node: NodeId(0),
+                evaluator: None,
+                best: 0,
+                counts: [0, 0],
+            }],
+            leaf: (0..nodes as u32).collect(),
+            tree: BestTree { leaves: nodes.max(1), keys: vec![0; 2 * nodes.max(1)], batch: false },
+            no_reasons: vec![FITS; nodes],
+            reasons: ReasonTable::default(),
+            stale: Vec::new(),
+            stale_marks: Vec::new(),
+            members: Vec::new(),
+            dirty: Vec::new(),
+            dirty_marks: vec![false],
+        }
+    }
+
+    /// A node's answer (of a node of a cell with an evaluator).
+    fn fit(&self, n: NodeId) -> Fit {
+        key_fit(self.tree.key_at(self.leaf[n.idx()] as usize), self.no_reasons[n.idx()])
+    }
+
+    /// Sets a node's answer, with its cell's counts; its cell's best is found again at
+    /// [`SharedEvaluations::settle`].
+    fn set_answer(&mut self, n: NodeId, fit: Fit) {
+        let old = key_rank(self.tree.key_at(self.leaf[n.idx()] as usize));
+        let cell = self.cell_of[n.idx()] as usize;
+        let counts = &mut self.cells[cell].counts;
+        if old > 0 {
+            counts[old as usize - 1] -= 1;
+        }
+        if rank(fit) > 0 {
+            counts[rank(fit) as usize - 1] += 1;
+        }
+        self.no_reasons[n.idx()] = match fit {
+            Fit::No(r) => r,
+            _ => FITS,
+        };
+        self.set_key(n, tree_key(n.0, fit));
+    }
+
+    /// Sets a node's key in the tree; its cell's best is found again at
+    /// [`SharedEvaluations::settle`].
+    fn set_key(&mut self, n: NodeId, key: u128) {
+        self.tree.set_key(self.leaf[n.idx()] as usize, key);
+        let cell = self.cell_of[n.idx()];
+        if !self.dirty_marks[cell as usize] {
+            self.dirty_marks[cell as usize] = true;
+            self.dirty.push(cell);
+        }
+    }
+
+    /// Ends a batch of updates and finds the best node of every cell that changed.
+    fn settle(&mut self) {
+        self.tree.end_batch();
+        for cell in self.dirty.drain(..) {
+            let c = &mut self.cells[cell as usize];
+            c.best = self.tree.best_in(c.start as usize, c.end as usize);
+            self.dirty_marks[cell as usize] = false;
+        }
+    }
+
+    fn mark_stale(&mut self, n: NodeId) {
+        let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));
+        if self.stale_marks.len() <= word {
+            self.stale_marks.resize(self.cell_of.len().div_ceil(64).max(word + 1), 0);
+        }
+        if self.stale_marks[word] & bit == 0 {
+            self.stale_marks[word] |= bit;
+            self.stale.push(n);
+        }
+    }
+
+    /// Lays the tree out by a new assignment of nodes to cells (numbered in the order of
+    /// their first node), each new cell a part of an old one: the keys move with their
+    /// nodes, and a cell keeps its old cell's evaluator.
+    fn split_cells(&mut self, cell_of: Vec<u32>, count: usize) {
+        let nodes = cell_of.len();
+        let mut sizes = vec![0u32; count];
+        let mut parent = vec![0u32; count];
+        for (n, &c) in cell_of.iter().enumerate() {
+            sizes[c as usize] += 1;
+            parent[c as usize] = self.cell_of[n];
+        }
+        let mut next = Vec::with_capacity(count);
+        let mut start = 0u32;
+        for &s in &sizes {
+            next.push(start);
+            start += s;
+        }
+        let mut cells: Vec<Cell> = (0..count)
+            .map(|c| Cell {
+                start: next[c],
+                end: next[c] + sizes[c],
+                node: NodeId(u32::MAX),
+                evaluator: self.cells[parent[c] as usize].evaluator,
+                best: 0,
+                counts: [0, 0],
+            })
+            .collect();
+        let leaves = nodes.max(1);
+        let mut keys = vec![0u128; 2 * leaves];
+        let mut leaf = vec![0u32; nodes];
+        for (n, &c) in cell_of.iter().enumerate() {
+            let cell = &mut cells[c as usize];
+            if cell.node.0 == u32::MAX {
+                cell.node = NodeId(n as u32);
+            }
+            let key = self.tree.key_at(self.leaf[n] as usize);
+            let l = next[c as usize];
+            next[c as usize] += 1;
+            leaf[n] = l;
+            keys[leaves + l as usize] = key;
+            let r = key_rank(key);
+            if r > 0 {
+                cell.counts[r as usize - 1] += 1;
+            }
+        }
+        self.tree = BestTree { leaves, keys, batch: false };
+        self.tree.fill_inner();
+        for c in &mut cells {
+            c.best = self.tree.best_in(c.start as usize, c.end as usize);
+        }
+        self.cells = cells;
+        self.cell_of = cell_of;
+        self.leaf = leaf;
+        self.dirty.clear();
+        self.dirty_marks = vec![false; count];
+    }
+}
+
+/// The slot of a node for a class: `None` where its first predicate plugin fails for good,
+/// else its domain of the class's partition (0 without).
+fn class_slot(class: &Class, n: NodeId) -> Option<usize> {
+    if class.fixed.as_ref().is_some_and(|f| f.fails(n)) {
+        return None;
+    }
+    Some(class.split.as_ref().map_or(0, |s| s.slot(n)))
+}
+
+impl Session {
+    /// The evaluation group of a view class.
+    pub(super) fn view_group(&self, c: usize) -> Option<u32> {
+        self.index.classes[c].view.as_ref().map(|v| v.group)
+    }
+
+    /// Makes a class (with a [`View`]) a view of its group, or fits the group to its fixed
+    /// failures and partition again (once it has one): splits the cells where the class
+    /// tells their nodes apart, evaluates the nodes the class may use that no member used
+    /// before, and sets the cells each member may use. False, with nothing changed, when
+    /// that would take the group past [`MAX_CELLS`] cells.
+    pub(super) fn join_group(&mut self, g: u32, c: usize) -> bool {
+        self.refresh_group(g);
+        let nodes = self.snap.nodes.len();
+        let class = &self.index.classes[c];
+        let group = &self.index.groups[g as usize];
+        let slots = class.split.as_ref().map_or(1, |s| s.domains.count as usize + 1);
+        if slots > MAX_CELLS {
+            return false;
+        }
+        // The new cells: (old cell, slot or fixed) in the order of their first node.
+        let width = slots + 1;
+        let mut table = vec![u32::MAX; group.cells.len() * width];
+        let mut cell_of = Vec::with_capacity(nodes);
+        let mut count = 0usize;
+        for n in 0..nodes {
+            let s = class_slot(class, NodeId(n as u32)).unwrap_or(slots);
+            let k = group.cell_of[n] as usize * width + s;
+            if table[k] == u32::MAX {
+                if count == MAX_CELLS {
+                    return false;
+                }
+                table[k] = count as u32;
+                count += 1;
+            }
+            cell_of.push(table[k]);
+        }
+        let rep = class.representative;
+        let split = count != group.cells.len();
+        let group = &mut self.index.groups[g as usize];
+        if split {
+            group.split_cells(cell_of, count);
+        }
+        // The cells the class may use that had no evaluator: evaluated now, by its task.
+        let class = &self.index.classes[c];
+        let mut fresh = Vec::new();
+        for cell in group.cells.iter_mut() {
+            if cell.evaluator.is_none() && class_slot(class, cell.node).is_some() {
+                cell.evaluator = Some(rep);
+                fresh.push((cell.start, cell.end));
+            }
+        }
+        if !fresh.is_empty() {
+            let mut order = vec![NodeId(0); nodes];
+            for (n, &l) in group.leaf.iter().enumerate() {
+                order[l as usize] = NodeId(n as u32);
+            }
+            let todo: Vec<NodeId> =
+                fresh.iter().flat_map(|&(s, e)| order[s as usize..e as usize].iter().copied()).collect();
+            self.evaluate_for_group(g, rep, &todo);
+        }
+        if !self.index.groups[g as usize].members.contains(&(c as u32)) {
+            self.index.groups[g as usize].members.push(c as u32);
+        }
+        // The cells of each member: of every member when the cells were split.
+        let members: Vec<u32> = if split { self.index.groups[g as usize].members.clone() } else { vec![c as u32] };
+        for m in members {
+            let class = &self.index.classes[m as usize];
+            let group = &self.index.groups[g as usize];
+            let mut slots = vec![Vec::new(); class.split.as_ref().map_or(1, |s| s.domains.count as usize + 1)];
+            for (i, cell) in group.cells.iter().enumerate() {
+                if let Some(s) = class_slot(class, cell.node) {
+                    slots[s].push(i as u32);
+                }
+            }
+            let view = self.index.classes[m as usize].view.as_mut().expect("a member is a view");
+            view.slots = slots;
+            view.errors = None;
+        }
+        true
+    }
+
+    /// Evaluates these nodes for the group with a task and keeps the answers (the group
+    /// current with the change log).
+    fn evaluate_for_group(&mut self, g: u32, t: TaskId, nodes: &[NodeId]) {
+        let request = self.index.groups[g as usize].request;
+        self.refresh_request_checks(request);
+        let checks = &self.index.requests[request as usize].checks;
+        let this = &*self;
+        let results: Vec<Evaluation> = if self.parallel(nodes.len()) {
+            nodes.par_iter().map(|&n| this.evaluate_checked(t, n, false, checks[n.idx()])).collect()
+        } else {
+            nodes.iter().map(|&n| this.evaluate_checked(t, n, false, checks[n.idx()])).collect()
+        };
+        let task = self.snap.task(t);
+        let group = &mut self.index.groups[g as usize];
+        group.tree.begin_batch(nodes.len());
+        for (&n, r) in nodes.iter().zip(results) {
+            let fit = group.reasons.fit_of(task, r);
+            group.set_answer(n, fit);
+        }
+        group.settle();
+    }
+
+    /// Brings a group up to date with the change log: every logged node of a cell with an
+    /// evaluator is evaluated again, but for a node that did not fit and only took tasks,
+    /// which still does not fit (its reason is found again before it is read).
+    pub(super) fn refresh_group(&mut self, g: u32) {
+        let start = self.index.groups[g as usize].cursor;
+        let end = self.index.log.len();
+        if start == end {
+            return;
+        }
+        let request = self.index.groups[g as usize].request;
+        self.refresh_request_checks(request);
+        let mut changed = std::mem::take(&mut self.index.changed);
+        self.index.changes.distinct(&self.index.log[start..end], self.snap.nodes.len(), &mut changed);
+        self.index.groups[g as usize].tree.begin_batch(changed.len());
+        for &e in &changed {
+            let n = NodeId(e >> 1);
+            let group = &self.index.groups[g as usize];
+            let Some(evaluator) = group.cells[group.cell_of[n.idx()] as usize].evaluator else { continue };
+            if e & 1 == 1 && group.no_reasons[n.idx()] != FITS {
+                self.index.groups[g as usize].mark_stale(n);
+                continue;
+            }
+            let check = self.index.requests[request as usize].checks[n.idx()];
+            let r = self.evaluate_checked(evaluator, n, false, check);
+            let task = self.snap.task(evaluator);
+            let group = &mut self.index.groups[g as usize];
+            let fit = group.reasons.fit_of(task, r);
+            group.set_answer(n, fit);
+        }
+        let group = &mut self.index.groups[g as usize];
+        group.settle();
+        group.cursor = end;
+        self.index.changed = changed;
+    }
+
+    /// The key of a view class's best node among the cells of a slot, or of all its slots.
+    pub(super) fn view_best(&self, c: usize, slot: Option<usize>) -> u128 {
+        let view = self.index.classes[c].view.as_ref().expect("a view");
+        let cells = &self.index.groups[view.group as usize].cells;
+        let best = |s: &Vec<u32>| s.iter().map(|&i| cells[i as usize].best).max().unwrap_or(0);
+        match slot {
+            Some(s) => view.slots.get(s).map_or(0, best),
+            None => view.slots.iter().map(best).max().unwrap_or(0),
+        }
+    }
+
+    /// How many nodes of a slot of a view class fit at a rank (1: later, 2: now).
+    pub(super) fn view_count(&self, c: usize, slot: usize, rank: u32) -> u32 {
+        let view = self.index.classes[c].view.as_ref().expect("a view");
+        let cells = &self.index.groups[view.group as usize].cells;
+        view.slots.get(slot).map_or(0, |s| s.iter().map(|&i| cells[i as usize].counts[rank as usize - 1]).sum())
+    }
+
+    /// A node's answer for a view class, without the reason of a node that does not fit.
+    pub(super) fn view_fit(&self, c: usize, n: NodeId) -> Fit {
+        let class = &self.index.classes[c];
+        let view = class.view.as_ref().expect("a view");
+        if class_slot(class, n).is_none() {
+            return Fit::No(0);
+        }
+        match self.index.groups[view.group as usize].fit(n) {
+            Fit::No(_) => Fit::No(0),
+            fit => fit,
+        }
+    }
+
+    /// The key of a node in a view class's group tree.
+    pub(super) fn view_key(&self, c: usize, n: NodeId) -> u128 {
+        let group = &self.index.groups[self.view_group(c).expect("a view") as usize];
+        group.tree.key_at(group.leaf[n.idx()] as usize)
+    }
+
+    /// Sets a node's key in a view class's group tree (to mask it for a query, and back),
+    /// with its cell's best.
+    pub(super) fn set_view_key(&mut self, c: usize, n: NodeId, key: u128) {
+        let g = self.view_group(c).expect("a view");
+        let group = &mut self.index.groups[g as usize];
+        group.set_key(n, key);
+        group.settle();
+    }
+
+    /// Why no node fits a view class's task (every node it may use does not fit): per node,
+    /// the first failure a scan meets, from the class's fixed failures and the group's
+    /// reasons, counted node by node and kept until a node changes.
+    pub(super) fn view_errors(&mut self, c: usize) -> FitErrors {
+        let end = self.index.log.len();
+        if let Some((at, errors)) = self.index.classes[c].view.as_ref().and_then(|v| v.errors.as_ref()) {
+            if *at == end {
+                return errors.clone();
+            }
+        }
+        let g = self.view_group(c).expect("a view");
+        self.refresh_group(g);
+        // Reasons that may be out of date, found again.
+        let stale = std::mem::take(&mut self.index.groups[g as usize].stale);
+        if !stale.is_empty() {
+            let request = self.index.groups[g as usize].request;
+            for &n in &stale {
+                let group = &self.index.groups[g as usize];
+                let Some(evaluator) = group.cells[group.cell_of[n.idx()] as usize].evaluator else { continue };
+                let check = self.index.requests[request as usize].checks[n.idx()];
+                let r = self.evaluate_checked(evaluator, n, false, check);
+                let task = self.snap.task(evaluator);
+                let group = &mut self.index.groups[g as usize];
+                let fit = group.reasons.fit_of(task, r);
+                group.set_answer(n, fit);
+            }
+            let group = &mut self.index.groups[g as usize];
+            group.settle();
+            group.stale_marks.iter_mut().for_each(|w| *w = 0);
+        }
+        let mut stale = stale;
+        stale.clear();
+        self.index.groups[g as usize].stale = stale;
+        let rep = self.index.classes[c].representative;
+        let request = self.index.groups[g as usize].request as usize;
+        let nodes = self.snap.nodes.len();
+        let mut group_counts = vec![0u32; self.index.groups[g as usize].reasons.reasons.len()];
+        let mut class_counts = vec![0u32; self.index.classes[c].reasons.reasons.len()];
+        for i in 0..nodes {
+            let n = NodeId(i as u32);
+            let class = &self.index.classes[c];
+            let group = &self.index.groups[g as usize];
+            if class_slot(class, n).is_some() {
+                let r = group.no_reasons[i];
+                debug_assert_ne!(r, FITS, "no node the class may use fits");
+                if r != FITS {
+                    group_counts[r as usize] += 1;
+                }
+                continue;
+            }
+            let check = self.index.requests[request].checks[i];
+            let class = &mut self.index.classes[c];
+            let fit = match class.fixed_fit(self.snap.task(rep), n, || check) {
+                Some(fit) => fit,
+                None => {
+                    let r = self.evaluate_checked(rep, n, false, check);
+                    self.index.classes[c].fit_of(self.snap.task(rep), r)
+                }
+            };
+            if let Fit::No(r) = fit {
+                if class_counts.len() <= r as usize {
+                    class_counts.resize(r as usize + 1, 0);
+                }
+                class_counts[r as usize] += 1;
+            }
+        }
+        let mut errors = FitErrors { nodes, ..Default::default() };
+        let group = &self.index.groups[g as usize];
+        for (reasons, counts) in
+            [(&group.reasons.reasons, &group_counts), (&self.index.classes[c].reasons.reasons, &class_counts)]
+        {
+            for (reason, &k) in reasons.iter().zip(counts.iter()) {
+                if k > 0 {
+                    *errors.reasons.entry(reason.clone()).or_default() += k;
+                }
+            }
+        }
+        if let Some(view) = self.index.classes[c].view.as_mut() {
+            view.errors = Some((end, errors.clone()));
+        }
+        errors
+    }
+}
