@@ -25,11 +25,12 @@
 //! before the reasons are read. The resource check itself is kept once per distinct
 //! request and brought up to date from the change log, shared by the classes of that
 //! request. The evaluations of the other nodes are shared as well, by the classes of an
-//! evaluation group ([`SharedEvaluations`]): tasks with the same request whose plugins give
-//! equal [`crate::Plugin::evaluation_key`]s get equal predicates and scores wherever the
-//! first predicate plugin does not fail them for good, so the first class to need such a
-//! node evaluates it for all of them, until the node changes. A refresh that re-evaluates
-//! many nodes sets the tree's leaves and then its inner nodes in one pass.
+//! evaluation group: tasks with the same request whose plugins give equal
+//! [`crate::Plugin::evaluation_key`]s get equal predicates and scores wherever the first
+//! predicate plugin does not fail them for good, so the group keeps one tree, laid out by
+//! the cells of nodes its classes do not tell apart, and each of its classes is a view of
+//! it, answering from the best nodes of the cells it may use ([`view`]). A refresh that
+//! re-evaluates many nodes sets the tree's leaves and then its inner nodes in one pass.
 //!
 //! Inter-pod rules need more. Their answers depend on the pod's labels (through the
 //! selectors of the pods around it), so a task with a non-zero key (the plugins'
@@ -949,7 +950,9 @@ impl Session {
             return Some(g);
         }
         let g = self.index.groups.len() as u32;
-        self.index.groups.push(SharedEvaluations::new(request, self.snap.nodes.len(), self.index.log.len()));
+        let group =
+            SharedEvaluations::new(request, &self.index.requests[request as usize].checks, self.index.log.len());
+        self.index.groups.push(group);
         self.index.group_ids.insert(key, g);
         Some(g)
     }

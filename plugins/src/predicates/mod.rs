@@ -117,6 +117,10 @@ struct StaticParts {
     required: HashMap<String, Arc<Vec<bool>>>,
     /// What the tolerations leave failing on each node.
     tolerations: HashMap<String, Arc<TolerationVerdicts>>,
+    /// The verdicts of each (selector, required terms, tolerations) met, by the addresses of
+    /// their parts above (0 for none): shapes that differ in nothing these read share one,
+    /// and so one [`FixedFailures`] (the node index then knows them for equal at once).
+    merged: HashMap<(usize, usize, usize), Arc<StaticVerdicts>>,
     /// The nodes' labels, for the selectors and terms.
     labels: crate::node_labels::LabelIndex,
 }
@@ -303,15 +307,15 @@ impl Predicates {
     /// the verdicts of [`Predicates::static_check`], from those of its parts.
     fn static_verdicts(&self, snap: &Snapshot, task: TaskId) -> Option<&StaticVerdicts> {
         let cell = self.statics.by_shape.get(snap.task(task).shape as usize)?;
-        Some(cell.get_or_init(|| Arc::new(self.merge_static_parts(snap, task))))
+        Some(cell.get_or_init(|| self.merge_static_parts(snap, task)))
     }
 
-    fn merge_static_parts(&self, snap: &Snapshot, task: TaskId) -> StaticVerdicts {
+    fn merge_static_parts(&self, snap: &Snapshot, task: TaskId) -> Arc<StaticVerdicts> {
         let pod = &snap.task(task).pod;
         let spec = pod.spec.as_ref();
         let tolerations = matching::pod_tolerations(pod);
         let nodes = snap.nodes.len();
-        let (selector, required, tolerated) = {
+        let (selector, required, tolerated, key) = {
             let mut parts = self.statics.parts.lock().unwrap_or_else(|e| e.into_inner());
             let selector =
                 spec.and_then(|s| s.node_selector.as_ref()).filter(|_| self.enabled.node_affinity).map(|sel| {
@@ -347,7 +351,12 @@ impl Predicates {
                 .entry(format!("{tolerations:?}"))
                 .or_insert_with(|| Arc::new(self.toleration_verdicts(snap, tolerations)))
                 .clone();
-            (selector, required, tolerated)
+            let address = |a: Option<&Arc<Vec<bool>>>| a.map_or(0, |a| Arc::as_ptr(a) as usize);
+            let key = (address(selector.as_ref()), address(required.as_ref()), Arc::as_ptr(&tolerated) as usize);
+            if let Some(known) = parts.merged.get(&key) {
+                return known.clone();
+            }
+            (selector, required, tolerated, key)
         };
         // The first failure in the order of `static_check`.
         let mut reasons: Vec<String> = vec![REASON_UNSCHEDULABLE.into(), REASON_NODE_AFFINITY.into()];
@@ -366,7 +375,9 @@ impl Predicates {
             })
             .collect::<Vec<u32>>();
         let any = of_node.iter().any(|&v| v != 0);
-        StaticVerdicts { fails: Arc::new(FixedFailures { of_node, reasons }), any }
+        let verdicts = Arc::new(StaticVerdicts { fails: Arc::new(FixedFailures { of_node, reasons }), any });
+        let mut parts = self.statics.parts.lock().unwrap_or_else(|e| e.into_inner());
+        parts.merged.entry(key).or_insert(verdicts).clone()
     }
 
     /// What these tolerations leave failing on every node (see [`TolerationVerdicts`]).

@@ -41,6 +41,37 @@ struct Cell {
     best: u128,
     /// How many of its nodes fit in the future only, and now.
     counts: [u32; 2],
+    /// How many of its nodes that do not fit give each reason of the group (with an
+    /// evaluator; the reasons of nodes that may be out of date count as they were).
+    reasons: Vec<(u32, u32)>,
+    /// How many of its nodes have each [`check_code`].
+    checks: Vec<(u64, u32)>,
+}
+
+/// A resource check as a number: 0 when the request fits the future idle resources, else
+/// the mask of the insufficient dimensions, `u64::MAX` when the mask cannot hold them.
+fn check_code(check: Result<bool, Option<u64>>) -> u64 {
+    match check {
+        Ok(_) => 0,
+        Err(Some(mask)) => mask,
+        Err(None) => u64::MAX,
+    }
+}
+
+/// Adds `delta` to the count of `key` in a short list of counts (a count of 0 is dropped).
+fn bump<K: PartialEq>(counts: &mut Vec<(K, u32)>, key: K, delta: i32) {
+    match counts.iter().position(|(k, _)| *k == key) {
+        Some(i) => {
+            counts[i].1 = counts[i].1.checked_add_signed(delta).expect("counts stay positive");
+            if counts[i].1 == 0 {
+                counts.swap_remove(i);
+            }
+        }
+        None => {
+            debug_assert!(delta > 0, "only a counted key is taken away");
+            counts.push((key, delta as u32));
+        }
+    }
 }
 
 /// The evaluations of an evaluation group (see the module docs), current up to a position
@@ -55,8 +86,11 @@ pub(super) struct SharedEvaluations {
     /// The leaf of each node.
     leaf: Vec<u32>,
     tree: BestTree,
-    /// Per node of a cell with an evaluator, the reason it does not fit, or [`FITS`].
+    /// Per node of a cell with an evaluator, the reason it does not fit, or [`FITS`] (also
+    /// for a node not evaluated).
     no_reasons: Vec<u32>,
+    /// The [`check_code`] of each node, as counted in its cell.
+    check_codes: Vec<u64>,
     reasons: ReasonTable,
     /// Nodes whose reason may be out of date: they did not fit and since only took tasks
     /// (see [`NodeIndex::touch_used`]). Each node once (see `stale_marks`).
@@ -85,8 +119,15 @@ impl View {
 }
 
 impl SharedEvaluations {
-    /// A group of a request over `nodes` nodes: one cell, no evaluator yet.
-    pub(super) fn new(request: u32, nodes: usize, cursor: usize) -> SharedEvaluations {
+    /// A group of a request with these resource checks (current at `cursor`): one cell, no
+    /// evaluator yet.
+    pub(super) fn new(request: u32, checks: &[Result<bool, Option<u64>>], cursor: usize) -> SharedEvaluations {
+        let nodes = checks.len();
+        let check_codes: Vec<u64> = checks.iter().map(|&c| check_code(c)).collect();
+        let mut counts = Vec::new();
+        for &code in &check_codes {
+            bump(&mut counts, code, 1);
+        }
         SharedEvaluations {
             request,
             cursor,
@@ -98,10 +139,13 @@ impl SharedEvaluations {
                 evaluator: None,
                 best: 0,
                 counts: [0, 0],
+                reasons: Vec::new(),
+                checks: counts,
             }],
             leaf: (0..nodes as u32).collect(),
             tree: BestTree { leaves: nodes.max(1), keys: vec![0; 2 * nodes.max(1)], batch: false },
             no_reasons: vec![FITS; nodes],
+            check_codes,
             reasons: ReasonTable::default(),
             stale: Vec::new(),
             stale_marks: Vec::new(),
@@ -120,18 +164,26 @@ impl SharedEvaluations {
     /// [`SharedEvaluations::settle`].
     fn set_answer(&mut self, n: NodeId, fit: Fit) {
         let old = key_rank(self.tree.key_at(self.leaf[n.idx()] as usize));
-        let cell = self.cell_of[n.idx()] as usize;
-        let counts = &mut self.cells[cell].counts;
+        let cell = &mut self.cells[self.cell_of[n.idx()] as usize];
         if old > 0 {
-            counts[old as usize - 1] -= 1;
+            cell.counts[old as usize - 1] -= 1;
         }
         if rank(fit) > 0 {
-            counts[rank(fit) as usize - 1] += 1;
+            cell.counts[rank(fit) as usize - 1] += 1;
         }
-        self.no_reasons[n.idx()] = match fit {
+        let reason = match fit {
             Fit::No(r) => r,
             _ => FITS,
         };
+        let was = std::mem::replace(&mut self.no_reasons[n.idx()], reason);
+        if was != reason {
+            if was != FITS {
+                bump(&mut cell.reasons, was, -1);
+            }
+            if reason != FITS {
+                bump(&mut cell.reasons, reason, 1);
+            }
+        }
         self.set_key(n, tree_key(n.0, fit));
     }
 
@@ -153,6 +205,17 @@ impl SharedEvaluations {
             let c = &mut self.cells[cell as usize];
             c.best = self.tree.best_in(c.start as usize, c.end as usize);
             self.dirty_marks[cell as usize] = false;
+        }
+    }
+
+    /// Counts a node's resource check in its cell.
+    fn set_check(&mut self, n: NodeId, check: Result<bool, Option<u64>>) {
+        let code = check_code(check);
+        let was = std::mem::replace(&mut self.check_codes[n.idx()], code);
+        if was != code {
+            let cell = &mut self.cells[self.cell_of[n.idx()] as usize];
+            bump(&mut cell.checks, was, -1);
+            bump(&mut cell.checks, code, 1);
         }
     }
 
@@ -192,6 +255,8 @@ impl SharedEvaluations {
                 evaluator: self.cells[parent[c] as usize].evaluator,
                 best: 0,
                 counts: [0, 0],
+                reasons: Vec::new(),
+                checks: Vec::new(),
             })
             .collect();
         let leaves = nodes.max(1);
@@ -211,6 +276,10 @@ impl SharedEvaluations {
             if r > 0 {
                 cell.counts[r as usize - 1] += 1;
             }
+            if self.no_reasons[n] != FITS {
+                bump(&mut cell.reasons, self.no_reasons[n], 1);
+            }
+            bump(&mut cell.checks, self.check_codes[n], 1);
         }
         self.tree = BestTree { leaves, keys, batch: false };
         self.tree.fill_inner();
@@ -250,17 +319,50 @@ impl Session {
         let nodes = self.snap.nodes.len();
         let class = &self.index.classes[c];
         let group = &self.index.groups[g as usize];
+        // A member with the same fixed failures and partition (as shapes that differ only in
+        // what neither reads, such as the namespace, share them) tells the nodes apart as
+        // this class does: the cells stay, and the class may use that member's.
+        let twin =
+            group.members.iter().filter(|&&m| m as usize != c).map(|&m| &self.index.classes[m as usize]).find(|m| {
+                let fixed = match (&m.fixed, &class.fixed) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    _ => false,
+                };
+                let split = match (&m.split, &class.split) {
+                    (None, None) => true,
+                    // Equal partitions share a layout (see `Session::layout_of`).
+                    (Some(a), Some(b)) => Arc::ptr_eq(&a.layout, &b.layout),
+                    _ => false,
+                };
+                fixed && split
+            });
+        if let Some(twin) = twin {
+            let slots = twin.view.as_ref().expect("a member is a view").slots.clone();
+            let view = self.index.classes[c].view.as_mut().expect("joins as a view");
+            view.slots = slots;
+            view.errors = None;
+            if !self.index.groups[g as usize].members.contains(&(c as u32)) {
+                self.index.groups[g as usize].members.push(c as u32);
+            }
+            return true;
+        }
         let slots = class.split.as_ref().map_or(1, |s| s.domains.count as usize + 1);
         if slots > MAX_CELLS {
             return false;
         }
-        // The new cells: (old cell, slot or fixed) in the order of their first node.
-        let width = slots + 1;
+        // The new cells: (old cell, slot or the reason it fails for good) in the order of
+        // their first node, so that a class's fit errors are counted per cell.
+        let fixed = class.fixed.as_deref();
+        let width = slots + fixed.map_or(0, |f| f.reasons.len());
         let mut table = vec![u32::MAX; group.cells.len() * width];
         let mut cell_of = Vec::with_capacity(nodes);
         let mut count = 0usize;
         for n in 0..nodes {
-            let s = class_slot(class, NodeId(n as u32)).unwrap_or(slots);
+            let s = match class_slot(class, NodeId(n as u32)) {
+                Some(s) => s,
+                None => slots + fixed.expect("fails for good").of_node[n] as usize - 1,
+            };
             let k = group.cell_of[n] as usize * width + s;
             if table[k] == u32::MAX {
                 if count == MAX_CELLS {
@@ -354,13 +456,14 @@ impl Session {
         self.index.groups[g as usize].tree.begin_batch(changed.len());
         for &e in &changed {
             let n = NodeId(e >> 1);
+            let check = self.index.requests[request as usize].checks[n.idx()];
+            self.index.groups[g as usize].set_check(n, check);
             let group = &self.index.groups[g as usize];
             let Some(evaluator) = group.cells[group.cell_of[n.idx()] as usize].evaluator else { continue };
             if e & 1 == 1 && group.no_reasons[n.idx()] != FITS {
                 self.index.groups[g as usize].mark_stale(n);
                 continue;
             }
-            let check = self.index.requests[request as usize].checks[n.idx()];
             let r = self.evaluate_checked(evaluator, n, false, check);
             let task = self.snap.task(evaluator);
             let group = &mut self.index.groups[g as usize];
@@ -452,48 +555,53 @@ impl Session {
         let mut stale = stale;
         stale.clear();
         self.index.groups[g as usize].stale = stale;
+        // The cells the class may use give the group's reasons; on the others, a node
+        // fails the resource check, which comes first, else the class's reason for the cell.
         let rep = self.index.classes[c].representative;
-        let request = self.index.groups[g as usize].request as usize;
-        let nodes = self.snap.nodes.len();
-        let mut group_counts = vec![0u32; self.index.groups[g as usize].reasons.reasons.len()];
-        let mut class_counts = vec![0u32; self.index.classes[c].reasons.reasons.len()];
-        for i in 0..nodes {
-            let n = NodeId(i as u32);
-            let class = &self.index.classes[c];
-            let group = &self.index.groups[g as usize];
-            if class_slot(class, n).is_some() {
-                let r = group.no_reasons[i];
-                debug_assert_ne!(r, FITS, "no node the class may use fits");
-                if r != FITS {
-                    group_counts[r as usize] += 1;
+        let mut errors = FitErrors { nodes: self.snap.nodes.len(), ..Default::default() };
+        let group = &self.index.groups[g as usize];
+        let mut usable = vec![false; group.cells.len()];
+        for &cell in self.index.classes[c].view.as_ref().expect("a view").slots.iter().flatten() {
+            usable[cell as usize] = true;
+        }
+        let mut unknown = Vec::new();
+        for (i, cell) in group.cells.iter().enumerate() {
+            if usable[i] {
+                for &(r, k) in &cell.reasons {
+                    *errors.reasons.entry(group.reasons.reasons[r as usize].clone()).or_default() += k;
                 }
                 continue;
             }
-            let check = self.index.requests[request].checks[i];
-            let class = &mut self.index.classes[c];
-            let fit = match class.fixed_fit(self.snap.task(rep), n, || check) {
-                Some(fit) => fit,
-                None => {
-                    let r = self.evaluate_checked(rep, n, false, check);
-                    self.index.classes[c].fit_of(self.snap.task(rep), r)
-                }
-            };
-            if let Fit::No(r) = fit {
-                if class_counts.len() <= r as usize {
-                    class_counts.resize(r as usize + 1, 0);
-                }
-                class_counts[r as usize] += 1;
+            for &(code, k) in &cell.checks {
+                let task = self.snap.task(rep);
+                let class = &mut self.index.classes[c];
+                let fit = match code {
+                    0 => class.fixed_fit(task, cell.node, || Ok(true)).expect("fails for good"),
+                    u64::MAX => {
+                        unknown.push(i);
+                        continue;
+                    }
+                    mask => class.fit_of(task, Err(Reason::Insufficient(mask))),
+                };
+                let Fit::No(r) = fit else { unreachable!("a reason") };
+                *errors.reasons.entry(class.reasons.reasons[r as usize].clone()).or_default() += k;
             }
         }
-        let mut errors = FitErrors { nodes, ..Default::default() };
-        let group = &self.index.groups[g as usize];
-        for (reasons, counts) in
-            [(&group.reasons.reasons, &group_counts), (&self.index.classes[c].reasons.reasons, &class_counts)]
-        {
-            for (reason, &k) in reasons.iter().zip(counts.iter()) {
-                if k > 0 {
-                    *errors.reasons.entry(reason.clone()).or_default() += k;
-                }
+        // Nodes whose check cannot name the dimensions: the full message, node by node.
+        for i in unknown {
+            let group = &self.index.groups[g as usize];
+            let (start, end) = (group.cells[i].start, group.cells[i].end);
+            let nodes: Vec<NodeId> = (0..self.snap.nodes.len() as u32)
+                .map(NodeId)
+                .filter(|n| {
+                    let l = group.leaf[n.idx()];
+                    (start..end).contains(&l) && group.check_codes[n.idx()] == u64::MAX
+                })
+                .collect();
+            for n in nodes {
+                let (task, node) = (self.snap.task(rep), self.snap.node(n));
+                let reason = Session::fits_future_idle(task, node).expect_err("does not fit").reason;
+                *errors.reasons.entry(reason).or_default() += 1;
             }
         }
         if let Some(view) = self.index.classes[c].view.as_mut() {
