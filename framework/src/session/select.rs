@@ -817,9 +817,6 @@ impl Session {
         const RECENT: usize = 16;
         let first = self.index.classes.len().saturating_sub(RECENT);
         let Some(donor) = (first..self.index.classes.len()).rev().find(|&d| {
-            if self.index.classes[d].view.is_some() {
-                return false;
-            }
             let rep = self.snap.task(self.index.classes[d].representative);
             crate::snapshot::build::same_base_shape(rep, self.snap.task(t))
         }) else {
@@ -838,6 +835,14 @@ impl Session {
         }
         nodes.sort_unstable();
         nodes.dedup();
+        if self.index.classes[donor].view.is_some() {
+            let class = self.class_from_view(donor, t, split, domain_rules);
+            self.index.classes.push(class);
+            let c = self.index.classes.len() - 1;
+            self.reevaluate(c, &nodes);
+            self.index.exceptions = nodes;
+            return Ok(c);
+        }
         let d = &self.index.classes[donor];
         let layout = split.as_ref().map(|s| &s.layout);
         let same_layout = layout.map(Arc::as_ptr) == d.split.as_ref().map(|s| Arc::as_ptr(&s.layout));
@@ -865,7 +870,7 @@ impl Session {
             fixed_ids: d.fixed_ids.clone(),
             // The same base shape: the same requests.
             request: d.request,
-            // The donor was not a view; a task with a non-zero key is in no group.
+            // A task with a non-zero key is in no group.
             view: None,
         };
         self.index.classes.push(class);

@@ -522,6 +522,74 @@ impl Session {
         group.settle();
     }
 
+    /// A class of its own for task `t`, with the answers of view class `c` (see
+    /// `Session::derive_class`), laid out by `split`: the group's answers on the nodes `c`
+    /// may use (with their reasons that may be out of date), the resource check's failure or
+    /// the fixed reason on the others, found now.
+    pub(super) fn class_from_view(&mut self, c: usize, t: TaskId, split: Option<Split>, domain_rules: bool) -> Class {
+        let g = self.view_group(c).expect("a view");
+        self.refresh_group(g);
+        let donor = &self.index.classes[c];
+        let (rep, request) = (donor.representative, donor.request);
+        let mut class = Class {
+            representative: t,
+            split,
+            domain_rules,
+            cursor: self.index.log.len(),
+            no_reasons: Vec::with_capacity(self.snap.nodes.len()),
+            slot_counts: Vec::new(),
+            tree: BestTree::new(&[], None),
+            reasons: ReasonTable::default(),
+            reason_counts: Vec::new(),
+            stale: Vec::new(),
+            stale_marks: Vec::new(),
+            fixed: donor.fixed.clone(),
+            fixed_ids: vec![u32::MAX; donor.fixed_ids.len()],
+            request,
+            view: None,
+        };
+        let group = &self.index.groups[g as usize];
+        let checks = &self.index.requests[request as usize].checks;
+        // The class's id of each reason of the group (`u32::MAX` until met).
+        let mut ids = vec![u32::MAX; group.reasons.reasons.len()];
+        let mut fits = Vec::with_capacity(self.snap.nodes.len());
+        for i in 0..self.snap.nodes.len() {
+            let n = NodeId(i as u32);
+            let fit = if class_slot(donor, n).is_some() {
+                match group.fit(n) {
+                    Fit::No(r) => {
+                        if ids[r as usize] == u32::MAX {
+                            ids[r as usize] = class.intern(group.reasons.reasons[r as usize].clone());
+                        }
+                        Fit::No(ids[r as usize])
+                    }
+                    fit => fit,
+                }
+            } else {
+                match class.fixed_fit(self.snap.task(rep), n, || checks[i]) {
+                    Some(fit) => fit,
+                    None => class.fit_of(self.snap.task(rep), self.evaluate_checked(rep, n, false, checks[i])),
+                }
+            };
+            class.no_reasons.push(match fit {
+                Fit::No(r) => {
+                    class.reason_counts[r as usize] += 1;
+                    r
+                }
+                _ => FITS,
+            });
+            fits.push(fit);
+        }
+        for &n in &group.stale {
+            if class_slot(donor, n).is_some() {
+                class.mark_stale(n);
+            }
+        }
+        class.tree = BestTree::new(&fits, class.split.as_ref().map(|s| s.layout.as_ref()));
+        class.slot_counts = count_slots(&fits, class.split.as_ref());
+        class
+    }
+
     /// Why no node fits a view class's task (every node it may use does not fit): per node,
     /// the first failure a scan meets, from the class's fixed failures and the group's
     /// reasons, counted node by node and kept until a node changes.
