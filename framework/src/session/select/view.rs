@@ -553,7 +553,7 @@ impl Session {
         // The class's id of each reason of the group (`u32::MAX` until met).
         let mut ids = vec![u32::MAX; group.reasons.reasons.len()];
         let mut fits = Vec::with_capacity(self.snap.nodes.len());
-        for i in 0..self.snap.nodes.len() {
+        for (i, &check) in checks.iter().enumerate() {
             let n = NodeId(i as u32);
             let fit = if class_slot(donor, n).is_some() {
                 match group.fit(n) {
@@ -566,9 +566,9 @@ impl Session {
                     fit => fit,
                 }
             } else {
-                match class.fixed_fit(self.snap.task(rep), n, || checks[i]) {
+                match class.fixed_fit(self.snap.task(rep), n, || check) {
                     Some(fit) => fit,
-                    None => class.fit_of(self.snap.task(rep), self.evaluate_checked(rep, n, false, checks[i])),
+                    None => class.fit_of(self.snap.task(rep), self.evaluate_checked(rep, n, false, check)),
                 }
             };
             class.no_reasons.push(match fit {
