@@ -975,23 +975,7 @@ impl Session {
         let nodes = self.snap.nodes.len();
         let request = self.request_checks_of(t);
         let fixed = self.fixed_failures(t);
-        let mut class = Class {
-            representative: t,
-            split,
-            domain_rules: is_split,
-            cursor: self.index.log.len(),
-            no_reasons: Vec::new(),
-            slot_counts: Vec::new(),
-            tree: BestTree::new(&[], None),
-            reasons: ReasonTable::default(),
-            reason_counts: Vec::new(),
-            stale: Vec::new(),
-            stale_marks: Vec::new(),
-            fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
-            fixed,
-            request,
-            view: None,
-        };
+        let mut class = Class::new(t, split, is_split, self.index.log.len(), fixed, request);
         if let Some(g) = self.group_of(t, request, is_split) {
             class.view = Some(View::new(g));
             self.index.classes.push(class);
@@ -1033,13 +1017,7 @@ impl Session {
                     None => class.fit_of(task, this.evaluate_checked(t, n, is_split, checks[i])),
                 },
             };
-            class.no_reasons.push(match fit {
-                Fit::No(r) => {
-                    class.reason_counts[r as usize] += 1;
-                    r
-                }
-                _ => FITS,
-            });
+            class.push_answer(fit);
             fits.push(fit);
         }
         class.tree = BestTree::new(&fits, class.split.as_ref().map(|s| s.layout.as_ref()));
@@ -1503,6 +1481,46 @@ impl Session {
 }
 
 impl Class {
+    /// A class without answers yet (no tree, no view).
+    fn new(
+        representative: TaskId,
+        split: Option<Split>,
+        domain_rules: bool,
+        cursor: usize,
+        fixed: Option<Arc<FixedFailures>>,
+        request: u32,
+    ) -> Class {
+        Class {
+            representative,
+            split,
+            domain_rules,
+            cursor,
+            no_reasons: Vec::new(),
+            slot_counts: Vec::new(),
+            tree: BestTree::new(&[], None),
+            reasons: ReasonTable::default(),
+            reason_counts: Vec::new(),
+            stale: Vec::new(),
+            stale_marks: Vec::new(),
+            fixed_ids: vec![u32::MAX; fixed.as_ref().map_or(0, |f| f.reasons.len())],
+            fixed,
+            request,
+            view: None,
+        }
+    }
+
+    /// Appends the answer of the next node (by index) while the class is built: its
+    /// reason, counted. The tree is built from the answers after.
+    fn push_answer(&mut self, fit: Fit) {
+        self.no_reasons.push(match fit {
+            Fit::No(r) => {
+                self.reason_counts[r as usize] += 1;
+                r
+            }
+            _ => FITS,
+        });
+    }
+
     /// Adds a node to `stale`, once.
     fn mark_stale(&mut self, n: NodeId) {
         let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));

@@ -155,6 +155,11 @@ impl SharedEvaluations {
         }
     }
 
+    /// The evaluator of a node's cell.
+    fn evaluator(&self, n: NodeId) -> Option<TaskId> {
+        self.cells[self.cell_of[n.idx()] as usize].evaluator
+    }
+
     /// A node's answer (of a node of a cell with an evaluator).
     fn fit(&self, n: NodeId) -> Fit {
         key_fit(self.tree.key_at(self.leaf[n.idx()] as usize), self.no_reasons[n.idx()])
@@ -457,23 +462,34 @@ impl Session {
         for &e in &changed {
             let n = NodeId(e >> 1);
             let check = self.index.requests[request as usize].checks[n.idx()];
-            self.index.groups[g as usize].set_check(n, check);
-            let group = &self.index.groups[g as usize];
-            let Some(evaluator) = group.cells[group.cell_of[n.idx()] as usize].evaluator else { continue };
-            if e & 1 == 1 && group.no_reasons[n.idx()] != FITS {
-                self.index.groups[g as usize].mark_stale(n);
+            let group = &mut self.index.groups[g as usize];
+            group.set_check(n, check);
+            if group.evaluator(n).is_none() {
                 continue;
             }
-            let r = self.evaluate_checked(evaluator, n, false, check);
-            let task = self.snap.task(evaluator);
-            let group = &mut self.index.groups[g as usize];
-            let fit = group.reasons.fit_of(task, r);
-            group.set_answer(n, fit);
+            if e & 1 == 1 && group.no_reasons[n.idx()] != FITS {
+                group.mark_stale(n);
+                continue;
+            }
+            self.reevaluate_for_group(g, n);
         }
         let group = &mut self.index.groups[g as usize];
         group.settle();
         group.cursor = end;
         self.index.changed = changed;
+    }
+
+    /// Evaluates a node again for its group (whose request checks are current), when its
+    /// cell has an evaluator.
+    fn reevaluate_for_group(&mut self, g: u32, n: NodeId) {
+        let group = &self.index.groups[g as usize];
+        let Some(evaluator) = group.evaluator(n) else { return };
+        let check = self.index.requests[group.request as usize].checks[n.idx()];
+        let r = self.evaluate_checked(evaluator, n, false, check);
+        let task = self.snap.task(evaluator);
+        let group = &mut self.index.groups[g as usize];
+        let fit = group.reasons.fit_of(task, r);
+        group.set_answer(n, fit);
     }
 
     /// The key of a view class's best node among the cells of a slot, or of all its slots.
@@ -531,23 +547,8 @@ impl Session {
         self.refresh_group(g);
         let donor = &self.index.classes[c];
         let (rep, request) = (donor.representative, donor.request);
-        let mut class = Class {
-            representative: t,
-            split,
-            domain_rules,
-            cursor: self.index.log.len(),
-            no_reasons: Vec::with_capacity(self.snap.nodes.len()),
-            slot_counts: Vec::new(),
-            tree: BestTree::new(&[], None),
-            reasons: ReasonTable::default(),
-            reason_counts: Vec::new(),
-            stale: Vec::new(),
-            stale_marks: Vec::new(),
-            fixed: donor.fixed.clone(),
-            fixed_ids: vec![u32::MAX; donor.fixed_ids.len()],
-            request,
-            view: None,
-        };
+        let mut class = Class::new(t, split, domain_rules, self.index.log.len(), donor.fixed.clone(), request);
+        class.no_reasons.reserve(self.snap.nodes.len());
         let group = &self.index.groups[g as usize];
         let checks = &self.index.requests[request as usize].checks;
         // The class's id of each reason of the group (`u32::MAX` until met).
@@ -571,13 +572,7 @@ impl Session {
                     None => class.fit_of(self.snap.task(rep), self.evaluate_checked(rep, n, false, check)),
                 }
             };
-            class.no_reasons.push(match fit {
-                Fit::No(r) => {
-                    class.reason_counts[r as usize] += 1;
-                    r
-                }
-                _ => FITS,
-            });
+            class.push_answer(fit);
             fits.push(fit);
         }
         for &n in &group.stale {
@@ -605,16 +600,8 @@ impl Session {
         // Reasons that may be out of date, found again.
         let stale = std::mem::take(&mut self.index.groups[g as usize].stale);
         if !stale.is_empty() {
-            let request = self.index.groups[g as usize].request;
             for &n in &stale {
-                let group = &self.index.groups[g as usize];
-                let Some(evaluator) = group.cells[group.cell_of[n.idx()] as usize].evaluator else { continue };
-                let check = self.index.requests[request as usize].checks[n.idx()];
-                let r = self.evaluate_checked(evaluator, n, false, check);
-                let task = self.snap.task(evaluator);
-                let group = &mut self.index.groups[g as usize];
-                let fit = group.reasons.fit_of(task, r);
-                group.set_answer(n, fit);
+                self.reevaluate_for_group(g, n);
             }
             let group = &mut self.index.groups[g as usize];
             group.settle();
