@@ -17,8 +17,10 @@
 //! *evaluator*: a member's task the first predicate plugin does not fail there for good,
 //! whose answers are the group's there). A class joining the group splits the cells by its own
 //! fixed failures and partition; past [`MAX_CELLS`] cells (node selectors on hostnames, say)
-//! it keeps a tree of its own instead. Why no node fits a view is counted from the group's
-//! reasons and the class's fixed failures when asked, node by node.
+//! it keeps a tree of its own instead. Why no node fits a view is counted per cell when
+//! asked: each cell keeps how many of its nodes give each of the group's reasons and each
+//! resource-check outcome, and a cell the class fails for good gives the check's failure or
+//! the class's reason for it (cells are split by that reason too).
 
 use super::*;
 
