@@ -95,12 +95,6 @@ fn preempt_task(
             continue;
         }
         *candidates = true;
-        // The victims are some of these: when all of them would not free enough room (the
-        // check only grows with the set), no choice of them does, so the node is passed over
-        // before they are sorted and asked about.
-        if !victims_suffice(ssn, t, n, &preemptees) {
-            continue;
-        }
         sort_in_victim_order(ssn, t, &mut preemptees);
         let victims = ssn.preemptable(t, &preemptees);
         if !victims_suffice(ssn, t, n, &victims) {

@@ -66,12 +66,6 @@ fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, 
             continue;
         }
         *candidates = true;
-        // The victims are some of these: when all of them would not free enough room (the
-        // check only grows with the set), no choice of them does, so the node is passed over
-        // before they are sorted and asked about.
-        if !victims_suffice(ssn, t, n, &reclaimees) {
-            continue;
-        }
         let mut reclaimees = reclaimees;
         sort_in_victim_order(ssn, t, &mut reclaimees);
         let victims = ssn.reclaimable(t, &reclaimees);
