@@ -367,6 +367,19 @@ impl ReasonTable {
 /// [`Class::no_reasons`] of a node that fits.
 const FITS: u32 = u32::MAX;
 
+/// Pushes a node onto a list once, with a bit per node (of `nodes`) in `marks` saying which
+/// are on it.
+fn push_once(list: &mut Vec<NodeId>, marks: &mut Vec<u64>, nodes: usize, n: NodeId) {
+    let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));
+    if marks.len() <= word {
+        marks.resize(nodes.div_ceil(64).max(word + 1), 0);
+    }
+    if marks[word] & bit == 0 {
+        marks[word] |= bit;
+        list.push(n);
+    }
+}
+
 /// Why a node does not fit a task.
 enum Reason {
     /// The request exceeds the node's future idle resources on these dimensions (bit `i`
@@ -1523,14 +1536,7 @@ impl Class {
 
     /// Adds a node to `stale`, once.
     fn mark_stale(&mut self, n: NodeId) {
-        let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));
-        if self.stale_marks.len() <= word {
-            self.stale_marks.resize(self.no_reasons.len().div_ceil(64).max(word + 1), 0);
-        }
-        if self.stale_marks[word] & bit == 0 {
-            self.stale_marks[word] |= bit;
-            self.stale.push(n);
-        }
+        push_once(&mut self.stale, &mut self.stale_marks, self.no_reasons.len(), n);
     }
 
     /// A node's answer.

@@ -227,14 +227,7 @@ impl SharedEvaluations {
     }
 
     fn mark_stale(&mut self, n: NodeId) {
-        let (word, bit) = (n.idx() / 64, 1u64 << (n.idx() % 64));
-        if self.stale_marks.len() <= word {
-            self.stale_marks.resize(self.cell_of.len().div_ceil(64).max(word + 1), 0);
-        }
-        if self.stale_marks[word] & bit == 0 {
-            self.stale_marks[word] |= bit;
-            self.stale.push(n);
-        }
+        push_once(&mut self.stale, &mut self.stale_marks, self.cell_of.len(), n);
     }
 
     /// Lays the tree out by a new assignment of nodes to cells (numbered in the order of
