@@ -37,6 +37,14 @@ const EXIT_SCHEDULER_BUG: u8 = 3;
 /// Exit code when volcano-rs panicked (a bug).
 const EXIT_INTERNAL: u8 = 4;
 
+/// The memory allocator of every subcommand: mimalloc. With glibc's, threads other than the
+/// main one grow their heaps a few pages at a time (an `mprotect` per growth): reading a large
+/// manifest file on all cores spent a sixth of its time there, and the scheduling cycle's
+/// parallel snapshot build and plugins allocate from those threads too (docs/performance.md,
+/// "The memory allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(name = "volcano-rs", version, about = "volcano-rs: a batch and gang scheduler for Kubernetes")]
 struct Cli {

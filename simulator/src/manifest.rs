@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
@@ -179,35 +180,35 @@ impl ObjectKind {
 #[derive(Clone, Debug)]
 pub enum Object {
     /// A node.
-    Node(Box<Node>),
+    Node(Arc<Node>),
     /// A pod.
-    Pod(Box<Pod>),
+    Pod(Arc<Pod>),
     /// A priority class.
-    PriorityClass(Box<PriorityClass>),
+    PriorityClass(Arc<PriorityClass>),
     /// A PodGroup.
-    PodGroup(Box<PodGroup>),
+    PodGroup(Arc<PodGroup>),
     /// A queue.
-    Queue(Box<Queue>),
+    Queue(Arc<Queue>),
     /// A Volcano Job.
-    Job(Box<Job>),
+    Job(Arc<Job>),
     /// A namespace.
-    Namespace(Box<Namespace>),
+    Namespace(Arc<Namespace>),
     /// A PersistentVolumeClaim.
-    PersistentVolumeClaim(Box<PersistentVolumeClaim>),
+    PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
     /// A PersistentVolume.
-    PersistentVolume(Box<PersistentVolume>),
+    PersistentVolume(Arc<PersistentVolume>),
     /// A StorageClass.
-    StorageClass(Box<StorageClass>),
+    StorageClass(Arc<StorageClass>),
     /// A CSINode.
-    CSINode(Box<CSINode>),
+    CSINode(Arc<CSINode>),
     /// A Service.
-    Service(Box<Service>),
+    Service(Arc<Service>),
     /// A ReplicationController.
-    ReplicationController(Box<ReplicationController>),
+    ReplicationController(Arc<ReplicationController>),
     /// A ReplicaSet.
-    ReplicaSet(Box<ReplicaSet>),
+    ReplicaSet(Arc<ReplicaSet>),
     /// A StatefulSet.
-    StatefulSet(Box<StatefulSet>),
+    StatefulSet(Arc<StatefulSet>),
 }
 
 impl Object {
@@ -256,21 +257,21 @@ impl Object {
     /// The object's metadata, to change it.
     pub fn metadata_mut(&mut self) -> &mut ObjectMeta {
         match self {
-            Object::Node(o) => &mut o.metadata,
-            Object::Pod(o) => &mut o.metadata,
-            Object::PriorityClass(o) => &mut o.metadata,
-            Object::PodGroup(o) => &mut o.metadata,
-            Object::Queue(o) => &mut o.metadata,
-            Object::Job(o) => &mut o.metadata,
-            Object::Namespace(o) => &mut o.metadata,
-            Object::PersistentVolumeClaim(o) => &mut o.metadata,
-            Object::PersistentVolume(o) => &mut o.metadata,
-            Object::StorageClass(o) => &mut o.metadata,
-            Object::CSINode(o) => &mut o.metadata,
-            Object::Service(o) => &mut o.metadata,
-            Object::ReplicationController(o) => &mut o.metadata,
-            Object::ReplicaSet(o) => &mut o.metadata,
-            Object::StatefulSet(o) => &mut o.metadata,
+            Object::Node(o) => &mut Arc::make_mut(o).metadata,
+            Object::Pod(o) => &mut Arc::make_mut(o).metadata,
+            Object::PriorityClass(o) => &mut Arc::make_mut(o).metadata,
+            Object::PodGroup(o) => &mut Arc::make_mut(o).metadata,
+            Object::Queue(o) => &mut Arc::make_mut(o).metadata,
+            Object::Job(o) => &mut Arc::make_mut(o).metadata,
+            Object::Namespace(o) => &mut Arc::make_mut(o).metadata,
+            Object::PersistentVolumeClaim(o) => &mut Arc::make_mut(o).metadata,
+            Object::PersistentVolume(o) => &mut Arc::make_mut(o).metadata,
+            Object::StorageClass(o) => &mut Arc::make_mut(o).metadata,
+            Object::CSINode(o) => &mut Arc::make_mut(o).metadata,
+            Object::Service(o) => &mut Arc::make_mut(o).metadata,
+            Object::ReplicationController(o) => &mut Arc::make_mut(o).metadata,
+            Object::ReplicaSet(o) => &mut Arc::make_mut(o).metadata,
+            Object::StatefulSet(o) => &mut Arc::make_mut(o).metadata,
         }
     }
 
@@ -596,25 +597,29 @@ fn object(
     let value = Value::Object(map);
     let mut unknown = Vec::new();
     let object = match k {
-        ObjectKind::Node => Object::Node(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::Pod => Object::Pod(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::PriorityClass => Object::PriorityClass(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::PodGroup => Object::PodGroup(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::Queue => Object::Queue(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::Job => Object::Job(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::Namespace => Object::Namespace(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::Node => Object::Node(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::Pod => Object::Pod(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::PriorityClass => {
+            Object::PriorityClass(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
+        }
+        ObjectKind::PodGroup => Object::PodGroup(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::Queue => Object::Queue(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::Job => Object::Job(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::Namespace => Object::Namespace(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
         ObjectKind::PersistentVolumeClaim => {
-            Object::PersistentVolumeClaim(decode(&origin, k, &display, value, &mut unknown)?)
+            Object::PersistentVolumeClaim(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
         }
-        ObjectKind::PersistentVolume => Object::PersistentVolume(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::StorageClass => Object::StorageClass(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::CSINode => Object::CSINode(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::Service => Object::Service(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::PersistentVolume => {
+            Object::PersistentVolume(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
+        }
+        ObjectKind::StorageClass => Object::StorageClass(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::CSINode => Object::CSINode(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::Service => Object::Service(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
         ObjectKind::ReplicationController => {
-            Object::ReplicationController(decode(&origin, k, &display, value, &mut unknown)?)
+            Object::ReplicationController(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
         }
-        ObjectKind::ReplicaSet => Object::ReplicaSet(decode(&origin, k, &display, value, &mut unknown)?),
-        ObjectKind::StatefulSet => Object::StatefulSet(decode(&origin, k, &display, value, &mut unknown)?),
+        ObjectKind::ReplicaSet => Object::ReplicaSet(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
+        ObjectKind::StatefulSet => Object::StatefulSet(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
     };
     finish(validation, origin, object, display, &unknown, out)
 }
@@ -921,15 +926,12 @@ impl<'de> Deserialize<'de> for StrictDoc {
 fn direct_yaml(file: &str, text: &str, validation: FieldValidation) -> Option<Vec<Result<Vec<Loaded>, InputError>>> {
     use rayon::prelude::*;
     let docs = split_documents(text)?;
-    let lines = yaml_document_lines(text);
-    let known = lines.len() == docs.len();
     docs.par_iter()
         .enumerate()
         .with_min_len(64)
         .map(|(i, doc)| {
             let value = doc.read()?;
-            let line = if known { Some(lines[i]) } else { None };
-            let origin = Origin { file: file.to_string(), document: i + 1, line, item: None };
+            let origin = Origin { file: file.to_string(), document: i + 1, line: doc.line(), item: None };
             let mut out = Vec::new();
             Some(document(validation, origin, value, &mut out).map(|()| out))
         })
@@ -944,6 +946,8 @@ struct DocText<'a> {
     body: &'a str,
     /// Whether the `---` line has nothing after the marker but a comment (or there is none).
     plain_marker: bool,
+    /// The 1-based line of the `---` marker; `None` for content before the first marker.
+    marker_line: Option<usize>,
 }
 
 impl DocText<'_> {
@@ -960,45 +964,109 @@ impl DocText<'_> {
         let mut values = yaml_values(self.whole).ok()?;
         (values.len() == 1).then(|| values.remove(0))
     }
+
+    /// The 1-based line where the document starts, as [`yaml_document_lines`] counts it: the
+    /// marker's line when content follows the marker on it or the document has no content,
+    /// else the first line of content. `None` for content before the first marker that has
+    /// none (then it is the stream's only document, and an empty one).
+    fn line(&self) -> Option<usize> {
+        if !self.plain_marker {
+            return self.marker_line;
+        }
+        let first = self.marker_line.map_or(1, |m| m + 1);
+        self.body
+            .split_inclusive('\n')
+            .position(|l| {
+                let t = l.trim_start();
+                !(t.is_empty() || t.starts_with('#'))
+            })
+            .map(|i| first + i)
+            .or(self.marker_line)
+    }
+}
+
+/// What one piece of a stream holds, for [`split_documents`].
+#[derive(Default)]
+struct Scanned {
+    /// (start of a `---` line, start of the body after it, plain marker, 0-based line of the
+    /// marker within the piece).
+    markers: Vec<(usize, usize, bool, usize)>,
+    /// Whether content comes before the piece's first marker.
+    content_before: bool,
+    /// Number of lines (line ends) in the piece.
+    lines: usize,
+    /// A directive, a byte-order mark or a document end marker: the full parser reads the stream.
+    refused: bool,
 }
 
 /// The documents of a YAML stream, as the parser counts them: one per `---` marker line,
 /// and one before the first marker when content comes before it (or when there is no
 /// marker at all). `None` for a stream with a byte-order mark, a directive (`%`) or a
-/// document end marker (`...`), which the full parser reads whole.
+/// document end marker (`...`), which the full parser reads whole. A large stream is
+/// scanned on all cores, in pieces cut at line ends.
 fn split_documents(text: &str) -> Option<Vec<DocText<'_>>> {
+    use rayon::prelude::*;
     fn marker<'a>(line: &'a str, m: &str) -> Option<&'a str> {
         let line = line.trim_end_matches('\n');
         line.strip_prefix(m).filter(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
     }
+    fn scan(text: &str, base: usize) -> Scanned {
+        let mut s = Scanned::default();
+        let mut offset = base;
+        for line in text.split_inclusive('\n') {
+            if line.starts_with('%') || marker(line, "...").is_some() {
+                s.refused = true;
+                return s;
+            }
+            if let Some(rest) = marker(line, "---") {
+                let rest = rest.trim();
+                s.markers.push((offset, offset + line.len(), rest.is_empty() || rest.starts_with('#'), s.lines));
+            } else if s.markers.is_empty() {
+                let t = line.trim();
+                s.content_before |= !(t.is_empty() || t.starts_with('#'));
+            }
+            s.lines += usize::from(line.ends_with('\n'));
+            offset += line.len();
+        }
+        s
+    }
     if text.starts_with('\u{feff}') {
         return None;
     }
-    // (start of the `---` line, start of the body, plain marker)
-    let mut starts: Vec<(usize, usize, bool)> = Vec::new();
+    // Pieces of the text cut just after a line end, scanned in parallel.
+    let pieces = if text.len() < PARALLEL_YAML_BYTES { 1 } else { 4 * rayon::current_num_threads() };
+    let mut cuts = vec![0];
+    for k in 1..pieces {
+        let from = (text.len() * k / pieces).max(*cuts.last().unwrap_or(&0));
+        let cut = text.as_bytes()[from..].iter().position(|&b| b == b'\n').map_or(text.len(), |p| from + p + 1);
+        if cut < text.len() && cut > *cuts.last().unwrap_or(&0) {
+            cuts.push(cut);
+        }
+    }
+    cuts.push(text.len());
+    let scanned: Vec<Scanned> = cuts.par_windows(2).map(|w| scan(&text[w[0]..w[1]], w[0])).collect();
+    if scanned.iter().any(|s| s.refused) {
+        return None;
+    }
+    // (start of the `---` line, start of the body, plain marker, 1-based line)
+    let mut starts: Vec<(usize, usize, bool, usize)> = Vec::new();
     let mut content_before = false;
-    let mut offset = 0;
-    for line in text.split_inclusive('\n') {
-        if line.starts_with('%') || marker(line, "...").is_some() {
-            return None;
+    let mut line_base = 0;
+    for s in scanned {
+        if starts.is_empty() {
+            content_before |= s.content_before;
         }
-        if let Some(rest) = marker(line, "---") {
-            let rest = rest.trim();
-            starts.push((offset, offset + line.len(), rest.is_empty() || rest.starts_with('#')));
-        } else if starts.is_empty() {
-            let t = line.trim();
-            content_before |= !(t.is_empty() || t.starts_with('#'));
-        }
-        offset += line.len();
+        starts.extend(s.markers.into_iter().map(|(at, body, plain, line)| (at, body, plain, line_base + line + 1)));
+        line_base += s.lines;
     }
     let mut docs = Vec::with_capacity(starts.len() + 1);
     let first = starts.first().map_or(text.len(), |s| s.0);
     if content_before || starts.is_empty() {
-        docs.push(DocText { whole: &text[..first], body: &text[..first], plain_marker: true });
+        docs.push(DocText { whole: &text[..first], body: &text[..first], plain_marker: true, marker_line: None });
     }
-    for (i, &(start, body, plain_marker)) in starts.iter().enumerate() {
+    for (i, &(start, body, plain_marker, line)) in starts.iter().enumerate() {
         let end = starts.get(i + 1).map_or(text.len(), |s| s.0);
-        docs.push(DocText { whole: &text[start..end], body: &text[body..end], plain_marker });
+        docs.push(DocText { whole: &text[start..end], body: &text[body..end], plain_marker, marker_line: Some(line) });
     }
     Some(docs)
 }
@@ -1153,7 +1221,23 @@ mod tests {
         }
     }
 
-    /// The fast path cuts a stream into as many documents as the parser finds in it.
+    fn doc_lines(docs: &[DocText<'_>]) -> Vec<Option<usize>> {
+        docs.iter().map(DocText::line).collect()
+    }
+
+    /// The lines of the reference path: those of `yaml_document_lines` when it finds as many
+    /// documents as the parser.
+    fn reference_lines(text: &str, documents: usize) -> Vec<Option<usize>> {
+        let lines = yaml_document_lines(text);
+        if lines.len() == documents {
+            lines.into_iter().map(Some).collect()
+        } else {
+            vec![None; documents]
+        }
+    }
+
+    /// The fast path cuts a stream into as many documents as the parser finds in it, and
+    /// finds the lines the reference path finds.
     #[test]
     fn documents_are_cut_as_the_parser_counts_them() {
         let texts = [
@@ -1171,7 +1255,28 @@ mod tests {
             let whole = yaml_values(text).expect("valid YAML");
             let docs = split_documents(text).expect("no directive or end marker");
             assert_eq!(docs.len(), whole.len(), "{text:?}");
+            assert_eq!(doc_lines(&docs), reference_lines(text, docs.len()), "{text:?}");
         }
+        // A stream large enough to be scanned in pieces: the pieces' cuts fall anywhere,
+        // between and inside documents, and give the documents and lines of one piece.
+        let kinds = [
+            "---\na: 1\nb:\n  - x\n",
+            "--- {c: 2}\n",
+            "--- # comment\n\n# more\n  d: 3\n",
+            "---\n---\ne: |\n  ---- not a marker\n  --- still not, indented\n",
+            "---\r\nf: 4\r\n",
+        ];
+        let mut text = String::from("# head\ng: 0\n");
+        let mut i = 0;
+        while text.len() <= 2 * PARALLEL_YAML_BYTES {
+            text.push_str(kinds[i % kinds.len()]);
+            i += 1;
+        }
+        let docs = split_documents(&text).expect("no directive or end marker");
+        assert_eq!(docs.len(), 1 + i + i / kinds.len() + usize::from(i % kinds.len() > 3));
+        assert_eq!(doc_lines(&docs), reference_lines(&text, docs.len()));
+        let wholes: String = docs.iter().map(|d| d.whole).collect();
+        assert_eq!(wholes, text);
         assert!(split_documents("a: 1\n...\n---\nb: 2\n").is_none());
         assert!(split_documents("%YAML 1.2\n---\na: 1\n").is_none());
     }

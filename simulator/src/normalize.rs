@@ -133,7 +133,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 meta.namespace = None;
             }
             if let Object::ReplicationController(rc) = &mut e.object {
-                replication_controller_defaults(rc);
+                replication_controller_defaults(Arc::make_mut(rc));
             }
             (e.object.key(), validate(&e.object))
         })
@@ -165,7 +165,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut generated: Vec<Object> = Vec::new();
     for (name, value) in SYSTEM_PRIORITY_CLASSES {
         if !has(ObjectKind::PriorityClass, name) {
-            generated.push(Object::PriorityClass(Box::new(PriorityClass {
+            generated.push(Object::PriorityClass(Arc::new(PriorityClass {
                 metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
                 value,
                 description: Some("Built-in Kubernetes priority class.".into()),
@@ -175,7 +175,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     }
     for queue in implicit::default_queues() {
         if !has(ObjectKind::Queue, queue.metadata.name.as_deref().unwrap_or_default()) {
-            generated.push(Object::Queue(Box::new(queue)));
+            generated.push(Object::Queue(Arc::new(queue)));
         }
     }
 
@@ -242,7 +242,9 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         .zip(&keys)
         .with_min_len(256)
         .map(|(e, key)| match &mut e.object {
-            Object::Pod(pod) => pod_defaults(pod, key, Some(&e.origin), &classes, global_default.as_ref()),
+            Object::Pod(pod) => {
+                pod_defaults(Arc::make_mut(pod), key, Some(&e.origin), &classes, global_default.as_ref())
+            }
             _ => Ok(()),
         })
         .collect();
@@ -251,7 +253,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut cluster = Cluster::default();
     let mut latest_creation_ms = i64::MIN;
     let mut pod_order: Vec<String> = Vec::new();
-    let mut jobs: Vec<(Option<Origin>, Box<volcano_api::job::Job>)> = Vec::new();
+    let mut jobs: Vec<(Option<Origin>, Arc<volcano_api::job::Job>)> = Vec::new();
     let generated: Vec<(Option<Origin>, Object, String)> = generated
         .into_iter()
         .map(|o| {
@@ -266,53 +268,53 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         latest_creation_ms = latest_creation_ms.max(created.unwrap_or(i64::MIN));
         match object {
             Object::Node(n) => {
-                cluster.nodes.insert(key, Arc::from(n));
+                cluster.nodes.insert(key, n);
             }
             Object::Pod(pod) => {
                 pod_order.push(key.clone());
-                cluster.pods.insert(key, Arc::from(pod));
+                cluster.pods.insert(key, pod);
             }
             Object::PriorityClass(pc) => {
-                cluster.priority_classes.insert(key, Arc::from(pc));
+                cluster.priority_classes.insert(key, pc);
             }
             Object::PodGroup(mut pg) => {
                 if pg.spec.queue.as_deref().is_none_or(str::is_empty) {
-                    pg.spec.queue = Some("default".into());
+                    Arc::make_mut(&mut pg).spec.queue = Some("default".into());
                 }
-                cluster.pod_groups.insert(key, Arc::from(pg));
+                cluster.pod_groups.insert(key, pg);
             }
             Object::Queue(q) => {
-                cluster.queues.insert(key, Arc::from(q));
+                cluster.queues.insert(key, q);
             }
             Object::Job(job) => jobs.push((origin, job)),
             // Namespaces that objects name without a Namespace manifest are accepted as
             // before (a dump of one namespace holds none); a Namespace adds its labels.
             Object::Namespace(ns) => {
-                cluster.namespaces.insert(key, Arc::from(ns));
+                cluster.namespaces.insert(key, ns);
             }
             Object::PersistentVolumeClaim(pvc) => {
-                cluster.pvcs.insert(key, Arc::from(pvc));
+                cluster.pvcs.insert(key, pvc);
             }
             Object::PersistentVolume(pv) => {
-                cluster.pvs.insert(key, Arc::from(pv));
+                cluster.pvs.insert(key, pv);
             }
             Object::StorageClass(sc) => {
-                cluster.storage_classes.insert(key, Arc::from(sc));
+                cluster.storage_classes.insert(key, sc);
             }
             Object::CSINode(c) => {
-                cluster.csi_nodes.insert(key, Arc::from(c));
+                cluster.csi_nodes.insert(key, c);
             }
             Object::Service(svc) => {
-                cluster.services.insert(key, Arc::from(svc));
+                cluster.services.insert(key, svc);
             }
             Object::ReplicationController(rc) => {
-                cluster.replication_controllers.insert(key, Arc::from(rc));
+                cluster.replication_controllers.insert(key, rc);
             }
             Object::ReplicaSet(rs) => {
-                cluster.replica_sets.insert(key, Arc::from(rs));
+                cluster.replica_sets.insert(key, rs);
             }
             Object::StatefulSet(ss) => {
-                cluster.stateful_sets.insert(key, Arc::from(ss));
+                cluster.stateful_sets.insert(key, ss);
             }
         }
     }
