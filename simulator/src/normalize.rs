@@ -252,7 +252,11 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
 
     let mut cluster = Cluster::default();
     let mut latest_creation_ms = i64::MIN;
-    let mut pod_order: Vec<String> = Vec::new();
+    // Pods in input order (the first error, the PodGroups made for plain pods), and the
+    // nodes and PodGroups, built into the cluster's maps at once.
+    let mut pod_order: Vec<(String, Arc<Pod>)> = Vec::new();
+    let mut nodes: Vec<(String, Arc<k8s_openapi::api::core::v1::Node>)> = Vec::new();
+    let mut pod_groups: Vec<(String, Arc<crd::PodGroup>)> = Vec::new();
     let mut jobs: Vec<(Option<Origin>, Arc<volcano_api::job::Job>)> = Vec::new();
     let generated: Vec<(Option<Origin>, Object, String)> = generated
         .into_iter()
@@ -267,13 +271,8 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         let created = object.metadata().creation_timestamp.as_ref().map(|t| t.0.as_millisecond());
         latest_creation_ms = latest_creation_ms.max(created.unwrap_or(i64::MIN));
         match object {
-            Object::Node(n) => {
-                cluster.nodes.insert(key, n);
-            }
-            Object::Pod(pod) => {
-                pod_order.push(key.clone());
-                cluster.pods.insert(key, pod);
-            }
+            Object::Node(n) => nodes.push((key, n)),
+            Object::Pod(pod) => pod_order.push((key, pod)),
             Object::PriorityClass(pc) => {
                 cluster.priority_classes.insert(key, pc);
             }
@@ -281,7 +280,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 if pg.spec.queue.as_deref().is_none_or(str::is_empty) {
                     Arc::make_mut(&mut pg).spec.queue = Some("default".into());
                 }
-                cluster.pod_groups.insert(key, pg);
+                pod_groups.push((key, pg));
             }
             Object::Queue(q) => {
                 cluster.queues.insert(key, q);
@@ -318,6 +317,17 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             }
         }
     }
+
+    // Sorted on all cores, then built in one pass (keys are unique: duplicates were refused).
+    fn by_key<T>(a: &(String, T), b: &(String, T)) -> std::cmp::Ordering {
+        a.0.cmp(&b.0)
+    }
+    rayon::join(|| nodes.par_sort_unstable_by(by_key), || pod_groups.par_sort_unstable_by(by_key));
+    cluster.nodes = nodes.into_iter().collect();
+    cluster.pod_groups = pod_groups.into_iter().collect();
+    let mut pods = pod_order.clone();
+    pods.par_sort_unstable_by(by_key);
+    cluster.pods = pods.into_iter().collect();
 
     // Volcano's job admission webhook and job controller: every Job becomes its PodGroup
     // and pods (the simulator creates them at once, but for the pods of tasks with
@@ -370,8 +380,9 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                     sim_job.waiting.push((task, pod));
                     continue;
                 }
-                pod_order.push(key.clone());
-                cluster.pods.insert(key, Arc::new(pod));
+                let pod = Arc::new(pod);
+                pod_order.push((key.clone(), pod.clone()));
+                cluster.pods.insert(key, pod);
             }
             cluster.jobs.insert(job_key, sim_job);
         }
@@ -391,8 +402,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             message,
         },
     )?;
-    for key in &pod_order {
-        let pod = &cluster.pods[key];
+    for (key, pod) in &pod_order {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
             continue;
         };
@@ -412,8 +422,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     }
 
     // Volcano's PodGroup controller: a PodGroup for every pod of ours without one.
-    for key in pod_order {
-        let pod = &cluster.pods[&key];
+    for (key, pod) in pod_order {
         let ours = pod
             .spec
             .as_ref()
@@ -424,7 +433,9 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             continue;
         }
         let origin = origins.get(ObjectKind::Pod, &key);
-        let pg = auto_pod_group(pod, origin, &origins)?;
+        let pg = auto_pod_group(&pod, origin, &origins)?;
+        // The cluster's copy is then the only one, and is changed in place.
+        drop(pod);
         let pg_name = pg.metadata.name.clone().unwrap_or_default();
         let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
         cluster.pod_groups.entry(pg_key).or_insert_with(|| Arc::new(pg));
