@@ -596,31 +596,31 @@ fn object(
     }
     let value = Value::Object(map);
     let mut unknown = Vec::new();
-    let object = match k {
-        ObjectKind::Node => Object::Node(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::Pod => Object::Pod(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::PriorityClass => {
-            Object::PriorityClass(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
-        }
-        ObjectKind::PodGroup => Object::PodGroup(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::Queue => Object::Queue(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::Job => Object::Job(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::Namespace => Object::Namespace(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::PersistentVolumeClaim => {
-            Object::PersistentVolumeClaim(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
-        }
-        ObjectKind::PersistentVolume => {
-            Object::PersistentVolume(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
-        }
-        ObjectKind::StorageClass => Object::StorageClass(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::CSINode => Object::CSINode(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::Service => Object::Service(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::ReplicationController => {
-            Object::ReplicationController(Arc::new(decode(&origin, k, &display, value, &mut unknown)?))
-        }
-        ObjectKind::ReplicaSet => Object::ReplicaSet(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-        ObjectKind::StatefulSet => Object::StatefulSet(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),
-    };
+    // Each kind decoded into its own type, straight into the `Arc` the cluster keeps.
+    macro_rules! decoded {
+        ($($kind:ident),*) => {
+            match k {
+                $(ObjectKind::$kind => Object::$kind(Arc::new(decode(&origin, k, &display, value, &mut unknown)?)),)*
+            }
+        };
+    }
+    let object = decoded!(
+        Node,
+        Pod,
+        PriorityClass,
+        PodGroup,
+        Queue,
+        Job,
+        Namespace,
+        PersistentVolumeClaim,
+        PersistentVolume,
+        StorageClass,
+        CSINode,
+        Service,
+        ReplicationController,
+        ReplicaSet,
+        StatefulSet
+    );
     finish(validation, origin, object, display, &unknown, out)
 }
 
