@@ -472,8 +472,9 @@ impl PodContext<'_> {
     }
 }
 
-/// Hash of what makes a task's requests: FNV-1a over names and value bits (stable and
-/// cheap; a collision only costs a constraint comparison).
+/// Hash of what makes a task's requests, namespace, node selector and tolerations: FNV-1a
+/// over names and value bits (stable and cheap; a collision only costs a constraint
+/// comparison).
 fn request_key(t: &TaskInfo) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     let mut mix = |b: u8| {
@@ -486,7 +487,24 @@ fn request_key(t: &TaskInfo) -> u64 {
     }
     t.nonzero_cpu.to_le_bytes().into_iter().for_each(&mut mix);
     t.nonzero_memory.to_le_bytes().into_iter().for_each(&mut mix);
+    // Fields `same_shape_with` compares for equality in both of its modes: hashing them
+    // keeps the candidate lists of a cluster with many selector and toleration variants
+    // of one request short.
+    t.namespace().bytes().for_each(&mut mix);
+    mix(0xff);
     if let Some(spec) = t.pod.spec.as_ref() {
+        for (k, v) in spec.node_selector.iter().flatten() {
+            k.bytes().chain([0xfe]).chain(v.bytes()).for_each(&mut mix);
+            mix(0xff);
+        }
+        for tol in spec.tolerations.iter().flatten() {
+            for part in [&tol.key, &tol.operator, &tol.value, &tol.effect] {
+                part.as_deref().unwrap_or_default().bytes().for_each(&mut mix);
+                mix(0xfe);
+            }
+            tol.toleration_seconds.unwrap_or(-1).to_le_bytes().into_iter().for_each(&mut mix);
+            mix(0xff);
+        }
         for v in scheduling_volumes(spec) {
             if let Some(c) = &v.persistent_volume_claim {
                 c.claim_name.bytes().for_each(&mut mix);
