@@ -41,7 +41,10 @@ const EXIT_INTERNAL: u8 = 4;
 /// main one grow their heaps a few pages at a time (an `mprotect` per growth): reading a large
 /// manifest file on all cores spent a sixth of its time there, and the scheduling cycle's
 /// parallel snapshot build and plugins allocate from those threads too (docs/performance.md,
-/// "The memory allocator").
+/// "The memory allocator"). It is built with `no_thp`: it does not ask the kernel for
+/// transparent huge pages (`madvise(MADV_HUGEPAGE)`), whose zeroing, two megabytes at a
+/// first touch, was half of all CPU time in a `hetero-10k` cycle and made the cycles that
+/// build and drop large snapshots 10–40 % slower (docs/performance.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
