@@ -357,8 +357,21 @@ pub(super) struct PodTask {
 /// A pod's task before it is numbered.
 struct Prepared {
     pod: PodTask,
-    /// The previous pod in key order is a task of the same shape.
-    same_as_previous: bool,
+    /// How the task compares with the previous pod in key order, when that is a task.
+    previous: Previous,
+    /// The task's [`request_key`] (computed on all cores; 0 when `previous` is `Same`).
+    request_key: u64,
+}
+
+/// How a task compares with the task of the previous pod in key order.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Previous {
+    /// The previous pod is not a task (or there is none in this run of pods).
+    Unknown,
+    /// The previous pod is a task of the same shape.
+    Same,
+    /// The previous pod is a task of another shape.
+    Other,
 }
 
 /// The job of the last pod looked up: the pods of a job are neighbours in key order.
@@ -395,13 +408,21 @@ impl PodContext<'_> {
         for (_, key, pod) in pods {
             let key = key.take().expect("each key is taken once");
             let r = self.task(key, pod, &mut groups).map(|pod| {
-                let same_as_previous = match (out.last(), &pod.task) {
+                let previous = match (out.last(), &pod.task) {
                     (Some(Ok(Some(Prepared { pod: PodTask { task: Some((p, _)), .. }, .. }))), Some((t, _))) => {
-                        same_shape(p, t)
+                        if same_shape(p, t) {
+                            Previous::Same
+                        } else {
+                            Previous::Other
+                        }
                     }
-                    _ => false,
+                    _ => Previous::Unknown,
                 };
-                (pod.task.is_some() || pod.awaiting.is_some()).then_some(Prepared { pod, same_as_previous })
+                let request_key = match &pod.task {
+                    Some((t, _)) if previous != Previous::Same => request_key(t),
+                    _ => 0,
+                };
+                (pod.task.is_some() || pod.awaiting.is_some()).then_some(Prepared { pod, previous, request_key })
             });
             out.push(r);
         }
@@ -655,13 +676,23 @@ impl ShapeIndex {
 }
 
 impl Shapes {
-    fn shape_of(&mut self, tasks: &CowVec<TaskInfo>, task: &TaskInfo, id: TaskId) -> u32 {
-        if let Some((shape, rep)) = self.last {
+    /// The shape of `task` (whose [`request_key`] is `key`); `differs_from_last` says the
+    /// task is known to differ from the last shape found.
+    fn shape_of(
+        &mut self,
+        tasks: &CowVec<TaskInfo>,
+        task: &TaskInfo,
+        id: TaskId,
+        key: u64,
+        differs_from_last: bool,
+    ) -> u32 {
+        debug_assert_eq!(key, request_key(task));
+        if let Some((shape, rep)) = self.last.filter(|_| !differs_from_last) {
             if same_shape(&tasks[rep.idx()], task) {
                 return shape;
             }
         }
-        let candidates = self.by_request.entry(request_key(task)).or_default();
+        let candidates = self.by_request.entry(key).or_default();
         let shape = match candidates.iter().find(|(_, rep)| same_shape(&tasks[rep.idx()], task)) {
             Some(&(shape, rep)) => {
                 self.last = Some((shape, rep));
@@ -893,15 +924,17 @@ impl Snapshot {
         prepared: Vec<Vec<Result<Option<Prepared>, SnapshotError>>>,
     ) -> Result<(), SnapshotError> {
         for p in prepared.into_iter().flatten() {
-            let Some(Prepared { pod, same_as_previous }) = p? else { continue };
+            let Some(Prepared { pod, previous, request_key }) = p? else { continue };
             if let Some((key, pod)) = pod.awaiting {
                 awaiting.insert(key, pod);
             }
             let Some((mut task, node)) = pod.task else { continue };
             let id = TaskId(self.tasks.len() as u32);
-            task.shape = match (same_as_previous, shapes.last) {
-                (true, Some((shape, _))) => shape,
-                _ => shapes.shape_of(&self.tasks, &task, id),
+            // The previous task of the run was the last one given a shape: when it differs,
+            // so does every task of its shape (the comparison is an equivalence).
+            task.shape = match (previous, shapes.last) {
+                (Previous::Same, Some((shape, _))) => shape,
+                _ => shapes.shape_of(&self.tasks, &task, id, request_key, previous == Previous::Other),
             };
             let (job, status) = (task.job, task.status);
             self.status_counts[status as usize] += 1;
