@@ -934,6 +934,8 @@ impl Snapshot {
             // so does every task of its shape (the comparison is an equivalence).
             task.shape = match (previous, shapes.last) {
                 (Previous::Same, Some((shape, _))) => shape,
+                // (`Same` always finds a last shape; its key is not computed ahead.)
+                (Previous::Same, None) => shapes.shape_of(&self.tasks, &task, id, self::request_key(&task), false),
                 _ => shapes.shape_of(&self.tasks, &task, id, request_key, previous == Previous::Other),
             };
             let (job, status) = (task.job, task.status);
