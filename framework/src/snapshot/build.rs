@@ -359,8 +359,8 @@ struct Prepared {
     pod: PodTask,
     /// How the task compares with the previous pod in key order, when that is a task.
     previous: Previous,
-    /// The task's [`request_key`] (computed on all cores; 0 when `previous` is `Same`).
-    request_key: u64,
+    /// The task's [`request_key`], computed on all cores (not when `previous` is `Same`).
+    request_key: Option<u64>,
 }
 
 /// How a task compares with the task of the previous pod in key order.
@@ -419,8 +419,8 @@ impl PodContext<'_> {
                     _ => Previous::Unknown,
                 };
                 let request_key = match &pod.task {
-                    Some((t, _)) if previous != Previous::Same => request_key(t),
-                    _ => 0,
+                    Some((t, _)) if previous != Previous::Same => Some(request_key(t)),
+                    _ => None,
                 };
                 (pod.task.is_some() || pod.awaiting.is_some()).then_some(Prepared { pod, previous, request_key })
             });
@@ -924,7 +924,7 @@ impl Snapshot {
         prepared: Vec<Vec<Result<Option<Prepared>, SnapshotError>>>,
     ) -> Result<(), SnapshotError> {
         for p in prepared.into_iter().flatten() {
-            let Some(Prepared { pod, previous, request_key }) = p? else { continue };
+            let Some(Prepared { pod, previous, request_key: key }) = p? else { continue };
             if let Some((key, pod)) = pod.awaiting {
                 awaiting.insert(key, pod);
             }
@@ -934,9 +934,10 @@ impl Snapshot {
             // so does every task of its shape (the comparison is an equivalence).
             task.shape = match (previous, shapes.last) {
                 (Previous::Same, Some((shape, _))) => shape,
-                // (`Same` always finds a last shape; its key is not computed ahead.)
-                (Previous::Same, None) => shapes.shape_of(&self.tasks, &task, id, self::request_key(&task), false),
-                _ => shapes.shape_of(&self.tasks, &task, id, request_key, previous == Previous::Other),
+                _ => {
+                    let key = key.unwrap_or_else(|| request_key(&task));
+                    shapes.shape_of(&self.tasks, &task, id, key, previous == Previous::Other)
+                }
             };
             let (job, status) = (task.job, task.status);
             self.status_counts[status as usize] += 1;
