@@ -86,12 +86,8 @@ pub(crate) fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, Fi
     let task = ssn.snap.task(t);
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
-        if Session::fits_future(&task.resreq, node) && ssn.predicate(t, n).is_ok() {
-            return Ok(if Session::fits_idle(&task.resreq, node) {
-                NodeChoice::Idle(n)
-            } else {
-                NodeChoice::Future(n)
-            });
+        if node.fits_future(&task.resreq) && ssn.predicate(t, n).is_ok() {
+            return Ok(if node.fits_idle(&task.resreq) { NodeChoice::Idle(n) } else { NodeChoice::Future(n) });
         }
     }
     ssn.find_node(t)

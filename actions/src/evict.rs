@@ -119,7 +119,7 @@ pub(crate) fn may_evict_for(ssn: &Session, t: TaskId) -> bool {
     }
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
         let node = ssn.snap.node(n);
-        if Session::fits_future(&task.resreq, node) && ssn.predicate(t, n).is_ok() {
+        if node.fits_future(&task.resreq) && ssn.predicate(t, n).is_ok() {
             return false;
         }
         let terminating_lower = node.tasks.iter().any(|x| {
@@ -254,7 +254,7 @@ impl ReclaimWalk {
 
 /// Whether the task fits the node's future idle resources and passes every predicate.
 pub(crate) fn fits_without_eviction(ssn: &Session, t: TaskId, n: NodeId) -> bool {
-    Session::fits_future(&ssn.snap.task(t).resreq, ssn.snap.node(n)) && ssn.predicate(t, n).is_ok()
+    ssn.snap.node(n).fits_future(&ssn.snap.task(t).resreq) && ssn.predicate(t, n).is_ok()
 }
 
 #[cfg(test)]

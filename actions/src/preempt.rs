@@ -103,7 +103,7 @@ fn preempt_task(
         ssn.record_preemption_attempt(victims.len());
         let fits = |s: &Session| {
             let task = s.snap.task(t);
-            s.allocatable(queue, t) && Session::fits_future(&task.resreq, s.snap.node(n)) && s.predicate(t, n).is_ok()
+            s.allocatable(queue, t) && s.snap.node(n).fits_future(&task.resreq) && s.predicate(t, n).is_ok()
         };
         if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "preempt", fits) {
             stmt.merge(node_stmt);

@@ -72,7 +72,7 @@ fn reclaim_task(ssn: &mut Session, stmt: &mut Statement, q: QueueId, t: TaskId, 
         if !victims_suffice(ssn, t, n, &victims) {
             continue;
         }
-        let fits = |s: &Session| Session::fits_future(&s.snap.task(t).resreq, s.snap.node(n));
+        let fits = |s: &Session| s.snap.node(n).fits_future(&s.snap.task(t).resreq);
         if let Some(node_stmt) = free_node_for(ssn, t, n, victims, "reclaim", fits) {
             stmt.merge(node_stmt);
             return true;

@@ -17,6 +17,7 @@ pub mod cycle;
 pub mod effect;
 pub mod explain;
 pub mod implicit;
+pub mod index;
 pub mod invariants;
 pub mod model;
 pub mod plugin;
@@ -40,8 +41,8 @@ pub use explain::{Ahead, Blocked, Explanation};
 pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
 pub use plugin::{
-    Admission, CloseOutput, FixedFailures, Hooks, InvalidJob, JobMetric, JobVerdict, NodeDomains, Plugin, QueueReport,
-    SessionContext, Vote,
+    Admission, CloseOutput, FixedFailures, Hooks, Incremental, InvalidJob, JobMetric, JobVerdict, NodeDomains, Plugin,
+    QueueReport, SessionContext, Vote,
 };
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
 
-use crate::resource::Resource;
-use crate::status::FitErrors;
+use crate::resource::{DimensionDefault, Resource};
+use crate::status::{Code, FitErrors, Status};
 
 macro_rules! id_type {
     ($(#[$m:meta])* $name:ident) => {
@@ -368,6 +368,35 @@ pub struct NodeInfo {
 }
 
 impl NodeInfo {
+    /// Whether a request fits the node's idle resources now (allocate's check).
+    pub fn fits_idle(&self, req: &Resource) -> bool {
+        req.less_equal(&self.idle, DimensionDefault::Zero)
+    }
+
+    /// Whether a request fits the node's future idle resources (once releasing pods are
+    /// gone; pipeline's check).
+    pub fn fits_future(&self, req: &Resource) -> bool {
+        if self.releasing.is_exact_zero() && self.pipelined.is_exact_zero() {
+            return self.fits_idle(req);
+        }
+        req.less_equal(&self.future_idle(), DimensionDefault::Zero)
+    }
+
+    /// [`NodeInfo::fits_future`] for a task, with the allocate action's reason when it does
+    /// not fit (`Insufficient cpu, memory`).
+    pub fn fits_future_idle(&self, task: &TaskInfo) -> Result<(), Status> {
+        let future = self.future_idle();
+        if task.resreq.less_equal(&future, DimensionDefault::Zero) {
+            return Ok(());
+        }
+        let dims: Vec<&str> = task.resreq.insufficient_dims(&future).collect();
+        Err(Status {
+            code: Code::Unschedulable,
+            reason: format!("Insufficient {}", dims.join(", ")),
+            plugin: "allocate",
+        })
+    }
+
     /// Idle + releasing − pipelined: what the node will have once releasing pods are gone.
     pub fn future_idle(&self) -> Resource {
         let mut r = self.idle.clone();

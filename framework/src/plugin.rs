@@ -220,23 +220,6 @@ pub trait Plugin: Send + Sync {
     /// Scores all feasible nodes at once (for normalised scores): adds into `scores`.
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {}
 
-    /// [`Plugin::batch_node_order`] over a set of scored nodes in which `nodes[i]` stands
-    /// for `counts[i]` nodes with its raw scores (nodes of its domain that are not special,
-    /// see [`Plugin::batch_partition`]): the scores `nodes` would get in a batch over the
-    /// whole set. The default scores `nodes` alone, which is right for scores normalised
-    /// from the set of raw values only; a plugin whose scores read the number of scored
-    /// nodes (PodTopologySpread's topology sizes) must use `counts`.
-    fn batch_node_order_counted(
-        &self,
-        snap: &Snapshot,
-        task: TaskId,
-        nodes: &[NodeId],
-        counts: &[u32],
-        scores: &mut [f64],
-    ) {
-        self.batch_node_order(snap, task, nodes, scores)
-    }
-
     /// Victims among `candidates` for `preemptor`; `None` abstains.
     fn preemptable(&self, snap: &Snapshot, preemptor: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         None
@@ -296,6 +279,56 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// The plugin's [`Incremental`] promises, if it makes any: `None` (the default) makes the
+    /// session evaluate it exactly — every node for every task, no failed attempt
+    /// remembered across cycles. A plugin that implements only semantic hooks is correct
+    /// by construction; one that implements [`Incremental`] returns `Some(self)`.
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        None
+    }
+
+    /// [`Plugin::incremental`], mutably (to drain [`Incremental::drain_touched`]).
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        None
+    }
+
+    /// A task was allocated or pipelined (or an eviction was undone).
+    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {}
+
+    /// A task was evicted (or an allocation was undone).
+    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
+}
+
+/// What a plugin promises so that the session may reuse work instead of asking it again:
+/// across cycles (it reads no clock, [`Incremental::reads_clock`]), across the tasks of one
+/// shape (the node index's classes: [`Incremental::shape_local`], [`Incremental::shape_key`],
+/// [`Incremental::rule_exceptions`], [`Incremental::drain_touched`]), across nodes
+/// ([`Incremental::fixed_failures`], [`Incremental::evaluation_key`]) and across the nodes of
+/// one topology domain ([`Incremental::domain_rules`], [`Incremental::batch_partition`]).
+///
+/// Opt-in, apart from [`Plugin`]: a plugin exposes it through [`Plugin::incremental`], and a
+/// plugin that does not gets exact evaluation (every default here is the answer that
+/// promises nothing). A wrong promise silently changes placements, so each one a plugin
+/// makes is tested against a full scan (`tests/tests/invariants.rs`).
+#[allow(unused_variables)]
+pub trait Incremental: Plugin {
+    /// [`Plugin::batch_node_order`] over a set of scored nodes in which `nodes[i]` stands
+    /// for `counts[i]` nodes with its raw scores (nodes of its domain that are not special,
+    /// see [`Incremental::batch_partition`]): the scores `nodes` would get in a batch over the
+    /// whole set. The default scores `nodes` alone, which is right for scores normalised
+    /// from the set of raw values only; a plugin whose scores read the number of scored
+    /// nodes (PodTopologySpread's topology sizes) must use `counts`.
+    fn batch_node_order_counted(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        nodes: &[NodeId],
+        counts: &[u32],
+        scores: &mut [f64],
+    ) {
+        self.batch_node_order(snap, task, nodes, scores)
+    }
+
     /// Whether, for this task, the plugin's predicates and node scores depend only on the
     /// node's state and on the task's requests ([`crate::TaskInfo::resreq`] and the non-zero
     /// cpu and memory), node selector, affinity, tolerations, topology spread constraints,
@@ -303,8 +336,8 @@ pub trait Plugin: Send + Sync {
     /// images and volumes (PersistentVolumeClaim claims, inline CSI sources, generic
     /// ephemeral volumes) — so equivalent
     /// tasks get equal answers and the session may use its incremental node index
-    /// ([`crate::session::select`]). The default (false) makes the session scan every node for the
-    /// task; a plugin whose answer depends on the task's job (say) returns false only for
+    /// ([`crate::session::select`]). The default (false) makes the session scan every node for
+    /// the task; a plugin whose answer depends on the task's job (say) returns false only for
     /// the tasks concerned. The session asks once per task: the answer must not change
     /// while the session runs.
     fn shape_local(&self, snap: &Snapshot, task: TaskId) -> bool {
@@ -314,16 +347,17 @@ pub trait Plugin: Send + Sync {
     /// Whether this session's answers depend on the session's time
     /// ([`SessionContext::now_ms`]), not only on the snapshot: a session where some plugin
     /// says yes remembers no failed attempt for the next cycle, nor replays one
-    /// ([`crate::session::retry`]). Asked once, after `on_session_open`.
+    /// ([`crate::session::retry`]). Asked once, after `on_session_open`. The default says
+    /// yes: a plugin declares that it reads no clock.
     fn reads_clock(&self, snap: &Snapshot) -> bool {
-        false
+        true
     }
 
-    /// For a [`Plugin::shape_local`] task whose answers also depend on a few facts beyond
+    /// For a [`Incremental::shape_local`] task whose answers also depend on a few facts beyond
     /// its shape (inter-pod affinity reads the pod's labels through the selectors of the
     /// pods around it): a key such that tasks whose shapes are equal but for their
     /// inter-pod rules, and whose keys are equal, get equal predicates (domain rules aside,
-    /// see [`Plugin::domain_rules`]) and node scores ([`Plugin::node_order`]; batch scores
+    /// see [`Incremental::domain_rules`]) and node scores ([`Plugin::node_order`]; batch scores
     /// are asked per task). So a plugin's predicates and node scores read a task's
     /// inter-pod rules only through its key: 0 when they read none. Asked once per task
     /// and session; the keys of all plugins are combined.
@@ -334,13 +368,13 @@ pub trait Plugin: Send + Sync {
     /// Whether [`Plugin::batch_node_order`] gives every node the same score for this task,
     /// whichever nodes are scored together (so it cannot change which node wins, and a
     /// subset of the nodes may be scored alone). Asked only for tasks that every plugin finds
-    /// [`Plugin::shape_local`], once per task and session.
+    /// [`Incremental::shape_local`], once per task and session.
     fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
         false
     }
 
-    /// For a task whose batch scores are not uniform ([`Plugin::batch_uniform`]): whether
-    /// they are uniform outside a few nodes that [`Plugin::batch_special_nodes`] lists, and
+    /// For a task whose batch scores are not uniform ([`Incremental::batch_uniform`]): whether
+    /// they are uniform outside a few nodes that [`Incremental::batch_special_nodes`] lists, and
     /// normalised from the set of raw values only (so that scoring the listed nodes and one
     /// other node gives them the scores a batch over every feasible node would). The
     /// session then scores only those nodes and the best other node. Asked once per task
@@ -351,10 +385,10 @@ pub trait Plugin: Send + Sync {
 
     /// For a task whose batch scores are neither uniform nor sparse: the partition of the
     /// nodes into domains (the values of one node label, say the zone) such that, outside
-    /// the nodes that [`Plugin::batch_special_nodes`] lists, the batch scores are equal on
+    /// the nodes that [`Incremental::batch_special_nodes`] lists, the batch scores are equal on
     /// the nodes of each domain (the nodes without the label make one more domain), and
     /// normalised from the raw values and how many scored nodes have each
-    /// ([`Plugin::batch_node_order_counted`]). The session then scores the listed nodes and
+    /// ([`Incremental::batch_node_order_counted`]). The session then scores the listed nodes and
     /// the best other node of each domain only. `None` (the default) when the scores have
     /// no such partition; a plugin whose scores are uniform or sparse for the task returns
     /// `None` too. Asked once per task and session.
@@ -362,23 +396,24 @@ pub trait Plugin: Send + Sync {
         None
     }
 
-    /// The nodes outside which the batch scores of a [`Plugin::batch_sparse`] task are
-    /// uniform, or those of a [`Plugin::batch_partition`] task uniform per domain (now;
+    /// The nodes outside which the batch scores of a [`Incremental::batch_sparse`] task are
+    /// uniform, or those of a [`Incremental::batch_partition`] task uniform per domain (now;
     /// asked at every query); a plugin whose scores are uniform adds none.
     fn batch_special_nodes(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) {}
 
-    /// For a [`Plugin::shape_local`] task: the nodes where its predicates and node scores
+    /// For a [`Incremental::shape_local`] task: the nodes where its predicates and node scores
     /// may differ from those of a task whose shape differs only in inter-pod rules (pod
     /// affinity and anti-affinity, topology spread constraints) — the nodes its own rules
     /// and those of the other task may fail on, now. The node index then builds the task's
     /// class from the other's answers, re-evaluating only these nodes. Returns false when
-    /// the nodes cannot be listed (the class is then built by evaluating every node). The
-    /// default lists none: a plugin that reads no inter-pod rule answers alike for both.
+    /// the nodes cannot be listed (the class is then built by evaluating every node), the
+    /// default; a plugin that reads no inter-pod rule answers alike for both tasks, lists
+    /// none and returns true.
     fn rule_exceptions(&self, snap: &Snapshot, task: TaskId, out: &mut Vec<NodeId>) -> bool {
-        true
+        false
     }
 
-    /// For a [`Plugin::shape_local`] task: the nodes where the plugin's predicate fails for
+    /// For a [`Incremental::shape_local`] task: the nodes where the plugin's predicate fails for
     /// the task whatever a session does, with the reason — it reads there only what a
     /// session does not change, such as the node's labels, taints and `unschedulable` flag
     /// and the task's shape, and that failure is the first one its `predicate` and
@@ -391,10 +426,10 @@ pub trait Plugin: Send + Sync {
         None
     }
 
-    /// For a [`Plugin::shape_local`] task whose [`Plugin::shape_key`]s are all 0: a key
+    /// For a [`Incremental::shape_local`] task whose [`Incremental::shape_key`]s are all 0: a key
     /// such that tasks with equal requests ([`crate::TaskInfo::resreq`] and the non-zero
     /// cpu and memory) and equal keys get equal answers from the plugin's `predicate` and
-    /// [`Plugin::node_order`] on every node its [`Plugin::fixed_failures`] lists for
+    /// [`Plugin::node_order`] on every node its [`Incremental::fixed_failures`] lists for
     /// neither task (every node when it lists none). Most shapes of a cluster differ only
     /// in what fixed failures and batch scores read (node selectors, node affinity,
     /// tolerations), so the node index evaluates such a node once for all the classes of
@@ -406,29 +441,29 @@ pub trait Plugin: Send + Sync {
         None
     }
 
-    /// For a [`Plugin::shape_local`] task: the partition of the nodes into topology domains
+    /// For a [`Incremental::shape_local`] task: the partition of the nodes into topology domains
     /// (the values of one node label, say the zone) when some of the plugin's predicates
     /// for the task depend on the node only through its domain — topology spread over
     /// zones, zone anti-affinity. The node index then keeps the task's answers without
-    /// those rules ([`Plugin::predicate_without_domain_rules`]) and applies
-    /// [`Plugin::domain_verdicts`] per domain at each query, so that placing a pod in a
+    /// those rules ([`Incremental::predicate_without_domain_rules`]) and applies
+    /// [`Incremental::domain_verdicts`] per domain at each query, so that placing a pod in a
     /// zone costs the index nothing per node of the zone. `None` (the default) when the
     /// plugin has no such rules for the task. Asked once per task and session; the answer
     /// must not change while the session runs, and must be the same for tasks whose
-    /// [`Plugin::shape_key`]s are equal (and whose shapes differ only in inter-pod rules).
+    /// [`Incremental::shape_key`]s are equal (and whose shapes differ only in inter-pod rules).
     /// At most one plugin may split a task (the session scans every node for a task two
     /// plugins split).
     fn domain_rules(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
         None
     }
 
-    /// For a task of [`Plugin::domain_rules`]: the verdict of its domain rules now, per
+    /// For a task of [`Incremental::domain_rules`]: the verdict of its domain rules now, per
     /// domain: `out[d]` for domain `d` and `out[count]` for the nodes without the label,
     /// each `None` (the session's initial value) when the rules allow it, else the reason
     /// the predicate would give on a node that passes its other checks.
     fn domain_verdicts(&self, snap: &Snapshot, task: TaskId, out: &mut [Option<Cow<'static, str>>]) {}
 
-    /// [`Plugin::predicate`] with the task's [`Plugin::domain_rules`] taken as passing (so
+    /// [`Plugin::predicate`] with the task's [`Incremental::domain_rules`] taken as passing (so
     /// the same answer as `predicate` on a node whose domain they allow).
     fn predicate_without_domain_rules(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
         self.predicate(snap, task, node)
@@ -443,16 +478,10 @@ pub trait Plugin: Send + Sync {
     /// predicate pass there that failed before (a required pod affinity to it): the index
     /// assumes that a node that took a task still fails every task it failed, unless listed.
     fn drain_touched(&mut self, out: &mut Vec<NodeId>) {}
-
-    /// A task was allocated or pipelined (or an eviction was undone).
-    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {}
-
-    /// A task was evicted (or an allocation was undone).
-    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
 }
 
 /// The nodes where a plugin's predicate fails for a task whatever a session does, and why
-/// (see [`Plugin::fixed_failures`]).
+/// (see [`Incremental::fixed_failures`]).
 #[derive(Debug, PartialEq, Eq)]
 pub struct FixedFailures {
     /// Per node (by index): 0 when the predicate may pass there, else 1 + the index of its
@@ -469,8 +498,8 @@ impl FixedFailures {
     }
 }
 
-/// A partition of the nodes into topology domains (see [`Plugin::domain_rules`] and
-/// [`Plugin::batch_partition`]).
+/// A partition of the nodes into topology domains (see [`Incremental::domain_rules`] and
+/// [`Incremental::batch_partition`]).
 #[derive(Debug, PartialEq, Eq)]
 pub struct NodeDomains {
     /// The domain of each node, by node index; [`NodeDomains::NONE`] for a node without

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{parse_args, ArgsError, Hooks, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, Plugin, PluginBuilder, Snapshot, TaskId};
 
 /// Configuration name.
 pub const NAME: &str = "conformance";
@@ -47,6 +47,20 @@ impl Plugin for Conformance {
 
     fn reclaimable(&self, snap: &Snapshot, _p: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         Some(candidates.iter().copied().filter(|t| evictable(snap, *t)).collect())
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Conformance {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{parse_args, ArgsError, Hooks, JobId, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, JobId, Plugin, PluginBuilder, Snapshot, TaskId};
 
 use crate::gang::above_min_available;
 
@@ -66,6 +66,20 @@ impl Plugin for Elastic {
 
     fn reclaimable(&self, snap: &Snapshot, _p: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         Some(above_min_available(snap, candidates))
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Elastic {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

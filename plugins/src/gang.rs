@@ -20,8 +20,8 @@ use volcano_api::conf::PluginOption;
 use volcano_api::names::pod_group_reason;
 use volcano_framework::plugin::{CloseOutput, JobMetric, JobVerdict};
 use volcano_framework::{
-    parse_args, ArgsError, Hooks, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId,
-    TaskStatus, Vote,
+    parse_args, ArgsError, Hooks, Incremental, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext,
+    Snapshot, TaskId, TaskStatus, Vote,
 };
 
 /// Configuration name.
@@ -262,6 +262,20 @@ impl Plugin for Gang {
             }
         }
         out.unschedulable_jobs = Some(unschedulable);
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Gang {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

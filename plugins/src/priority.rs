@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{parse_args, ArgsError, Hooks, JobId, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, JobId, Plugin, PluginBuilder, Snapshot, TaskId};
 
 /// Configuration name.
 pub const NAME: &str = "priority";
@@ -66,6 +66,20 @@ impl Plugin for Priority {
     fn job_starving(&self, snap: &Snapshot, j: JobId) -> bool {
         let job = snap.job(j);
         job.ready_task_num() + job.waiting_task_num() < job.task_num()
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Priority {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

@@ -15,7 +15,6 @@ use rayon::prelude::*;
 use crate::effect::Effect;
 use crate::model::*;
 use crate::plugin::{Admission, Hooks, InvalidJob, Plugin, SessionContext, Vote};
-use crate::resource::{DimensionDefault, Resource};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, FitErrors, Status};
 
@@ -61,8 +60,8 @@ pub struct Session {
     /// Jobs not admitted in this session, with why (events at close).
     pub(crate) admission_rejections: Vec<(JobId, String)>,
     pub(crate) current_action: &'static str,
-    pub(crate) index: crate::session::select::NodeIndex,
-    pub(crate) index_enabled: bool,
+    /// The node index (`None` only while it answers a question, see [`select`]).
+    pub(crate) index: Option<Box<crate::index::NodeIndex>>,
     /// The nodes holding possible victims, built when `preempt` or `reclaim` first asks.
     pub(crate) victims: Option<victims::VictimNodes>,
     /// What the actions did that the metrics count.
@@ -151,7 +150,7 @@ impl Session {
                 slots
             })
             .collect();
-        let index_enabled = options.node_index;
+        let index = crate::index::NodeIndex::new(options.node_index);
         // Room for a bind per task and a status per job and queue, so that the effects are
         // never moved while they grow (untouched capacity costs no memory).
         let effects = Vec::with_capacity(snap.tasks.len() + snap.jobs.len() + snap.queues.len());
@@ -164,8 +163,7 @@ impl Session {
             effects,
             admission_rejections: Vec::new(),
             current_action: "",
-            index: Default::default(),
-            index_enabled,
+            index: Some(Box::new(index)),
             victims: None,
             stats: SessionStats::default(),
             retries: retry::Retries::default(),
@@ -177,7 +175,8 @@ impl Session {
         }
         // A session that reads the clock is not a function of its snapshot alone: nothing of
         // it is remembered, nor replayed.
-        let clock_free = ssn.tiers.iter().flatten().all(|slot| !slot.plugin.reads_clock(&ssn.snap));
+        let clock_free =
+            ssn.tiers.iter().flatten().all(|slot| slot.plugin.incremental().is_some_and(|h| !h.reads_clock(&ssn.snap)));
         let known = ssn.snap.take_retries();
         ssn.retries = retry::Retries::new(clock_free, known);
         ssn
@@ -233,7 +232,7 @@ impl Session {
     }
 
     #[inline]
-    fn active(&self, hook: Hooks) -> impl Iterator<Item = &dyn Plugin> + '_ {
+    pub(crate) fn active(&self, hook: Hooks) -> impl Iterator<Item = &dyn Plugin> + '_ {
         self.hooked(hook).iter().map(|&(t, i)| self.tiers[t][i].plugin.as_ref())
     }
 
@@ -321,15 +320,6 @@ impl Session {
         Ok(())
     }
 
-    /// [`Session::predicate`] with the task's domain rules taken as passing (see
-    /// [`Plugin::domain_rules`]).
-    pub(crate) fn predicate_without_domain_rules(&self, t: TaskId, n: NodeId) -> Result<(), Status> {
-        for p in self.active(Hooks::PREDICATE) {
-            p.predicate_without_domain_rules(&self.snap, t, n)?;
-        }
-        Ok(())
-    }
-
     /// The predicates as preempt and reclaim use them: only a failure that evicting pods
     /// cannot cure (`UnschedulableAndUnresolvable`) rules the node out.
     pub fn predicate_for_eviction(&self, t: TaskId, n: NodeId) -> Result<(), Status> {
@@ -348,16 +338,9 @@ impl Session {
         self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, n)).sum()
     }
 
-    pub(crate) fn batch_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + '_ {
-        self.active(Hooks::BATCH_NODE_ORDER)
-    }
-
-    pub(crate) fn node_plugins(&self) -> impl Iterator<Item = &dyn Plugin> + '_ {
-        self.tiers
-            .iter()
-            .flatten()
-            .filter(|s| s.active.intersects(Hooks::PREDICATE | Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER))
-            .map(|s| s.plugin.as_ref())
+    /// The plugins with any of these extension points active, in tier order.
+    pub(crate) fn with_any(&self, hooks: Hooks) -> impl Iterator<Item = &dyn Plugin> + '_ {
+        self.tiers.iter().flatten().filter(move |s| s.active.intersects(hooks)).map(|s| s.plugin.as_ref())
     }
 
     /// Σ node scores of every plugin for each node (node order + batch node order).
@@ -609,22 +592,28 @@ impl Session {
 
     fn fire_allocate(&mut self, t: TaskId) {
         let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
+        let index = self.index.as_deref_mut().expect("no question to the node index");
         for &(tier, i) in &self.hooked[bit] {
             let plugin = &mut self.tiers[tier][i].plugin;
             plugin.on_allocate(&self.snap, t);
-            plugin.drain_touched(&mut self.index.touched);
+            if let Some(h) = plugin.incremental_mut() {
+                h.drain_touched(index.touched_buffer());
+            }
         }
-        self.index.touch_drained();
+        index.touch_drained();
     }
 
     fn fire_deallocate(&mut self, t: TaskId) {
         let bit = Hooks::EVENT_HANDLER.bits().trailing_zeros() as usize;
+        let index = self.index.as_deref_mut().expect("no question to the node index");
         for &(tier, i) in &self.hooked[bit] {
             let plugin = &mut self.tiers[tier][i].plugin;
             plugin.on_deallocate(&self.snap, t);
-            plugin.drain_touched(&mut self.index.touched);
+            if let Some(h) = plugin.incremental_mut() {
+                h.drain_touched(index.touched_buffer());
+            }
         }
-        self.index.touch_drained();
+        index.touch_drained();
     }
 
     /// Places a pending task on a node (status Allocated) and fires `on_allocate`.
@@ -633,7 +622,7 @@ impl Session {
         self.snap.set_task_status(t, TaskStatus::Allocated);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
-        self.index.touch_used(n);
+        self.index_mut().touch_used(n);
         self.fire_allocate(t);
     }
 
@@ -643,7 +632,7 @@ impl Session {
         self.snap.set_task_status(t, TaskStatus::Pipelined);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
-        self.index.touch_used(n);
+        self.index_mut().touch_used(n);
         self.fire_allocate(t);
     }
 
@@ -653,7 +642,7 @@ impl Session {
             self.snap.node_remove_task(n, t);
             let status = self.snap.task(t).status;
             self.snap.tasks[t.idx()].last_tx = Some((status, n));
-            self.index.touch(n);
+            self.index_mut().touch(n);
         }
         self.snap.tasks[t.idx()].node = None;
         self.snap.set_task_status(t, TaskStatus::Pending);
@@ -675,7 +664,7 @@ impl Session {
             self.snap.node_remove_task(n, t);
             self.snap.set_task_status(t, TaskStatus::Releasing);
             self.snap.node_add_task(n, t);
-            self.index.touch(n);
+            self.index_mut().touch(n);
         } else {
             self.snap.set_task_status(t, TaskStatus::Releasing);
         }
@@ -689,7 +678,7 @@ impl Session {
             self.snap.node_remove_task(n, t);
             self.snap.set_task_status(t, prev);
             self.snap.node_add_task(n, t);
-            self.index.touch(n);
+            self.index_mut().touch(n);
         } else {
             self.snap.set_task_status(t, prev);
         }
@@ -734,34 +723,5 @@ impl Session {
         if let Some(j) = self.snap.task(t).job {
             self.snap.jobs[j.idx()].fit_errors.insert(t, errors);
         }
-    }
-
-    /// The allocate action's resource check: the request fits the node's future idle
-    /// resources (Unschedulable `Insufficient <res>` otherwise).
-    pub fn fits_future_idle(task: &TaskInfo, node: &NodeInfo) -> Result<(), Status> {
-        let future = node.future_idle();
-        if task.resreq.less_equal(&future, DimensionDefault::Zero) {
-            return Ok(());
-        }
-        let dims: Vec<&str> = task.resreq.insufficient_dims(&future).collect();
-        Err(Status {
-            code: Code::Unschedulable,
-            reason: format!("Insufficient {}", dims.join(", ")),
-            plugin: "allocate",
-        })
-    }
-
-    /// Whether the request fits the node's idle resources now.
-    pub fn fits_idle(req: &Resource, node: &NodeInfo) -> bool {
-        req.less_equal(&node.idle, DimensionDefault::Zero)
-    }
-
-    /// Whether the request fits the node's future idle resources ([`Session::fits_future_idle`]
-    /// without its message).
-    pub fn fits_future(req: &Resource, node: &NodeInfo) -> bool {
-        if node.releasing.is_exact_zero() && node.pipelined.is_exact_zero() {
-            return Session::fits_idle(req, node);
-        }
-        req.less_equal(&node.future_idle(), DimensionDefault::Zero)
     }
 }

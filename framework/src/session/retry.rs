@@ -3,7 +3,7 @@
 //!
 //! A session is a deterministic function of its snapshot and its profile (the core reads
 //! no clock, draws no random numbers, and every ordering ends on names or uids), with one
-//! exception: plugins that read the session's time ([`crate::Plugin::reads_clock`], `sla`
+//! exception: plugins that read the session's time ([`crate::Incremental::reads_clock`], `sla`
 //! with a waiting time). So when a kept snapshot has not changed in anything scheduling
 //! reads ([`crate::Snapshot::revision`]), the profile is the same and no plugin reads the
 //! clock, the next session replays the last one step by step, up to the first step that

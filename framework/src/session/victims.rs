@@ -86,7 +86,7 @@ impl Session {
     /// and [`Session::next_node_with_reclaim_victims`] (with the node index on), rather
     /// than every node.
     pub fn victim_index_enabled(&self) -> bool {
-        self.index_enabled
+        self.index.as_ref().is_some_and(|i| i.enabled())
     }
 
     /// The nodes that hold a possible victim of queue `q` (Running or Bound, preemptable,

@@ -582,7 +582,7 @@ pub(super) fn same_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
 
 /// Whether two tasks have the same shape but for their inter-pod rules (pod affinity and
 /// anti-affinity, topology spread constraints): what a plugin's
-/// [`crate::Plugin::rule_exceptions`] compares with.
+/// [`crate::Incremental::rule_exceptions`] compares with.
 pub(crate) fn same_base_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
     same_shape_with(a, b, false)
 }

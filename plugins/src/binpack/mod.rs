@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::MIN_RESOURCE;
-use volcano_framework::{ArgsError, Hooks, NodeId, NodeInfo, Plugin, PluginBuilder, Resource, Snapshot, TaskId};
+use volcano_framework::{
+    ArgsError, Hooks, Incremental, NodeId, NodeInfo, Plugin, PluginBuilder, Resource, Snapshot, TaskId,
+};
 
 mod args;
 #[cfg(test)]
@@ -72,11 +74,6 @@ impl Plugin for Binpack {
         NAME
     }
 
-    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
-        // The score reads the task's request and the node's used and allocatable resources.
-        true
-    }
-
     fn hooks(&self) -> Hooks {
         // Volcano registers no node order function when `binpack.weight` is 0.
         if self.weights.weight == 0 {
@@ -86,13 +83,37 @@ impl Plugin for Binpack {
         }
     }
 
+    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+        binpack_score(&snap.task(task).resreq, snap.node(node), &self.weights)
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Binpack {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
+    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
+        // The score reads no inter-pod rule.
+        true
+    }
+
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
+        // The score reads the task's request and the node's used and allocatable resources.
+        true
+    }
+
     fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
         // The score reads only the task's request (see `shape_local`).
         Some(0)
-    }
-
-    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
-        binpack_score(&snap.task(task).resreq, snap.node(node), &self.weights)
     }
 }
 

@@ -28,8 +28,8 @@ use volcano_api::crd::PodGroupPhase;
 use volcano_api::names::event_reason;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    Admission, ArgsError, CloseOutput, EventType, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
-    SessionContext, Snapshot, TaskId, TaskStatus,
+    Admission, ArgsError, CloseOutput, EventType, Hooks, Incremental, JobId, Plugin, PluginBuilder, QueueId,
+    QueueReport, SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
@@ -780,6 +780,20 @@ impl Plugin for Capacity {
 
     fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
         self.update_allocated(snap, t, false);
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Capacity {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

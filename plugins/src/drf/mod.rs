@@ -23,8 +23,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, share, Resource, MIN_RESOURCE};
 use volcano_framework::{
-    parse_args, ArgsError, CloseOutput, Hooks, JobId, JobMetric, Plugin, PluginBuilder, QueueId, SessionContext,
-    Snapshot, TaskId,
+    parse_args, ArgsError, CloseOutput, Hooks, Incremental, JobId, JobMetric, Plugin, PluginBuilder, QueueId,
+    SessionContext, Snapshot, TaskId,
 };
 
 pub use args::Args;
@@ -199,6 +199,20 @@ impl Plugin for Drf {
 
     fn on_deallocate(&mut self, snap: &Snapshot, t: TaskId) {
         self.update(snap, t, false);
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Drf {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

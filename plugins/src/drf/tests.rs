@@ -585,7 +585,7 @@ fn allocation_by_queue_order_matches_volcanos_rescaling_test() {
         for (i, j) in ssn.snap.jobs.iter().enumerate() {
             let fits = j.tasks.iter().copied().find(|t| {
                 let t = ssn.snap.task(*t);
-                t.status == TaskStatus::Pending && Session::fits_idle(&t.resreq, ssn.snap.node(n1))
+                t.status == TaskStatus::Pending && ssn.snap.node(n1).fits_idle(&t.resreq)
             });
             let (Some(t), q) = (fits, ssn.snap.job(JobId(i as u32)).queue) else { continue };
             if best.is_none_or(|(bq, _)| ssn.queue_order(q, bq) == Ordering::Less) {

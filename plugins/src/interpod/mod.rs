@@ -994,7 +994,7 @@ impl Topology {
 
     /// The partition of a pending pod's domain rules, when it has some: its required rules
     /// on one key with few values (the zone), which the node index applies per domain (see
-    /// [`volcano_framework::Plugin::domain_rules`]) instead of per node. The other checks
+    /// [`volcano_framework::Incremental::domain_rules`]) instead of per node. The other checks
     /// then skip them (`base` in [`Topology::check_affinity`] and
     /// [`Topology::check_spread`]), and placing a pod changes no node's answer through them.
     pub fn domain_rules(&self, t: TaskId) -> Option<Arc<NodeDomains>> {
@@ -1003,7 +1003,7 @@ impl Topology {
     }
 
     /// The verdicts of a pod's domain rules per domain, then for the nodes without the key
-    /// (see [`volcano_framework::Plugin::domain_verdicts`]), with the affinity and the
+    /// (see [`volcano_framework::Incremental::domain_verdicts`]), with the affinity and the
     /// spread rules as enabled.
     pub fn domain_verdicts(&self, t: TaskId, affinity: bool, spread: bool, out: &mut [Option<Cow<'static, str>>]) {
         let Some(r) = self.rules(t) else { return };
@@ -1105,7 +1105,7 @@ impl Topology {
     }
 
     /// The nodes where the task's required rules may fail now (see
-    /// [`volcano_framework::Plugin::rule_exceptions`]), its domain rules aside; false when
+    /// [`volcano_framework::Incremental::rule_exceptions`]), its domain rules aside; false when
     /// they cannot be listed (required affinity fails wherever no matching pod is, most of
     /// the cluster).
     pub fn rule_exceptions(&self, t: TaskId, out: &mut Vec<NodeId>) -> bool {

@@ -31,7 +31,8 @@ use volcano_api::conf::PluginOption;
 use volcano_api::quantity;
 use volcano_framework::resource::NVIDIA_GPU;
 use volcano_framework::{
-    ArgsError, Hooks, NodeDomains, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskInfo,
+    ArgsError, Hooks, Incremental, NodeDomains, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot,
+    TaskId, TaskInfo,
 };
 
 use crate::interpod::{Mode, Topology};
@@ -439,10 +440,10 @@ pub struct NodeOrder {
     /// The session's inter-pod counts (when a pod has preferred inter-pod terms, is matched
     /// by other pods' terms, or has `ScheduleAnyway` constraints).
     topology: Option<Topology>,
-    /// The batch partitions met this session (see [`Plugin::batch_partition`]).
+    /// The batch partitions met this session (see [`Incremental::batch_partition`]).
     partitions: Mutex<Partitions>,
     /// The evaluation keys of the container image lists met this session (see
-    /// [`Plugin::evaluation_key`]), from 1.
+    /// [`Incremental::evaluation_key`]), from 1.
     image_keys: Mutex<HashMap<Vec<Option<String>>, u64>>,
 }
 
@@ -598,12 +599,6 @@ impl Plugin for NodeOrder {
         }
     }
 
-    fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
-        if let Some(t) = self.topology.as_mut() {
-            t.drain_touched(out);
-        }
-    }
-
     fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
         if let Some(t) = self.topology.as_mut() {
             t.on_allocate(snap, task);
@@ -646,6 +641,35 @@ impl Plugin for NodeOrder {
         let wanted = [w.least_requested != 0, w.most_requested != 0, w.balanced_resource != 0];
         let (least, most, balanced) = resource_scores(&req, snap.node(node), &requested, wanted);
         (least * w.least_requested + most * w.most_requested + balanced * w.balanced_resource + image) as f64
+    }
+
+    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
+        self.batch_scores(snap, task, nodes, None, scores)
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for NodeOrder {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
+    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
+        // Node scores read no inter-pod rule (batch scores are asked per task).
+        true
+    }
+
+    fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
+        if let Some(t) = self.topology.as_mut() {
+            t.drain_touched(out);
+        }
     }
 
     fn evaluation_key(&self, snap: &Snapshot, task: TaskId) -> Option<u64> {
@@ -728,10 +752,6 @@ impl Plugin for NodeOrder {
                 t.spread_special_nodes(task, out);
             }
         }
-    }
-
-    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
-        self.batch_scores(snap, task, nodes, None, scores)
     }
 
     fn batch_node_order_counted(
@@ -836,7 +856,7 @@ impl NodeOrder {
     }
 
     /// The batch scores of `nodes`, each standing for `counts[i]` scored nodes (see
-    /// [`Plugin::batch_node_order_counted`]).
+    /// [`Incremental::batch_node_order_counted`]).
     fn batch_scores(
         &self,
         snap: &Snapshot,

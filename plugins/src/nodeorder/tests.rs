@@ -715,11 +715,14 @@ fn system_default_spread_is_partitioned_by_zone_and_counted() {
     let snap = objs.snapshot();
     let plugin = open(args(SPREAD_ONLY), &snap);
     let p = task(&snap, "p");
-    assert!(!plugin.batch_uniform(&snap, p) && !plugin.batch_sparse(&snap, p));
-    let zones = plugin.batch_partition(&snap, p).expect("partitioned by zone");
+    assert!(
+        !plugin.incremental().expect("makes promises").batch_uniform(&snap, p)
+            && !plugin.incremental().expect("makes promises").batch_sparse(&snap, p)
+    );
+    let zones = plugin.incremental().expect("makes promises").batch_partition(&snap, p).expect("partitioned by zone");
     assert_eq!(zones.count, 2);
     let mut special = Vec::new();
-    plugin.batch_special_nodes(&snap, p, &mut special);
+    plugin.incremental().expect("makes promises").batch_special_nodes(&snap, p, &mut special);
     special.sort();
     assert_eq!(special, vec![node_id(&snap, "n1"), node_id(&snap, "n3")]);
     let all: Vec<NodeId> = ["n1", "n2", "n3", "n4", "n5", "n6"].iter().map(|n| node_id(&snap, n)).collect();
@@ -728,12 +731,24 @@ fn system_default_spread_is_partitioned_by_zone_and_counted() {
     // n1, n2 (for n2 and n5), n3, n4, n6.
     let some: Vec<NodeId> = ["n1", "n2", "n3", "n4", "n6"].iter().map(|n| node_id(&snap, n)).collect();
     let mut counted = vec![0.0; some.len()];
-    plugin.batch_node_order_counted(&snap, p, &some, &[1, 2, 1, 1, 1], &mut counted);
+    plugin.incremental().expect("makes promises").batch_node_order_counted(
+        &snap,
+        p,
+        &some,
+        &[1, 2, 1, 1, 1],
+        &mut counted,
+    );
     assert_eq!(counted, vec![full[0], full[1], full[2], full[3], full[5]]);
     assert_eq!(full[1], full[4], "n2 and n5 score alike");
     // The counts make the size of the hostname topology (ln(42+2) instead of ln(6+2)).
     let mut more = vec![0.0; some.len()];
-    plugin.batch_node_order_counted(&snap, p, &some, &[1, 38, 1, 1, 1], &mut more);
+    plugin.incremental().expect("makes promises").batch_node_order_counted(
+        &snap,
+        p,
+        &some,
+        &[1, 38, 1, 1, 1],
+        &mut more,
+    );
     assert_ne!(more, counted);
 }
 
@@ -805,7 +820,7 @@ fn evaluation_keys_tell_image_lists_apart_only_when_images_are_scored() {
     // n1 reports the trainer: ImageLocality scores differ between v1 and v2.
     let snap = objs(n1().image(&["trainer:v1"], 2000 * MB)).snapshot();
     let p = open(json!({}), &snap);
-    let key = |name: &str| p.evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
     assert!(key("a").is_some());
     assert_eq!(key("a"), key("b"), "equal images share a key");
     assert_ne!(key("a"), key("c"));
@@ -815,6 +830,6 @@ fn evaluation_keys_tell_image_lists_apart_only_when_images_are_scored() {
     // No node reports images: every task's scores read its request only.
     let snap = objs(n1()).snapshot();
     let p = open(json!({}), &snap);
-    let key = |name: &str| p.evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
     assert_eq!((key("a"), key("c")), (Some(0), Some(0)));
 }

@@ -18,7 +18,7 @@ use volcano_api::conf::PluginOption;
 use volcano_api::crd::PodGroupPhase;
 use volcano_framework::resource::Resource;
 use volcano_framework::{
-    parse_args, Admission, ArgsError, Hooks, JobId, Plugin, PluginBuilder, SessionContext, Snapshot,
+    parse_args, Admission, ArgsError, Hooks, Incremental, JobId, Plugin, PluginBuilder, SessionContext, Snapshot,
 };
 
 pub use args::{Args, DEFAULT_OVERCOMMIT_FACTOR};
@@ -129,6 +129,20 @@ impl Plugin for Overcommit {
         if let Some(min) = &job.min_resources {
             self.inqueue.add(&deduct_gated(snap, job, min.clone()));
         }
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Overcommit {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

@@ -39,8 +39,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::borrow::Cow;
 use volcano_api::conf::PluginOption;
 use volcano_framework::{
-    ArgsError, FixedFailures, Hooks, NodeDomains, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot, Status,
-    TaskId,
+    ArgsError, FixedFailures, Hooks, Incremental, NodeDomains, NodeId, Plugin, PluginBuilder, SessionContext, Snapshot,
+    Status, TaskId,
 };
 
 mod args;
@@ -82,7 +82,7 @@ pub struct Predicates {
 /// pass, else 1 + the index of the first failure's reason (a [`FixedFailures`]).
 #[derive(Debug)]
 pub struct StaticVerdicts {
-    /// The failures by node: the plugin's [`Plugin::fixed_failures`], since the static
+    /// The failures by node: the plugin's [`Incremental::fixed_failures`], since the static
     /// checks come first and a session changes nothing they read.
     fails: Arc<FixedFailures>,
     /// Some node fails.
@@ -201,6 +201,24 @@ impl Plugin for Predicates {
         }
     }
 
+    fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
+        self.check(snap, task, node, false)
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Predicates {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
     fn drain_touched(&mut self, out: &mut Vec<NodeId>) {
         if let Some(t) = self.topology.as_mut() {
             t.drain_touched(out);
@@ -255,10 +273,6 @@ impl Plugin for Predicates {
         if let Some(t) = &self.topology {
             t.domain_verdicts(task, self.enabled.pod_affinity, self.enabled.pod_topology_spread, out);
         }
-    }
-
-    fn predicate(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {
-        self.check(snap, task, node, false)
     }
 
     fn predicate_without_domain_rules(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Result<(), Status> {

@@ -659,14 +659,14 @@ fn evaluation_keys_join_only_tasks_whose_answers_agree_past_the_fixed_failures()
     let snap = objs.snapshot();
     let mut plugin = plugin(json!({}));
     plugin.on_session_open(&snap, &ctx());
-    let key = |name: &str| plugin.evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| plugin.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
     assert_eq!(key("a"), Some(0));
     assert_eq!(key("b"), Some(0));
     assert_eq!(key("ports"), None, "host ports read the task itself");
     assert_eq!(key("batch"), None, "inter-pod rules read the task's labels");
     // The contract: where neither task fails for good, the answers are equal.
     let (a, b) = (task(&snap, "a"), task(&snap, "b"));
-    let fixed = |t| plugin.fixed_failures(&snap, t);
+    let fixed = |t| plugin.incremental().expect("makes promises").fixed_failures(&snap, t);
     let (fa, fb) = (fixed(a), fixed(b));
     let mut compared = 0;
     for i in 0..snap.nodes.len() {

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource};
 use volcano_framework::{
-    parse_args, Admission, ArgsError, CloseOutput, Hooks, JobId, Plugin, PluginBuilder, QueueId, QueueReport,
-    SessionContext, Snapshot, TaskId,
+    parse_args, Admission, ArgsError, CloseOutput, Hooks, Incremental, JobId, Plugin, PluginBuilder, QueueId,
+    QueueReport, SessionContext, Snapshot, TaskId,
 };
 
 use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount};
@@ -327,6 +327,20 @@ impl Plugin for Proportion {
         if let Some(attr) = self.account_of_task_mut(snap, t) {
             attr.record(req, false, None);
         }
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Proportion {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
     }
 }
 

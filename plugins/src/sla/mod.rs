@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use volcano_api::conf::PluginOption;
 use volcano_framework::{
-    Admission, ArgsError, Hooks, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, Vote,
+    Admission, ArgsError, Hooks, Incremental, JobId, JobInfo, Plugin, PluginBuilder, SessionContext, Snapshot, Vote,
 };
 
 pub use args::{Args, WAITING_TIME_KEY};
@@ -81,11 +81,6 @@ impl Plugin for Sla {
         self.now_ms = ctx.now_ms;
     }
 
-    /// A job with a waiting time is permitted once its time is over, which the clock says.
-    fn reads_clock(&self, snap: &Snapshot) -> bool {
-        self.global_waiting_ms.is_some() || snap.jobs.iter().any(|j| self.waiting_time_ms(j).is_some())
-    }
-
     fn job_order(&self, snap: &Snapshot, l: JobId, r: JobId) -> Ordering {
         match (self.deadline_ms(snap.job(l)), self.deadline_ms(snap.job(r))) {
             (None, None) => Ordering::Equal,
@@ -104,6 +99,21 @@ impl Plugin for Sla {
 
     fn job_pipelined(&self, snap: &Snapshot, j: JobId) -> Vote {
         self.permit_when_due(snap.job(j))
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for Sla {
+    /// A job with a waiting time is permitted once its time is over, which the clock says.
+    fn reads_clock(&self, snap: &Snapshot) -> bool {
+        self.global_waiting_ms.is_some() || snap.jobs.iter().any(|j| self.waiting_time_ms(j).is_some())
     }
 }
 

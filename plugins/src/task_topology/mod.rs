@@ -35,7 +35,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{Resource, MIN_RESOURCE};
 use volcano_framework::{
-    ArgsError, Hooks, JobId, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId, TaskStatus,
+    ArgsError, Hooks, Incremental, JobId, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot, TaskId,
+    TaskStatus,
 };
 
 pub use args::{Args, DEFAULT_WEIGHT};
@@ -239,11 +240,6 @@ impl Plugin for TaskTopology {
         f
     }
 
-    fn shape_local(&self, _snap: &Snapshot, t: TaskId) -> bool {
-        // Only bucketed tasks get a score, and theirs depends on their job.
-        self.slot(t).bucket == NO_BUCKET
-    }
-
     fn on_allocate(&mut self, snap: &Snapshot, t: TaskId) {
         let task = snap.task(t);
         let (Some(j), Some(n)) = (task.job, task.node) else { return };
@@ -265,6 +261,30 @@ impl Plugin for TaskTopology {
         if let Some(n) = slot.node {
             jm.removed(snap, t, n, slot);
         }
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for TaskTopology {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
+    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
+        // The score reads no inter-pod rule.
+        true
+    }
+
+    fn shape_local(&self, _snap: &Snapshot, t: TaskId) -> bool {
+        // Only bucketed tasks get a score, and theirs depends on their job.
+        self.slot(t).bucket == NO_BUCKET
     }
 }
 

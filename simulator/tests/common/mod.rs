@@ -25,7 +25,7 @@ impl Action for BindOne {
         for t in pending {
             let node = (0..ssn.snap.nodes.len() as u32)
                 .map(NodeId)
-                .find(|n| Session::fits_future_idle(ssn.snap.task(t), ssn.snap.node(*n)).is_ok());
+                .find(|n| ssn.snap.node(*n).fits_future_idle(ssn.snap.task(t)).is_ok());
             if let Some(n) = node {
                 ssn.allocate(t, n);
                 return;

@@ -1,9 +1,9 @@
 //! One tree per evaluation group, read by each of its classes through the cells it may use.
 //!
-//! The classes of an evaluation group ([`crate::Plugin::evaluation_key`]) get equal answers on
+//! The classes of an evaluation group ([`crate::Incremental::evaluation_key`]) get equal answers on
 //! every node that the first predicate plugin does not fail for good for them; they differ
 //! in those fixed failures (node selectors, required node affinity, tolerations) and in the
-//! partition their batch scores are uniform on ([`crate::Plugin::batch_partition`]). So the
+//! partition their batch scores are uniform on ([`crate::Incremental::batch_partition`]). So the
 //! group keeps one answer per node, in one tree, and a class is a *view* of it: the group
 //! splits the nodes into *cells*, the sets of nodes that no member class tells apart (each
 //! member fails all of a cell's nodes for good, or none, and a member's partition puts all of
@@ -78,7 +78,7 @@ fn bump<K: PartialEq>(counts: &mut Vec<(K, u32)>, key: K, delta: i32) {
 
 /// The evaluations of an evaluation group (see the module docs), current up to a position
 /// of the change log.
-pub(super) struct SharedEvaluations {
+pub(in crate::index) struct SharedEvaluations {
     /// The [`RequestChecks`] of the group's request.
     request: u32,
     cursor: usize,
@@ -106,7 +106,7 @@ pub(super) struct SharedEvaluations {
 }
 
 /// A class's view of its group's tree.
-pub(super) struct View {
+pub(in crate::index) struct View {
     pub(super) group: u32,
     /// The cells the class may use, per slot of its partition (one slot without).
     slots: Vec<Vec<u32>>,
@@ -303,7 +303,7 @@ fn class_slot(class: &Class, n: NodeId) -> Option<usize> {
     Some(class.split.as_ref().map_or(0, |s| s.slot(n)))
 }
 
-impl Session {
+impl<E: Evaluate> Query<'_, E> {
     /// The evaluation group of a view class.
     pub(super) fn view_group(&self, c: usize) -> Option<u32> {
         self.index.classes[c].view.as_ref().map(|v| v.group)
@@ -331,7 +331,7 @@ impl Session {
                 };
                 let split = match (&m.split, &class.split) {
                     (None, None) => true,
-                    // Equal partitions share a layout (see `Session::layout_of`).
+                    // Equal partitions share a layout (see `Query::layout_of`).
                     (Some(a), Some(b)) => Arc::ptr_eq(&a.layout, &b.layout),
                     _ => false,
                 };
@@ -425,7 +425,7 @@ impl Session {
         self.refresh_request_checks(request);
         let checks = &self.index.requests[request as usize].checks;
         let this = &*self;
-        let results: Vec<Evaluation> = if self.parallel(nodes.len()) {
+        let results: Vec<Evaluation> = if self.ev.parallel(nodes.len()) {
             nodes.par_iter().map(|&n| this.evaluate_checked(t, n, false, checks[n.idx()])).collect()
         } else {
             nodes.iter().map(|&n| this.evaluate_checked(t, n, false, checks[n.idx()])).collect()
@@ -534,7 +534,7 @@ impl Session {
     }
 
     /// A class of its own for task `t`, with the answers of view class `c` (see
-    /// `Session::derive_class`), laid out by `split`: the group's answers on the nodes `c`
+    /// `Query::derive_class`), laid out by `split`: the group's answers on the nodes `c`
     /// may use (with their reasons that may be out of date), the resource check's failure or
     /// the fixed reason on the others, found now.
     pub(super) fn class_from_view(&mut self, c: usize, t: TaskId, split: Option<Split>, domain_rules: bool) -> Class {
@@ -650,7 +650,7 @@ impl Session {
                 .collect();
             for n in nodes {
                 let (task, node) = (self.snap.task(rep), self.snap.node(n));
-                let reason = Session::fits_future_idle(task, node).expect_err("does not fit").reason;
+                let reason = node.fits_future_idle(task).expect_err("does not fit").reason;
                 *errors.reasons.entry(reason).or_default() += 1;
             }
         }
