@@ -562,48 +562,57 @@ fn session_events_and_reclaim_use_the_hierarchy() {
 /// Volcano's `hdrf_test.go` "rescaling test": one node of 10 cpu / 10G; pg1 (1 cpu + 1G
 /// tasks) in root/sci, pg21 (cpu only) in root/eng/dev, pg22 (memory only) in
 /// root/eng/prod, ten tasks each. Allocating one task at a time to the first queue in
-/// queue order ends with pg1 5 cpu / 5G, pg21 5 cpu, pg22 5G.
+/// queue order, chosen afresh at every pick, ends with pg1 5 cpu / 5G, pg21 5 cpu, pg22 5G,
+/// whichever way ties go (the queue names decide ties here; every order is tried). The
+/// allocate action keeps queues in a heap instead, where the result depends on the tie
+/// order (scenarios `hdrf/rescaling-*`).
 #[test]
 fn allocation_by_queue_order_matches_volcanos_rescaling_test() {
-    let o = with_queues(
-        Objects::new().node(node("n1", "10", "10G")),
-        vec![
-            hq("root-sci", Some("root/sci"), Some("100/50")),
-            hq("root-eng-dev", Some("root/eng/dev"), Some("100/50/50")),
-            hq("root-eng-prod", Some("root/eng/prod"), Some("100/50/50")),
-        ],
-    );
-    let o = add_job(o, "pg1", "root-sci", 10, 0, "1", "1G");
-    let o = add_job(o, "pg21", "root-eng-dev", 10, 0, "1", "0");
-    let snap = add_job(o, "pg22", "root-eng-prod", 10, 0, "0", "1G").snapshot();
-    let profile = hier_profile();
-    let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
-    let n1 = ssn.snap.node_id("n1").unwrap();
-    loop {
-        // Per queue, its first pending task that fits the node.
-        let mut best: Option<(QueueId, TaskId)> = None;
-        for (i, j) in ssn.snap.jobs.iter().enumerate() {
-            let fits = j.tasks.iter().copied().find(|t| {
-                let t = ssn.snap.task(*t);
-                t.status == TaskStatus::Pending && ssn.snap.node(n1).fits_idle(&t.resreq)
-            });
-            let (Some(t), q) = (fits, ssn.snap.job(JobId(i as u32)).queue) else { continue };
-            if best.is_none_or(|(bq, _)| ssn.queue_order(q, bq) == Ordering::Less) {
-                best = Some((q, t));
+    let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    for order in orders {
+        // Name prefixes: the queue with prefix "a-" wins ties.
+        let name = |i: usize, base: &str| format!("{}-{base}", ["a", "b", "c"][order[i]]);
+        let (sci, dev, prod) = (name(0, "sci"), name(1, "dev"), name(2, "prod"));
+        let o = with_queues(
+            Objects::new().node(node("n1", "10", "10G")),
+            vec![
+                hq(&sci, Some("root/sci"), Some("100/50")),
+                hq(&dev, Some("root/eng/dev"), Some("100/50/50")),
+                hq(&prod, Some("root/eng/prod"), Some("100/50/50")),
+            ],
+        );
+        let o = add_job(o, "pg1", &sci, 10, 0, "1", "1G");
+        let o = add_job(o, "pg21", &dev, 10, 0, "1", "0");
+        let snap = add_job(o, "pg22", &prod, 10, 0, "0", "1G").snapshot();
+        let profile = hier_profile();
+        let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
+        let n1 = ssn.snap.node_id("n1").unwrap();
+        loop {
+            // Per queue, its first pending task that fits the node.
+            let mut best: Option<(QueueId, TaskId)> = None;
+            for (i, j) in ssn.snap.jobs.iter().enumerate() {
+                let fits = j.tasks.iter().copied().find(|t| {
+                    let t = ssn.snap.task(*t);
+                    t.status == TaskStatus::Pending && ssn.snap.node(n1).fits_idle(&t.resreq)
+                });
+                let (Some(t), q) = (fits, ssn.snap.job(JobId(i as u32)).queue) else { continue };
+                if best.is_none_or(|(bq, _)| ssn.queue_order(q, bq) == Ordering::Less) {
+                    best = Some((q, t));
+                }
             }
+            let Some((_, t)) = best else { break };
+            let mut stmt = Statement::new();
+            stmt.allocate(&mut ssn, t, n1);
+            stmt.keep(&mut ssn);
         }
-        let Some((_, t)) = best else { break };
-        let mut stmt = Statement::new();
-        stmt.allocate(&mut ssn, t, n1);
-        stmt.keep(&mut ssn);
+        let alloc = |k: &str| {
+            let a = &ssn.snap.job(job(&ssn.snap, k)).allocated;
+            (a.milli_cpu, a.memory)
+        };
+        assert_eq!(alloc("ns/pg1"), (5000.0, 5e9), "tie order {order:?}");
+        assert_eq!(alloc("ns/pg21"), (5000.0, 0.0), "tie order {order:?}");
+        assert_eq!(alloc("ns/pg22"), (0.0, 5e9), "tie order {order:?}");
     }
-    let alloc = |k: &str| {
-        let a = &ssn.snap.job(job(&ssn.snap, k)).allocated;
-        (a.milli_cpu, a.memory)
-    };
-    assert_eq!(alloc("ns/pg1"), (5000.0, 5e9));
-    assert_eq!(alloc("ns/pg21"), (5000.0, 0.0));
-    assert_eq!(alloc("ns/pg22"), (0.0, 5e9));
 }
 
 /// The session with just this plugin (the testkit's builder) orders jobs by share, as the
