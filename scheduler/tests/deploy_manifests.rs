@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -135,9 +136,22 @@ fn manifests() -> Manifests {
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => drop(typed::<ClusterRoleBinding>(d)),
             ("rbac.authorization.k8s.io/v1", "Role") => drop(typed::<Role>(d)),
             ("rbac.authorization.k8s.io/v1", "RoleBinding") => drop(typed::<RoleBinding>(d)),
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                drop(typed::<MutatingWebhookConfiguration>(d))
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+                drop(typed::<ValidatingWebhookConfiguration>(d))
+            }
             (api, kind) => panic!("{}: {api} {kind} is not a kind this test knows; add it", d.at()),
         }
-        let cluster_scoped = matches!(d.kind(), "Namespace" | "ClusterRole" | "ClusterRoleBinding");
+        let cluster_scoped = matches!(
+            d.kind(),
+            "Namespace"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingWebhookConfiguration"
+        );
         let ns = d.value["metadata"]["namespace"].as_str();
         if cluster_scoped {
             assert_eq!(ns, None, "{}: cluster-scoped, no namespace", d.at());
