@@ -24,7 +24,9 @@
 #   (--enable-aggregator-routing), not at ClusterIPs;
 # - packets from the bridge are never forwarded elsewhere (FORWARD drop), so a pod reaches
 #   only other pods and the node's bridge address;
-# - no cluster DNS: pods get a resolv.conf naming 127.0.0.1 (their own loopback).
+# - no cluster DNS: pods get a resolv.conf naming 127.0.0.1 (their own loopback);
+# - containerd pulls through a proxy on a closed loopback port: a missing image fails to
+#   pull instead of reaching a registry.
 set -euo pipefail
 
 BRIDGE=vrs0
@@ -203,7 +205,11 @@ EOF
   ]
 }
 EOF
-    start containerd containerd --config "$state/containerd.toml"
+    # Every image is built here; a pull (an image missing by mistake) must fail here too,
+    # not reach a registry: containerd's registry client goes through a proxy that is a
+    # closed loopback port.
+    start containerd env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY= \
+        containerd --config "$state/containerd.toml"
     local ctr=(ctr --address "$state/containerd.sock" -n k8s.io)
     wait_for 30 "containerd" "${ctr[@]}" version
     # The images: the pause image, and whatever else podman holds of ours.
@@ -211,8 +217,7 @@ EOF
     for i in localhost/volcano-rs:latest localhost/volcano-rs-jobcheck:latest; do
         podman image exists "$i" && images+=("$i")
     done
-    podman save --format oci-archive -o "$state/images.tar" "${images[@]}" >/dev/null 2>&1 \
-        || podman save -o "$state/images.tar" "${images[@]}" >/dev/null
+    podman save -q --multi-image-archive --format docker-archive -o "$state/images.tar" "${images[@]}" >/dev/null
     "${ctr[@]}" images import --all-platforms "$state/images.tar" >/dev/null
     rm -f "$state/images.tar"
     # The manifests name the image volcano-rs:latest, which Kubernetes reads as
