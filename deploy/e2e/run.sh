@@ -175,6 +175,10 @@ spec:
 EOF
 }
 transitions_before=$(k -n "$NS" get lease volcano-rs -o jsonpath='{.spec.leaseTransitions}')
+rm -f "$state/scrape.stop"
+python3 "$here/scrape.py" "$state/kubeconfig" "$state/scrape.json" "$state/scrape.stop" &
+scraper=$!
+sleep 2
 ( for i in $(seq 1 40); do load_pod "$i" | k apply -f - >/dev/null; sleep 1; done ) &
 loader=$!
 sleep 5
@@ -186,32 +190,13 @@ until [ "$(k get pods -l e2e=load -o jsonpath='{range .items[?(@.spec.nodeName)]
     [ "$(date +%s)" -lt "$deadline" ] || fail "not every load pod was bound after the rolling update"
     sleep 1
 done
+sleep 2
+touch "$state/scrape.stop"
+wait "$scraper"
 k get pods -l e2e=load -o json >"$state/load-pods.json"
 k get events.events.k8s.io -o json >"$state/events.json"
-python3 - "$state/load-pods.json" "$state/events.json" <<'EOF' | tee -a "$summary" >&2 || fail "the rolling update"
-import json, sys
-from datetime import datetime
-def t(s): return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
-pods = json.load(open(sys.argv[1]))["items"]
-events = json.load(open(sys.argv[2]))["items"]
-binds = {}
-for e in events:
-    if e.get("reason") == "Scheduled" and e["regarding"]["name"].startswith("load-"):
-        n = (e.get("series") or {}).get("count", 1)
-        binds[e["regarding"]["name"]] = binds.get(e["regarding"]["name"], 0) + n
-twice = {p: n for p, n in binds.items() if n > 1}
-bound = sorted(t(c["lastTransitionTime"]) for p in pods for c in p["status"]["conditions"]
-               if c["type"] == "PodScheduled" and c["status"] == "True")
-created = {p["metadata"]["name"]: t(p["metadata"]["creationTimestamp"]) for p in pods}
-waits = [t(c["lastTransitionTime"]) - created[p["metadata"]["name"]] for p in pods
-         for c in p["status"]["conditions"] if c["type"] == "PodScheduled" and c["status"] == "True"]
-gaps = [b - a for a, b in zip(bound, bound[1:])]
-print(f"run.sh: rolling update under load: {len(pods)} pods, {len(binds)} with a Scheduled event, "
-      f"bound twice: {sorted(twice) or 'none'}; longest gap between binds {max(gaps):.0f} s, "
-      f"longest wait of a pod {max(waits):.0f} s (second-resolution timestamps)")
-ok = not twice and len(binds) == len(pods) and max(gaps) <= 15
-sys.exit(0 if ok else 1)
-EOF
+python3 "$here/rollout_report.py" "$state/load-pods.json" "$state/events.json" "$state/scrape.json" \
+    | tee -a "$summary" >&2 || fail "the rolling update"
 transitions_after=$(k -n "$NS" get lease volcano-rs -o jsonpath='{.spec.leaseTransitions}')
 say "Lease transitions during the update: $(( ${transitions_after:-0} - ${transitions_before:-0} ))"
 
