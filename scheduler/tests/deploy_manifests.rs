@@ -288,7 +288,10 @@ fn the_image_is_built_from_scratch_with_the_static_binary() {
     let script = std::fs::read_to_string(dir.join("build.sh")).unwrap();
     assert!(script.contains("+crt-static") && script.contains("-p volcano-rs"), "build.sh builds the static binary");
     assert!(script.contains("--pull=never"), "build.sh never pulls");
-    assert!(!deploy_dir().join("Dockerfile").exists(), "deploy/Dockerfile pulled base images; deploy/image replaces it");
+    assert!(
+        !deploy_dir().join("Dockerfile").exists(),
+        "deploy/Dockerfile pulled base images; deploy/image replaces it"
+    );
 }
 
 /// `kubectl apply -k deploy/` installs every manifest that `kubectl apply -f deploy/crds/ -f
