@@ -98,6 +98,12 @@ done
 say "every Deployment available (probes pass): $(k -n "$NS" get pods -o jsonpath='{range .items[*]}{.metadata.name}{" "}{end}')"
 k wait --for=jsonpath='{.status.phase}'=Succeeded pod/first-bind --timeout=120s >/dev/null \
     || fail "the first pod did not run to Succeeded"
+# The control: the test image fails a pod whose expectation is wrong.
+first_pod | sed 's/name: first-bind/name: wrong-expectation/; s/KUBERNETES_SERVICE_HOST=10.245.0.1/KUBERNETES_SERVICE_HOST=192.0.2.99/' \
+    | k apply -f - >/dev/null
+k wait --for=jsonpath='{.status.phase}'=Failed pod/wrong-expectation --timeout=120s >/dev/null \
+    || fail "the test image did not fail a pod with a wrong expectation"
+say "the test image passes a pod that holds its expectations and fails one that does not"
 
 # Metrics from every pod, at its own address (the bridge); one scheduler leads.
 leaders=0
@@ -151,12 +157,16 @@ for j in $(cat "$state/jobs.list"); do
         [ "$(secs "$t_jobs" "$(now)" | cut -d. -f1)" -lt 300 ] || fail "job $j is $phase, not Completed, after 300 s"
         sleep 1
     done
+    # Every pod of the job ran its checks and exited 0 (none was killed by a policy).
     n=$(k get pods -l "volcano.sh/job-name=$j" -o json | python3 -c '
 import json, sys
 pods = json.load(sys.stdin)["items"]
+want = sum(t["replicas"] for t in json.load(open(sys.argv[1]))["spec"]["tasks"])
 ran = [p for p in pods if any(s.get("state", {}).get("terminated", {}).get("exitCode") == 0
                               for s in p["status"].get("containerStatuses", []))]
-print(f"{len(ran)}/{len(pods)}")')
+print(f"{len(ran)}/{want}")
+sys.exit(0 if len(ran) == want else 1)' <(python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' "$state/jobs/$j.yaml")) \
+        || fail "job $j: only $n of its pods ran their checks to exit 0"
     say "job $j Completed ($n pods whose container exited 0 after its checks)"
 done
 
