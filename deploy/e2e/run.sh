@@ -140,6 +140,13 @@ EOF
 )
 grep -q 'denied the request' <<<"$bad" || fail "the webhook did not refuse an invalid Job: $bad"
 say "the webhook refuses an invalid Job: $(grep -o 'denied the request.*' <<<"$bad" | head -c 160)"
+# Applying deploy/ again (an upgrade) keeps what the webhook registered: kubectl does not
+# own the configurations' webhooks.
+k apply -k "$root/deploy/" >/dev/null || fail "kubectl apply -k deploy/ a second time"
+for c in $(k get mutatingwebhookconfigurations,validatingwebhookconfigurations -o name | grep volcano-admission-service); do
+    [ -n "$(k get "$c" -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" ] || fail "$c lost its webhook on re-apply"
+done
+say "kubectl apply -k deploy/ again keeps the webhook's registration"
 
 # --- The example jobs, with the test image.
 python3 "$here/jobs.py" "$root/examples/jobs" "$state/jobs" >"$state/jobs.list"
