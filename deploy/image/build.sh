@@ -37,6 +37,12 @@ command -v "$podman" >/dev/null || { echo "build.sh: $podman not found (apt-get 
 # away from build scripts and proc macros, which must stay dynamic.
 examples=
 if $test_images; then examples="--example jobcheck"; fi
+# Run from a cargo test (cli/tests/real_node.rs), the environment carries the test crate's
+# CARGO_PKG_* and CARGO_MANIFEST_* variables; cargo would then see the crates that read such
+# variables as changed and rebuild the whole release tree. Build as from a shell.
+for v in $(env | sed -n 's/^\(CARGO_PKG_[A-Z_]*\|CARGO_MANIFEST_[A-Z_]*\|CARGO_CRATE_NAME\|CARGO_PRIMARY_PACKAGE\|CARGO_TARGET_TMPDIR\)=.*/\1/p'); do
+    unset "$v"
+done
 (cd "$root" && RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
     "$cargo" build --release --locked --target "$triple" -p volcano-rs --bin volcano-rs $examples)
 
