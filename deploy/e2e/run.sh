@@ -117,7 +117,8 @@ holder=$(k -n "$NS" get lease volcano-rs -o jsonpath='{.spec.holderIdentity}')
 say "one scheduler leads (volcano_rs_leader 1 on one replica; Lease holder $holder)"
 for p in $(k -n "$NS" get pods -l app.kubernetes.io/name=volcano-rs-controller -o name); do
     ip=$(k -n "$NS" get "$p" -o jsonpath='{.status.podIP}')
-    curl -sf "http://$ip:8081/metrics" | grep -q '^# TYPE' || fail "$p serves no /metrics on 8081"
+    m=$(curl -sf "http://$ip:8081/metrics") || fail "$p serves no /metrics on 8081"
+    grep -q '^# TYPE' <<<"$m" || fail "$p serves no metric on 8081"
 done
 say "the controller serves /metrics on 8081"
 
