@@ -49,7 +49,10 @@ const EXIT_INTERNAL: u8 = 4;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser, Debug)]
-#[command(name = "volcano-rs", version, about = "volcano-rs: a batch and gang scheduler for Kubernetes")]
+#[command(
+    name = "volcano-rs",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VOLCANO_RS_GIT_COMMIT"), ")"),
+    about = "volcano-rs: a batch and gang scheduler for Kubernetes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

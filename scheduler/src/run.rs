@@ -170,8 +170,12 @@ pub fn start_watches_observed(
 }
 
 /// Creates queues `root` and the default queue when missing (Volcano's cache does, at start).
-async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, default_queue: &str) {
+/// Returns whether both exist now: a failed create (for example while the admission webhook,
+/// which refuses Queues it cannot check, is not up yet during an install) is tried again at
+/// the next cycle, since nothing is scheduled into a queue that does not exist.
+async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, default_queue: &str) -> bool {
     let api: Api<Queue> = Api::all(client.clone());
+    let mut ensured = true;
     for mut q in implicit::default_queues() {
         let name = q.metadata.name.clone().unwrap_or_default();
         let name = if name == volcano_api::names::DEFAULT_QUEUE { default_queue.to_string() } else { name };
@@ -182,9 +186,13 @@ async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, defaul
         match api.create(&PostParams::default(), &q).await {
             Ok(_) => tracing::info!(queue = %name, "created queue"),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => tracing::warn!(queue = %name, "cannot create queue: {e}"),
+            Err(e) => {
+                tracing::warn!(queue = %name, "cannot create queue (trying again next cycle): {e}");
+                ensured = false;
+            }
         }
     }
+    ensured
 }
 
 /// Gives pending pods of this scheduler without a PodGroup one of their own, as Volcano's
@@ -361,8 +369,7 @@ pub async fn run(
                 Reload::Unchanged => {}
             }
             if !queues_ensured {
-                ensure_queues(&client, &cache, &opts.default_queue).await;
-                queues_ensured = true;
+                queues_ensured = ensure_queues(&client, &cache, &opts.default_queue).await;
             }
             if adopting.as_ref().is_none_or(|h| h.is_finished()) {
                 let orphans = cache.lock().expect("cache lock").pods_without_group();

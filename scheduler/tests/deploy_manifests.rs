@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Service, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
@@ -135,9 +136,22 @@ fn manifests() -> Manifests {
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => drop(typed::<ClusterRoleBinding>(d)),
             ("rbac.authorization.k8s.io/v1", "Role") => drop(typed::<Role>(d)),
             ("rbac.authorization.k8s.io/v1", "RoleBinding") => drop(typed::<RoleBinding>(d)),
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                drop(typed::<MutatingWebhookConfiguration>(d))
+            }
+            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+                drop(typed::<ValidatingWebhookConfiguration>(d))
+            }
             (api, kind) => panic!("{}: {api} {kind} is not a kind this test knows; add it", d.at()),
         }
-        let cluster_scoped = matches!(d.kind(), "Namespace" | "ClusterRole" | "ClusterRoleBinding");
+        let cluster_scoped = matches!(
+            d.kind(),
+            "Namespace"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingWebhookConfiguration"
+        );
         let ns = d.value["metadata"]["namespace"].as_str();
         if cluster_scoped {
             assert_eq!(ns, None, "{}: cluster-scoped, no namespace", d.at());
@@ -255,32 +269,54 @@ fn every_document_is_a_typed_object_in_apply_order() {
     assert!(deploy_dir().join("crds/scheduling.volcano.sh_podgroups.yaml").is_file());
 }
 
-/// The Dockerfile copies the whole workspace (cargo loads every member, even to build one
-/// package) and builds the binary the Deployment runs.
+/// The image is built from nothing that must be pulled (deploy/image/Containerfile: `FROM
+/// scratch` and the static binary that deploy/image/build.sh compiles), runs as a numeric
+/// non-root user, and its entrypoint is the binary the Deployments run.
 #[test]
-fn dockerfile_builds_the_workspace() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
-    let start = manifest.find("members = [").expect("workspace members") + "members = [".len();
-    let end = start + manifest[start..].find(']').unwrap();
-    let members: Vec<&str> =
-        manifest[start..end].split(',').map(|m| m.trim().trim_matches('"')).filter(|m| !m.is_empty()).collect();
-    assert!(members.contains(&"scheduler") && members.contains(&"cli"), "{members:?}");
-    let dockerfile = std::fs::read_to_string(deploy_dir().join("Dockerfile")).unwrap();
-    let copied: BTreeSet<&str> = dockerfile
-        .lines()
-        .filter_map(|l| l.strip_prefix("COPY "))
-        .filter(|l| !l.starts_with("--from"))
-        .flat_map(|l| l.split_whitespace())
-        .collect();
-    for m in members.iter().copied().chain(["Cargo.toml", "Cargo.lock"]) {
-        assert!(copied.contains(m), "deploy/Dockerfile does not COPY {m}");
+fn the_image_is_built_from_scratch_with_the_static_binary() {
+    let dir = deploy_dir().join("image");
+    let containerfile = std::fs::read_to_string(dir.join("Containerfile")).unwrap();
+    let instructions: Vec<&str> =
+        containerfile.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect();
+    let froms: Vec<&&str> = instructions.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(froms, [&"FROM scratch"], "deploy/image/Containerfile pulls nothing");
+    assert!(instructions.contains(&"COPY volcano-rs /usr/local/bin/volcano-rs"), "{instructions:?}");
+    assert!(instructions.contains(&r#"ENTRYPOINT ["/usr/local/bin/volcano-rs"]"#), "{instructions:?}");
+    let user = instructions.iter().find_map(|l| l.strip_prefix("USER ")).expect("a USER");
+    let uid: u32 = user.split(':').next().unwrap().parse().expect("a numeric user, for runAsNonRoot");
+    assert_ne!(uid, 0, "not root");
+    let script = std::fs::read_to_string(dir.join("build.sh")).unwrap();
+    assert!(script.contains("+crt-static") && script.contains("-p volcano-rs"), "build.sh builds the static binary");
+    assert!(script.contains("--pull=never"), "build.sh never pulls");
+    assert!(
+        !deploy_dir().join("Dockerfile").exists(),
+        "deploy/Dockerfile pulled base images; deploy/image replaces it"
+    );
+}
+
+/// `kubectl apply -k deploy/` installs every manifest that `kubectl apply -f deploy/crds/ -f
+/// deploy/` does: deploy/Kustomization lists each of them, and there is no
+/// `kustomization.yaml`, which `kubectl apply -f deploy/` would try to create as an object.
+#[test]
+fn the_kustomization_lists_every_manifest() {
+    let text = std::fs::read_to_string(deploy_dir().join("Kustomization")).unwrap();
+    let k: Value = serde_yaml_ng::from_str(&text).unwrap();
+    assert_eq!(k["apiVersion"], "kustomize.config.k8s.io/v1beta1");
+    assert_eq!(k["kind"], "Kustomization");
+    let listed: Vec<&str> = k["resources"].as_array().expect("resources").iter().map(|r| r.as_str().unwrap()).collect();
+    let unique: BTreeSet<&str> = listed.iter().copied().collect();
+    assert_eq!(unique.len(), listed.len(), "a resource listed twice: {listed:?}");
+    let mut expected = BTreeSet::new();
+    for (sub, prefix) in [(deploy_dir().join("crds"), "crds/"), (deploy_dir(), "")] {
+        for f in yaml_files(&sub) {
+            expected.insert(format!("{prefix}{}", f.file_name().unwrap().to_string_lossy()));
+        }
     }
-    assert!(dockerfile.contains("cargo build --release --locked -p volcano-rs"));
-    assert!(dockerfile.contains(r#"ENTRYPOINT ["/usr/local/bin/volcano-rs"]"#));
-    assert!(dockerfile.lines().any(|l| l.starts_with("USER ") && !l.contains("root") && !l.contains(" 0")));
-    let ignore = std::fs::read_to_string(deploy_dir().join("Dockerfile.dockerignore")).unwrap();
-    assert!(ignore.lines().any(|l| l.trim() == "target/"), "the build context leaves target/ out");
+    let listed: BTreeSet<String> = unique.iter().map(|s| s.to_string()).collect();
+    assert_eq!(listed, expected, "deploy/Kustomization and the files of deploy/ and deploy/crds/");
+    for name in ["kustomization.yaml", "kustomization.yml"] {
+        assert!(!deploy_dir().join(name).exists(), "deploy/{name} would break `kubectl apply -f deploy/`");
+    }
 }
 
 #[test]

@@ -65,3 +65,21 @@ fn the_deployment_service_and_rbac_agree_with_the_webhook() {
         role.rules.iter().flatten().flat_map(|r| r.resource_names.clone().unwrap_or_default()).collect();
     assert_eq!(secret_names, vec![opts.certificate_secret.clone()]);
 }
+
+/// Every configuration the webhook registers is declared in deploy/webhook.yaml, so that
+/// uninstalling deploy/ removes it, and declared without webhooks, so that `kubectl apply`
+/// never undoes what the webhook registered at start.
+#[test]
+fn the_configurations_belong_to_the_install_and_stay_empty() {
+    let docs = documents();
+    for e in Endpoint::ALL {
+        let kind = if e.mutates() { "MutatingWebhookConfiguration" } else { "ValidatingWebhookConfiguration" };
+        let found: Vec<&Value> =
+            docs.iter().filter(|d| d["kind"] == kind && d["metadata"]["name"] == configuration_name(e)).collect();
+        assert_eq!(found.len(), 1, "one {kind} {} in deploy/webhook.yaml", configuration_name(e));
+        assert_eq!(found[0]["apiVersion"], "admissionregistration.k8s.io/v1");
+        assert!(found[0].get("webhooks").is_none(), "{}: the webhook fills in its webhooks", configuration_name(e));
+    }
+    let declared = docs.iter().filter(|d| d["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")));
+    assert_eq!(declared.count(), Endpoint::ALL.len(), "no configuration the webhook does not register");
+}

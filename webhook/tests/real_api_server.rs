@@ -102,11 +102,15 @@ async fn the_api_server_calls_the_webhook() {
         let _ = stopped.await;
     }));
 
-    // Registered, with the CA bundle of the certificate kept in the Secret.
+    // Registered, with the CA bundle of the certificate kept in the Secret. deploy/webhook.yaml
+    // declares the configurations empty: registered means that they have webhooks.
     let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let jobs_validate = eventually(Duration::from_secs(30), "the webhook configurations", || {
         let configs = configs.clone();
-        async move { configs.get_opt("volcano-admission-service-jobs-validate").await.ok().flatten() }
+        async move {
+            let c = configs.get_opt("volcano-admission-service-jobs-validate").await.ok().flatten()?;
+            c.webhooks.as_ref().is_some_and(|w| !w.is_empty()).then_some(c)
+        }
     })
     .await;
     let secret =
