@@ -45,7 +45,7 @@ use kube::{Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::{Action, Command};
-use volcano_api::crd::{PodGroup, PodGroupPhase};
+use volcano_api::crd::PodGroup;
 use volcano_api::job::{Job, JobPhase};
 use volcano_metrics::ControllerMetrics;
 

@@ -5,11 +5,8 @@
 //! to the in-memory cluster → the job controller ([`crate::control`]) reconciles every
 //! Volcano Job.
 
-use std::collections::BTreeMap;
-
 use volcano_framework::{
-    run_cycle, Both, CycleContext, Effect, Explanation, InvariantChecker, Profile, QueueReport, SessionOptions,
-    Snapshot,
+    run_cycle, Both, CycleContext, Effect, Explanation, InvariantChecker, Profile, SessionOptions, Snapshot,
 };
 use volcano_metrics::{ControllerMetrics, CycleTimer, SchedulerMetrics, TaskStage, POD_GROUP_PHASES};
 
