@@ -57,7 +57,7 @@ pub enum Next {
         /// Its target, for a targeted restart.
         target: Option<Target>,
         /// The request it came from.
-        request: Request,
+        request: Box<Request>,
     },
 }
 
@@ -112,7 +112,7 @@ impl JobMemory {
             }
             if action != Action::SyncJob {
                 let target = Target::of(&action, &req);
-                return Some(Next::Run { action, target, request: req });
+                return Some(Next::Run { action, target, request: Box::new(req) });
             }
             self.pending.remove(0);
         }
