@@ -33,6 +33,8 @@ pub mod cli;
 #[cfg(feature = "shell")]
 pub mod deletions;
 pub mod events;
+pub mod memory;
+pub mod objects;
 #[cfg(feature = "shell")]
 pub mod options;
 pub mod plan;

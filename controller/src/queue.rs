@@ -21,6 +21,8 @@
 //! - a sync closes an open queue whose parent is Closing or Closed (marking it), and
 //!   reopens a marked closed queue whose parent is Open.
 
+use std::collections::BTreeMap;
+
 use volcano_api::bus::Action;
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
 use volcano_api::names::DEFAULT_QUEUE;
@@ -52,21 +54,60 @@ pub fn pod_group_queue(pg: &PodGroup) -> &str {
     pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(DEFAULT_QUEUE)
 }
 
+impl Counts {
+    /// Counts one PodGroup: in `total`, and under its phase when it has one (a PodGroup
+    /// whose phase is not set yet counts in `total` only, as in Volcano's queue controller).
+    pub fn add(&mut self, pg: &PodGroup) {
+        self.total += 1;
+        match pg.status.as_ref().and_then(|s| s.phase.as_ref()) {
+            Some(PodGroupPhase::Pending) => self.pending += 1,
+            Some(PodGroupPhase::Inqueue) => self.inqueue += 1,
+            Some(PodGroupPhase::Running) => self.running += 1,
+            Some(PodGroupPhase::Unknown) => self.unknown += 1,
+            Some(PodGroupPhase::Completed) => self.completed += 1,
+            _ => {}
+        }
+    }
+
+    /// The count of a phase named as the metrics' `phase` label names it (`inqueue`,
+    /// `pending`, `running`, `unknown`, `completed`).
+    pub fn of_phase(&self, phase: &str) -> Option<i32> {
+        Some(match phase {
+            "inqueue" => self.inqueue,
+            "pending" => self.pending,
+            "running" => self.running,
+            "unknown" => self.unknown,
+            "completed" => self.completed,
+            _ => return None,
+        })
+    }
+}
+
 /// The counts of the PodGroups of `queue` among `groups`.
 pub fn counts<'a>(queue: &str, groups: impl IntoIterator<Item = &'a PodGroup>) -> Counts {
     let mut c = Counts::default();
     for pg in groups.into_iter().filter(|pg| pod_group_queue(pg) == queue) {
-        c.total += 1;
-        match pg.status.as_ref().and_then(|s| s.phase.as_ref()) {
-            Some(PodGroupPhase::Pending) => c.pending += 1,
-            Some(PodGroupPhase::Inqueue) => c.inqueue += 1,
-            Some(PodGroupPhase::Running) => c.running += 1,
-            Some(PodGroupPhase::Unknown) => c.unknown += 1,
-            Some(PodGroupPhase::Completed) => c.completed += 1,
-            _ => {}
-        }
+        c.add(pg);
     }
     c
+}
+
+/// The counts of every queue's PodGroups among `groups`, by queue ([`pod_group_queue`]), in
+/// one pass: [`counts`] of each queue that has PodGroups.
+pub fn counts_by_queue<'a>(groups: impl IntoIterator<Item = &'a PodGroup>) -> BTreeMap<String, Counts> {
+    let mut out: BTreeMap<String, Counts> = BTreeMap::new();
+    for pg in groups {
+        let q = pod_group_queue(pg);
+        match out.get_mut(q) {
+            Some(c) => c.add(pg),
+            None => {
+                let mut c = Counts::default();
+                c.add(pg);
+                out.insert(q.to_string(), c);
+            }
+        }
+    }
+    out
 }
 
 /// The state of `queue` as stored (an empty state is Open).

@@ -206,14 +206,7 @@ pub fn pod_group_triggers(
 /// The PodGroup counts in the order of the gauges ([`POD_GROUP_PHASES`]).
 pub fn gauge_values(c: &Counts) -> [i64; 5] {
     POD_GROUP_PHASES.map(|phase| {
-        i64::from(match phase {
-            "inqueue" => c.inqueue,
-            "pending" => c.pending,
-            "running" => c.running,
-            "unknown" => c.unknown,
-            "completed" => c.completed,
-            other => unreachable!("a PodGroup phase without a count: {other}"),
-        })
+        i64::from(c.of_phase(phase).unwrap_or_else(|| unreachable!("a PodGroup phase without a count: {phase}")))
     })
 }
 

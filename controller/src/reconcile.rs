@@ -1,15 +1,19 @@
 //! The reconciler: one Job at a time (kube-runtime never runs two reconciles of one object
-//! at once), applying the pure parts of this crate to the API.
+//! at once), applying the pure parts of this crate to the API. It decides nothing itself:
+//! what to do comes from [`JobMemory`] and [`plan::step`], and the reconcile turns it into
+//! API calls.
 //!
 //! A reconcile:
 //! 1. deletes the job when its `ttlSecondsAfterFinished` expired;
-//! 2. turns what changed since the last reconcile into [`Request`]s: Commands targeting the
-//!    job (each deleted first; one whose delete fails is left alone), pods (added, updated,
-//!    deleted, compared with the pods seen last time), the PodGroup's phase, and delayed
-//!    actions that came due; the requests wait in the job's memory until handled, so a
-//!    failed reconcile handles them again;
-//! 3. for each request: [`policies::apply`] (a delayed action is kept for later), then one
-//!    step of the state machine ([`step`]); with no request, one `SyncJob` step.
+//! 2. turns what changed since the last reconcile into requests: Commands targeting the
+//!    job (each deleted first; one whose delete fails is left alone), then
+//!    [`JobMemory::observe`] of the pods (added, updated, deleted, compared with the pods
+//!    seen last time), the PodGroup's phase, and delayed actions that came due; the requests
+//!    wait in the job's memory until handled, so a failed reconcile handles them again;
+//! 3. for each request ([`JobMemory::next`]: the policies, a delayed action kept for later),
+//!    one step of the state machine, planned whole by [`plan::step`] and applied in
+//!    Volcano's order: plugin objects, volume claims, PodGroup, pods, the status, the
+//!    PodGroup's deletion; with no request, one `SyncJob` step.
 //!
 //! Every create treats 409 AlreadyExists as success (names are deterministic), every delete
 //! treats 404 as success; another API error ends the reconcile with an error, and the job is
@@ -20,7 +24,7 @@
 //! [`Recorder`](crate::recorder::Recorder), which never blocks a reconcile.
 //!
 //! Volcano's job metrics are updated from what the reconcile decided, with no call of its
-//! own: a job entering Completed or Failed ([`state::entered_finished`]) counts once its
+//! own: a job entering Completed or Failed ([`Desired::entered_finished`]) counts once its
 //! status is written, and each pod created observes the time from the job's creation to the
 //! pod's (both as the API server stamped them).
 
@@ -41,16 +45,16 @@ use kube::{Client, Resource, ResourceExt};
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::bus::{Action, Command};
-use volcano_api::crd::{PodGroup, PodGroupPhase};
+use volcano_api::crd::PodGroup;
 use volcano_api::job::{Job, JobPhase};
 use volcano_metrics::ControllerMetrics;
 
-use crate::events::{self, Request, OUT_OF_SYNC_KEY};
-use crate::plan::{self, PlanError, VolumeClaim};
-use crate::plugins::{self, ssh, JobPlugins, PluginError};
-use crate::policies::{self, DelayedActions};
+use crate::events::{self, OUT_OF_SYNC_KEY};
+use crate::memory::{JobMemory, Next};
+use crate::plan::{self, Desired, JobResources, PlanError, PodDeletion, PodGroupChange, Stage, StepError, VolumeClaim};
+use crate::plugins::{ssh, PluginError};
 use crate::recorder::{self, JobEvent, Recorder};
-use crate::state::{self, Counts, Target, Work};
+use crate::state::{Target, Work};
 use crate::status;
 
 /// Why a reconcile failed (the job is requeued with back-off).
@@ -91,23 +95,6 @@ fn code(e: &kube::Error) -> Option<u16> {
     }
 }
 
-/// What the reconciler remembers of a job between reconciles.
-#[derive(Default)]
-struct Memory {
-    /// The job's UID (a job recreated under the same name starts afresh).
-    uid: String,
-    /// The job's pods as last seen, by name.
-    pods: BTreeMap<String, Pod>,
-    /// The PodGroup as last seen.
-    pod_group: Option<PodGroup>,
-    /// Requests not handled yet.
-    pending: Vec<Request>,
-    /// Delayed actions of the job.
-    delayed: DelayedActions,
-    /// Consecutive failed reconciles (for the back-off).
-    failures: u32,
-}
-
 /// What every reconcile shares.
 pub struct Context {
     /// The client.
@@ -128,7 +115,7 @@ pub struct Context {
     metrics: ControllerMetrics,
     max_requeue_num: i32,
     synced: Option<watch::Receiver<bool>>,
-    memory: Mutex<HashMap<String, Memory>>,
+    memory: Mutex<HashMap<String, JobMemory>>,
 }
 
 impl Context {
@@ -222,15 +209,15 @@ impl Context {
         self.priority_classes.state().iter().map(|pc| (pc.name_any(), pc.value)).collect()
     }
 
-    fn take_memory(&self, key: &str, uid: &str) -> Memory {
+    fn take_memory(&self, key: &str, uid: &str) -> JobMemory {
         let mut m = self.memory.lock().expect("memory lock").remove(key).unwrap_or_default();
         if m.uid != uid {
-            m = Memory { uid: uid.to_string(), ..Default::default() };
+            m = JobMemory::new(uid);
         }
         m
     }
 
-    fn put_memory(&self, key: String, m: Memory) {
+    fn put_memory(&self, key: String, m: JobMemory) {
         self.memory.lock().expect("memory lock").insert(key, m);
     }
 
@@ -306,7 +293,7 @@ pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Re
 
 /// One reconcile of a job; counts its failures in `mem`, and after `--max-requeue-num` of
 /// them in a row terminates the job instead of failing again (Volcano's `handleJobError`).
-async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timestamp) -> Result<(), ReconcileError> {
+async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut JobMemory, now: Timestamp) -> Result<(), ReconcileError> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -339,7 +326,8 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         }
     }
 
-    // Pods: what changed since last time.
+    // Pods, the PodGroup's phase and delayed actions that came due: what changed since
+    // last time.
     let pods: Vec<Pod> = ctx
         .pods
         .state()
@@ -347,23 +335,6 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         .filter(|p| p.metadata.namespace.as_deref() == Some(ns.as_str()) && controlled_by(&p.metadata, &uid))
         .map(|p| (*p).clone())
         .collect();
-    let by_name: BTreeMap<String, Pod> = pods.iter().map(|p| (p.name_any(), p.clone())).collect();
-    for (pname, pod) in &by_name {
-        let req = match mem.pods.get(pname) {
-            None => events::pod_added(pod),
-            Some(old) if old.metadata.uid != pod.metadata.uid => events::pod_added(pod),
-            Some(old) => events::pod_updated(old, pod, job, pods.iter()),
-        };
-        mem.pending.extend(req);
-    }
-    for (pname, old) in &mem.pods {
-        if !by_name.contains_key(pname) {
-            mem.pending.extend(events::pod_deleted(old, true));
-        }
-    }
-    mem.pods = by_name;
-
-    // The PodGroup's phase.
     let pg_name = plan::pod_group_name(job)?;
     let pg = ctx
         .pod_groups
@@ -371,17 +342,7 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut Memory, now: Timesta
         .into_iter()
         .find(|g| g.metadata.namespace.as_deref() == Some(ns.as_str()) && g.name_any() == pg_name)
         .map(|g| (*g).clone());
-    if let (Some(old), Some(new)) = (&mem.pod_group, &pg) {
-        mem.pending.extend(events::pod_group_phase_changed(old, new));
-    }
-    mem.pod_group = pg.clone();
-
-    // Delayed actions that came due run with their action.
-    for d in mem.delayed.due(now) {
-        let mut req = d.request.clone();
-        req.action = Some(d.action.clone());
-        mem.pending.push(req);
-    }
+    mem.observe(job, &pods, pg.as_ref(), now);
 
     let mut job = job.clone();
     if job.spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
@@ -419,38 +380,28 @@ struct Failing {
     request: bool,
 }
 
-/// The pending requests, each through the policies and one step of the state machine; one
-/// sync when none stepped.
+/// The pending requests, each through the policies ([`JobMemory::next`]) and one step of
+/// the state machine; one sync when none stepped.
 async fn handle_requests(
     job: &mut Job,
     stepper: &mut Stepper<'_>,
-    mem: &mut Memory,
+    mem: &mut JobMemory,
     now: Timestamp,
     failing: &mut Failing,
 ) -> Result<(), ReconcileError> {
     let rec = &stepper.ctx.recorder;
     let mut ran = false;
-    while let Some(req) = mem.pending.first().cloned() {
-        mem.delayed.cancel_on(&req);
-        let (action, delay) = policies::apply(job, &req);
-        if let Some(delay) = delay {
-            rec.record(job, recorder::delayed_action(&action, delay));
-            mem.delayed.schedule(&req, action, delay, now);
-            mem.pending.remove(0);
-            continue;
-        }
-        // SyncJob requests collapse into one sync at the end.
-        if action != Action::SyncJob {
-            rec.record(job, recorder::execute_action(&action));
-            *failing = Failing { action: action.clone(), request: true };
-            let target = Target::of(&action, &req);
-            stepper.step(job, &action, target.as_ref()).await?;
-            ran = true;
-            if !policies::is_internal_action(&action) {
-                mem.delayed.executed(&req, &action);
+    while let Some(next) = mem.next(job, now) {
+        match next {
+            Next::Delayed { action, delay } => rec.record(job, recorder::delayed_action(&action, delay)),
+            Next::Run { action, target, request } => {
+                rec.record(job, recorder::execute_action(&action));
+                *failing = Failing { action: action.clone(), request: true };
+                stepper.step(job, &action, target.as_ref()).await?;
+                ran = true;
+                mem.finished(&request, &action);
             }
         }
-        mem.pending.remove(0);
     }
     if !ran {
         *failing = Failing { action: Action::SyncJob, request: false };
@@ -476,55 +427,86 @@ impl Stepper<'_> {
         self.ctx.recorder.record(job, ev);
     }
 
-    /// One step of the state machine for `action`: the work, the counts, the status.
+    /// One step of the state machine for `action`: planned whole by [`plan::step`], then
+    /// applied in Volcano's order (plugin objects, volume claims, PodGroup, pods; the
+    /// status; the PodGroup's deletion), stopping at the first failure.
     async fn step(&mut self, job: &mut Job, action: &Action, target: Option<&Target>) -> Result<(), ReconcileError> {
         let now = Timestamp::now();
-        if let Some(initial) = status::initial(job, now) {
-            job.status = Some(initial);
-        }
-        let from = state::phase_of(job);
-        let work = state::work(job, action, target);
-        let counts = match &work {
-            Work::None => return Ok(()),
-            Work::Sync => self.sync(job, now).await?,
-            Work::Kill { retain } => {
-                let retain = *retain;
-                let pods = self.pods.clone();
-                let doomed: Vec<&Pod> = pods
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                    .filter(|p| {
-                        retain == state::Retain::None || !matches!(events::pod_phase(p), "Succeeded" | "Failed")
-                    })
-                    .collect();
-                self.kill(job, &doomed).await?;
-                Counts::after(job, &work, pods.iter(), false)
-            }
-            Work::KillTargets(t) => {
-                let pods = self.pods.clone();
-                // A partition with no pods is skipped without a status update, as in Volcano.
-                if matches!(t, Target::Partition { .. }) && !pods.iter().any(|p| t.covers(p)) {
-                    return Ok(());
+        let ssh_key = if plan::wants_ssh_key(job) {
+            match self.ssh_key(job).await {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    self.record(job, recorder::plugin_error(&e));
+                    return Err(e);
                 }
-                let doomed: Vec<&Pod> =
-                    pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && t.covers(p)).collect();
-                self.kill(job, &doomed).await?;
-                Counts::after(job, &work, pods.iter(), false)
+            }
+        } else {
+            None
+        };
+        let values = self.ctx.priority_class_values();
+        let observed = plan::Observed {
+            pods: &self.pods,
+            pod_group: self.pod_group.as_ref(),
+            admitted: plan::admitted(self.pod_group.as_ref()),
+            priority_class_values: &values,
+            ssh_key: ssh_key.as_ref(),
+        };
+        let desired = match plan::step(job, &observed, action, target, now) {
+            Ok(Some(d)) => d,
+            Ok(None) => return Ok(()),
+            Err(StepError { stage, error }) => {
+                let e = match error {
+                    PlanError::Plugin(p) => ReconcileError::Plugin(p),
+                    other => ReconcileError::Plan(other),
+                };
+                match stage {
+                    Stage::Resources => self.record(job, recorder::plugin_error(&e)),
+                    Stage::PodGroup => self.record(job, recorder::pod_group_error(&e)),
+                    Stage::Pods => {}
+                }
+                return Err(e);
             }
         };
-        let decision = state::decide(job, &counts, action, target);
-        let next = status::next_status(job, &counts, &decision, now);
-        job.status = Some(next);
+        self.apply(job, desired).await
+    }
+
+    /// Applies a planned step: the diff between what the controller observed and
+    /// `desired`, as API calls.
+    async fn apply(&mut self, job: &mut Job, desired: Desired) -> Result<(), ReconcileError> {
+        let ns = job.namespace().unwrap_or_default();
+        if let Some(res) = &desired.resources {
+            if let Err(e) = self.create_resources(&ns, res).await {
+                self.record(job, recorder::plugin_error(&e));
+                return Err(e);
+            }
+        }
+        if let Err(e) = self.ensure_volumes(job, &desired.volumes).await {
+            self.record(job, recorder::pvc_error(&e));
+            return Err(e);
+        }
+        if let Err(e) = self.apply_pod_group(&ns, &desired.pod_group).await {
+            self.record(job, recorder::pod_group_error(&e));
+            return Err(e);
+        }
+        if matches!(desired.work, Work::Sync) {
+            if let Some(ev) = self.pod_group.as_ref().and_then(|pg| recorder::pod_group_pending(job, pg)) {
+                self.record(job, ev);
+            }
+        }
+        match &desired.work {
+            Work::Sync => self.sync_pods(job, &desired).await?,
+            _ => self.kill(job, &desired.delete).await?,
+        }
+        job.status = Some(desired.status.clone());
         let written = self.write_status(job).await?;
         // Counted once written: a write that fails (a stale job) is decided again, from the
         // phase the API server has.
         if written {
-            self.count_finished(job, &from, &decision);
+            self.count_finished(job, &desired);
         }
-        // (Only when there is one: a finished job's every reconcile decides the deletion.)
-        if decision.delete_pod_group && self.pod_group.is_some() {
+        if desired.delete_pod_group {
             let name = plan::pod_group_name(job)?;
-            let api: Api<PodGroup> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
+            let api: Api<PodGroup> = Api::namespaced(self.client(), &ns);
             match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(e) if code(&e) == Some(404) => {}
@@ -536,9 +518,9 @@ impl Stepper<'_> {
     }
 
     /// `volcano_job_completed_phase_count` or `volcano_job_failed_phase_count`, when the
-    /// step took the job from `from` into Completed or Failed.
-    fn count_finished(&self, job: &Job, from: &JobPhase, decision: &state::Decision) {
-        let Some(phase) = state::entered_finished(from, decision) else { return };
+    /// step took the job into Completed or Failed.
+    fn count_finished(&self, job: &Job, desired: &Desired) {
+        let Some(phase) = desired.entered_finished() else { return };
         let key = events::job_key(&job.namespace().unwrap_or_default(), &job.name_any());
         let queue = job.spec.queue.as_deref().unwrap_or_default();
         match phase {
@@ -575,19 +557,20 @@ impl Stepper<'_> {
 
     /// Marks the pods out of sync, then deletes them; a `FailedDelete` event when some
     /// could not be.
-    async fn kill(&mut self, job: &Job, pods: &[&Pod]) -> Result<(), ReconcileError> {
-        let calls = pods.iter().map(|p| {
-            let api: Api<Pod> = Api::namespaced(self.client(), &p.namespace().unwrap_or_default());
-            let name = p.name_any();
-            let uid = p.metadata.uid.clone();
+    async fn kill(&mut self, job: &Job, pods: &[PodDeletion]) -> Result<(), ReconcileError> {
+        let api: Api<Pod> = Api::namespaced(self.client(), &job.namespace().unwrap_or_default());
+        let calls = pods.iter().map(|d| {
+            let api = api.clone();
             async move {
-                let patch = serde_json::json!({"metadata": {"annotations": {OUT_OF_SYNC_KEY: "true"}}});
-                match api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-                    Ok(_) => {}
-                    Err(e) if code(&e) == Some(404) => return Ok(()),
-                    Err(e) => return Err(api_err(format!("mark pod {name} out of sync"))(e)),
+                if d.mark_out_of_sync {
+                    let patch = serde_json::json!({"metadata": {"annotations": {OUT_OF_SYNC_KEY: "true"}}});
+                    match api.patch(&d.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                        Ok(_) => {}
+                        Err(e) if code(&e) == Some(404) => return Ok(()),
+                        Err(e) => return Err(api_err(format!("mark pod {} out of sync", d.name))(e)),
+                    }
                 }
-                delete_pod(&api, &name, uid).await
+                delete_pod(&api, &d.name, d.uid.clone()).await
             }
         });
         let errs: Vec<ReconcileError> = join_all(calls).await.into_iter().filter_map(Result::err).collect();
@@ -608,67 +591,18 @@ impl Stepper<'_> {
         Err(errs.into_iter().next().expect("not empty"))
     }
 
-    /// SyncJob: plugin objects, PVCs and PodGroup, then (the PodGroup admitted) missing
-    /// pods created and surplus ones deleted; the counts.
-    async fn sync(&mut self, job: &mut Job, now: Timestamp) -> Result<Counts, ReconcileError> {
+    /// The pods of a sync: the planned ones created (in parallel), the surplus ones deleted;
+    /// the pods the next step of this reconcile sees are the ones the API server returned
+    /// and the ones it kept.
+    async fn sync_pods(&mut self, job: &Job, desired: &Desired) -> Result<(), ReconcileError> {
         let ns = job.namespace().unwrap_or_default();
-        // Volcano's initiateJob: the plugins' objects, the volumes' PVCs, the PodGroup, each
-        // failure with its Warning event.
-        let plugins = match JobPlugins::from_job(job) {
-            Ok(p) => p,
-            Err(e) => {
-                self.record(job, recorder::plugin_error(&e));
-                return Err(e.into());
-            }
-        };
-        if let Err(e) = self.ensure_resources(job, &plugins).await {
-            self.record(job, recorder::plugin_error(&e));
-            return Err(e);
-        }
-        if let Err(e) = self.ensure_volumes(job).await {
-            self.record(job, recorder::pvc_error(&e));
-            return Err(e);
-        }
-        if let Err(e) = self.ensure_pod_group(job).await {
-            self.record(job, recorder::pod_group_error(&e));
-            return Err(e);
-        }
-        if let Some(ev) = self.pod_group.as_ref().and_then(|pg| recorder::pod_group_pending(job, pg)) {
-            self.record(job, ev);
-        }
-        let admitted = self
-            .pod_group
-            .as_ref()
-            .and_then(|g| g.status.as_ref().and_then(|s| s.phase))
-            .is_some_and(|p| p != PodGroupPhase::Pending);
-        if !admitted {
-            return Ok(job.status.as_ref().map(Counts::from_status).unwrap_or_default());
-        }
-        let job_name = job.name_any();
         let pods_api: Api<Pod> = Api::namespaced(self.client(), &ns);
-        let existing: BTreeMap<String, &Pod> = self.pods.iter().map(|p| (p.name_any(), p)).collect();
-        let readiness = plan::task_readiness(self.pods.iter());
-        let mut expected: Vec<String> = Vec::new();
-        let mut creates = Vec::new();
-        for (ti, task) in job.spec.tasks.iter().enumerate() {
-            let ready = plan::ready_to_create(job, task.name(), &readiness);
-            for i in 0..task.replicas.max(0) {
-                let name = plugins::pod_name(&job_name, task.name(), i);
-                expected.push(name.clone());
-                if existing.contains_key(&name) || !ready {
-                    continue;
-                }
-                creates.push(plan::pod(job, &plugins, ti, i)?);
-            }
-        }
-        let ctx = self.ctx;
-        let metrics = &ctx.metrics;
-        let job_created = job.metadata.creation_timestamp.clone();
-        let job_created = job_created.as_ref();
-        let created = join_all(creates.into_iter().map(|pod| {
+        let metrics = &self.ctx.metrics;
+        let job_created = job.metadata.creation_timestamp.as_ref();
+        let created = join_all(desired.create.iter().map(|new| {
             let api = pods_api.clone();
             async move {
-                match api.create(&PostParams::default(), &pod).await {
+                match api.create(&PostParams::default(), &new.pod).await {
                     Ok(p) => {
                         if let Some(ms) = creation_latency_ms(job_created, &p) {
                             metrics.observe_job_to_pod_creation(ms);
@@ -676,11 +610,11 @@ impl Stepper<'_> {
                         Ok(p)
                     }
                     Err(e) if code(&e) == Some(409) => {
-                        let mut p = pod;
+                        let mut p = new.pod.clone();
                         p.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
                         Ok(p)
                     }
-                    Err(e) => Err(api_err(format!("create pod {}", pod.name_any()))(e)),
+                    Err(e) => Err(api_err(format!("create pod {}", new.pod.name_any()))(e)),
                 }
             }
         }))
@@ -693,21 +627,9 @@ impl Stepper<'_> {
                 Err(e) => create_errs.push(e),
             }
         }
-        // Surplus pods (beyond replicas, of tasks no longer in the spec) and pods marked
-        // out of sync are deleted.
-        let mut deletes = Vec::new();
-        for pod in &self.pods {
-            let mut p = pod.clone();
-            let surplus = !expected.contains(&pod.name_any()) || events::is_out_of_sync(pod);
-            if surplus && pod.metadata.deletion_timestamp.is_none() {
-                deletes.push((pod.name_any(), pod.metadata.uid.clone()));
-                p.metadata.deletion_timestamp = Some(Time(now));
-            }
-            after.push(p);
-        }
-        let deleted = join_all(deletes.into_iter().map(|(name, uid)| {
+        let deleted = join_all(desired.delete.iter().map(|d| {
             let api = pods_api.clone();
-            async move { delete_pod(&api, &name, uid).await }
+            async move { delete_pod(&api, &d.name, d.uid.clone()).await }
         }))
         .await;
         let delete_errs: Vec<ReconcileError> = deleted.into_iter().filter_map(Result::err).collect();
@@ -715,36 +637,28 @@ impl Stepper<'_> {
         let deleted = self.fail_on(job, delete_errs, recorder::failed_delete);
         created?;
         deleted?;
-        self.pods = after.clone();
-        Ok(Counts::after(job, &Work::Sync, after.iter(), false))
+        // The planned pods after the step, the created ones as the API server returned them.
+        after.extend(desired.pods_after.iter().skip(desired.create.len()).cloned());
+        self.pods = after;
+        Ok(())
     }
 
-    /// The plugins' objects (Services, ConfigMaps, Secrets, NetworkPolicies), once: when the
-    /// status does not list every plugin yet.
-    async fn ensure_resources(&mut self, job: &mut Job, plugins: &JobPlugins) -> Result<(), ReconcileError> {
-        let names = plugins.names();
-        let status = job.status.get_or_insert_with(Default::default);
-        if names.iter().all(|n| status.controlled_resources.contains_key(&format!("plugin-{n}"))) {
-            return Ok(());
-        }
-        let ns = job.namespace().unwrap_or_default();
-        let key = if plugins.needs_ssh_key(job) { Some(self.ssh_key(job).await?) } else { None };
-        let res = plan::job_resources(job, plugins, key.as_ref())?;
+    /// The plugins' objects (Services, ConfigMaps, Secrets, NetworkPolicies); one that
+    /// exists already counts as created.
+    async fn create_resources(&self, ns: &str, res: &JobResources) -> Result<(), ReconcileError> {
         let c = self.client();
         for s in &res.services {
-            create(&Api::<Service>::namespaced(c.clone(), &ns), s).await?;
+            create(&Api::<Service>::namespaced(c.clone(), ns), s).await?;
         }
         for m in &res.config_maps {
-            create(&Api::<ConfigMap>::namespaced(c.clone(), &ns), m).await?;
+            create(&Api::<ConfigMap>::namespaced(c.clone(), ns), m).await?;
         }
         for s in &res.secrets {
-            create(&Api::<Secret>::namespaced(c.clone(), &ns), s).await?;
+            create(&Api::<Secret>::namespaced(c.clone(), ns), s).await?;
         }
         for n in &res.network_policies {
-            create(&Api::<NetworkPolicy>::namespaced(c.clone(), &ns), n).await?;
+            create(&Api::<NetworkPolicy>::namespaced(c.clone(), ns), n).await?;
         }
-        let status = job.status.get_or_insert_with(Default::default);
-        status.controlled_resources.extend(res.controlled_resources);
         Ok(())
     }
 
@@ -766,25 +680,18 @@ impl Stepper<'_> {
             .map_err(|e| ReconcileError::SshKey(e.to_string()))
     }
 
-    /// The PVCs of the job's volumes (Volcano's `createJobIOIfNotExist`), once: until the
-    /// status lists every volume in `controlledResources` (`volume-pvc-<claim>`). A volume
-    /// with a `volumeClaim` gets its PVC `<job>-volume-<index>`, owned by the job; one that
-    /// already exists must be the job's. A `volumeClaimName` must exist: else an error, and
-    /// the job stays Pending, requeued.
-    async fn ensure_volumes(&mut self, job: &mut Job) -> Result<(), ReconcileError> {
-        if job.spec.volumes.is_empty() {
-            return Ok(());
-        }
-        let claims = plan::volume_claims(job);
-        let status = job.status.get_or_insert_with(Default::default);
-        if claims.iter().all(|c| status.controlled_resources.contains_key(&plan::volume_controlled_resource(c.name())))
-        {
+    /// The PVCs of the job's volumes (Volcano's `createJobIOIfNotExist`), as planned (only
+    /// until the status lists every volume). A volume with a `volumeClaim` gets its PVC
+    /// `<job>-volume-<index>`, owned by the job; one that already exists must be the job's.
+    /// A `volumeClaimName` must exist: else an error, and the job stays Pending, requeued.
+    async fn ensure_volumes(&self, job: &Job, claims: &[VolumeClaim]) -> Result<(), ReconcileError> {
+        if claims.is_empty() {
             return Ok(());
         }
         let ns = job.namespace().unwrap_or_default();
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client(), &ns);
-        for claim in &claims {
+        for claim in claims {
             let name = claim.name();
             match claim {
                 VolumeClaim::Create(pvc) => match api.create(&PostParams::default(), pvc).await {
@@ -820,38 +727,33 @@ impl Stepper<'_> {
                 VolumeClaim::Unmanaged(_) => {}
             }
         }
-        let status = job.status.get_or_insert_with(Default::default);
-        for c in &claims {
-            status.controlled_resources.insert(plan::volume_controlled_resource(c.name()), c.name().to_string());
-        }
         Ok(())
     }
 
-    /// Creates the job's PodGroup when there is none; updates its `minMember`,
-    /// `minTaskMember`, `minResources` and `priorityClassName` when the job's differ
-    /// (`minResources` compared by value).
-    async fn ensure_pod_group(&mut self, job: &Job) -> Result<(), ReconcileError> {
-        let ns = job.namespace().unwrap_or_default();
-        let api: Api<PodGroup> = Api::namespaced(self.client(), &ns);
-        let pg = plan::pod_group(job, &self.ctx.priority_class_values())?;
-        if let Some(existing) = &self.pod_group {
-            let Some(patch) = plan::pod_group_update(&existing.spec, &pg.spec) else { return Ok(()) };
-            let name = existing.name_any();
-            let updated = api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(api_err(format!("update PodGroup {ns}/{name}")))?;
-            self.pod_group = Some(updated);
-            return Ok(());
-        }
-        let name = pg.name_any();
-        self.pod_group = Some(match api.create(&PostParams::default(), &pg).await {
-            Ok(g) => g,
-            Err(e) if code(&e) == Some(409) => {
-                api.get(&name).await.map_err(api_err(format!("get PodGroup {ns}/{name}")))?
+    /// Creates the PodGroup, or patches it, as planned; the PodGroup the API server
+    /// returns is the one the rest of the reconcile sees.
+    async fn apply_pod_group(&mut self, ns: &str, change: &PodGroupChange) -> Result<(), ReconcileError> {
+        let api: Api<PodGroup> = Api::namespaced(self.client(), ns);
+        match change {
+            PodGroupChange::Keep => {}
+            PodGroupChange::Update { name, patch } => {
+                let updated = api
+                    .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .map_err(api_err(format!("update PodGroup {ns}/{name}")))?;
+                self.pod_group = Some(updated);
             }
-            Err(e) => return Err(api_err(format!("create PodGroup {ns}/{name}"))(e)),
-        });
+            PodGroupChange::Create(pg) => {
+                let name = pg.name_any();
+                self.pod_group = Some(match api.create(&PostParams::default(), pg).await {
+                    Ok(g) => g,
+                    Err(e) if code(&e) == Some(409) => {
+                        api.get(&name).await.map_err(api_err(format!("get PodGroup {ns}/{name}")))?
+                    }
+                    Err(e) => return Err(api_err(format!("create PodGroup {ns}/{name}"))(e)),
+                });
+            }
+        }
         Ok(())
     }
 }

@@ -36,7 +36,7 @@
 //! PriorityClass changed, or more changes than a rebuild costs), by rebuilding it from the
 //! stores. An idle cycle on a large cluster therefore costs neither, and a busy one pays
 //! for what changed. A change of a Namespace, a volume object, a Service or a workload's
-//! selector gives the next snapshot fresh [`Extras`] (built from those stores alone) and
+//! selector gives the next snapshot fresh [`Extras`](volcano_framework::Extras) (built from those stores alone) and
 //! leaves its tasks alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -53,7 +53,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher::Event;
 use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
 use volcano_api::validation::{self, Check};
-use volcano_framework::{Changes, ClusterObjects, Extras, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
+use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
+use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
 
 /// A kind the cache holds.
 pub trait CachedKind: kube::Resource + Clone + Send + Sync + 'static {
@@ -407,49 +408,16 @@ pub struct ClusterCache {
     /// Keys of the pods [`pods_without_group`](Self::pods_without_group) returns, kept as
     /// the pods change so that a settled cluster's cycle does not look at every pod.
     orphans: BTreeSet<String>,
-    pending: Pending,
-    kept: Option<Snapshot>,
-    /// How many snapshots were rebuilt (for tests and metrics).
-    rebuilds: u64,
-    /// How many snapshots were updated in place.
-    updates: u64,
+    /// The kept snapshot and what changed since.
+    keeper: KeptSnapshot,
 }
 
-/// What changed since the kept snapshot: keys by kind, or everything.
-#[derive(Debug, Default)]
-struct Pending {
-    rebuild: bool,
-    /// A Namespace, a volume object, a Service or a workload's selector changed: the next
-    /// snapshot gets fresh [`Extras`].
-    extras: bool,
-    pods: BTreeSet<String>,
-    pod_groups: BTreeSet<String>,
-    nodes: BTreeSet<String>,
-    queues: BTreeSet<String>,
-}
-
-impl Pending {
-    fn is_empty(&self) -> bool {
-        !self.rebuild
-            && self.pods.is_empty()
-            && self.pod_groups.is_empty()
-            && self.nodes.is_empty()
-            && self.queues.is_empty()
-    }
-
-    fn len(&self) -> usize {
-        self.pods.len() + self.pod_groups.len() + self.nodes.len() + self.queues.len()
-    }
-
-    /// Records what a watch event changed in the set of its kind.
-    fn record(rebuild: &mut bool, set: &mut BTreeSet<String>, changed: Changed) {
-        match changed {
-            Changed::Nothing => {}
-            Changed::One(key) => {
-                set.insert(key);
-            }
-            Changed::All => *rebuild = true,
-        }
+/// Tells `keeper` what a watch event of a kind changed.
+fn record(keeper: &mut KeptSnapshot, changed: Changed, one: fn(&mut KeptSnapshot, &str)) {
+    match changed {
+        Changed::Nothing => {}
+        Changed::One(key) => one(keeper, &key),
+        Changed::All => keeper.rebuild(),
     }
 }
 
@@ -462,12 +430,7 @@ impl ClusterCache {
     /// An empty cache for these scheduler names, keeping only nodes with one of the
     /// `node_selector` labels (all nodes when empty).
     pub fn new(scheduler_names: Vec<String>, node_selector: BTreeMap<String, Vec<String>>) -> Self {
-        ClusterCache {
-            scheduler_names,
-            node_selector,
-            pending: Pending { rebuild: true, ..Default::default() },
-            ..Default::default()
-        }
+        ClusterCache { scheduler_names, node_selector, ..Default::default() }
     }
 
     /// Whether every kind's first list is complete.
@@ -493,19 +456,19 @@ impl ClusterCache {
     /// ([`Snapshot::keep_retries`]: refused unless the kept snapshot is still the one the
     /// cycle ran on).
     pub fn keep_retries(&mut self, memo: Option<Arc<volcano_framework::RetryMemo>>) {
-        if let Some(kept) = &mut self.kept {
+        if let Some(kept) = self.keeper.kept_mut() {
             kept.keep_retries(memo);
         }
     }
 
     /// How many snapshots were rebuilt since the cache was made.
     pub fn rebuilds(&self) -> u64 {
-        self.rebuilds
+        self.keeper.rebuilds()
     }
 
     /// How many snapshots were brought up to date in place since the cache was made.
     pub fn updates(&self) -> u64 {
-        self.updates
+        self.keeper.updates()
     }
 
     /// The pods assumed bound or evicting: key → what was done.
@@ -516,19 +479,19 @@ impl ClusterCache {
     /// Applies a Node event.
     pub fn apply_node(&mut self, e: Event<Node>) {
         let changed = self.nodes.apply(e);
-        Pending::record(&mut self.pending.rebuild, &mut self.pending.nodes, changed);
+        record(&mut self.keeper, changed, KeptSnapshot::node_changed);
     }
 
     /// Applies a PodGroup event.
     pub fn apply_pod_group(&mut self, e: Event<PodGroup>) {
         let changed = self.pod_groups.apply(e);
-        Pending::record(&mut self.pending.rebuild, &mut self.pending.pod_groups, changed);
+        record(&mut self.keeper, changed, KeptSnapshot::pod_group_changed);
     }
 
     /// Applies a Queue event.
     pub fn apply_queue(&mut self, e: Event<Queue>) {
         let changed = self.queues.apply(e);
-        Pending::record(&mut self.pending.rebuild, &mut self.pending.queues, changed);
+        record(&mut self.keeper, changed, KeptSnapshot::queue_changed);
     }
 
     /// Marks the read-only kinds (Namespaces, PersistentVolumeClaims, PersistentVolumes,
@@ -559,61 +522,80 @@ impl ClusterCache {
     /// Applies a PriorityClass event.
     pub fn apply_priority_class(&mut self, e: Event<PriorityClass>) {
         // Priorities are resolved when tasks and jobs are built: any change rebuilds.
-        let changed = self.priority_classes.apply(e) != Changed::Nothing;
-        self.pending.rebuild |= changed;
+        if self.priority_classes.apply(e) != Changed::Nothing {
+            self.keeper.rebuild();
+        }
     }
 
     /// Applies a Namespace event.
     pub fn apply_namespace(&mut self, e: Event<Namespace>) {
-        self.pending.extras |= self.namespaces.apply(e) != Changed::Nothing;
+        if self.namespaces.apply(e) != Changed::Nothing {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a PersistentVolumeClaim event.
     pub fn apply_pvc(&mut self, e: Event<PersistentVolumeClaim>) {
-        self.pending.extras |= self.pvcs.apply(e) != Changed::Nothing;
+        if self.pvcs.apply(e) != Changed::Nothing {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a PersistentVolume event.
     pub fn apply_pv(&mut self, e: Event<PersistentVolume>) {
-        self.pending.extras |= self.pvs.apply(e) != Changed::Nothing;
+        if self.pvs.apply(e) != Changed::Nothing {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a StorageClass event.
     pub fn apply_storage_class(&mut self, e: Event<StorageClass>) {
-        self.pending.extras |= self.storage_classes.apply(e) != Changed::Nothing;
+        if self.storage_classes.apply(e) != Changed::Nothing {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a CSINode event.
     pub fn apply_csi_node(&mut self, e: Event<CSINode>) {
-        self.pending.extras |= self.csi_nodes.apply(e) != Changed::Nothing;
+        if self.csi_nodes.apply(e) != Changed::Nothing {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a Service event, the Service stripped ([`strip_service`]); the extras are
     /// rebuilt only when what is kept changed.
     pub fn apply_service(&mut self, e: Event<Service>) {
         let e = e.modify(|o| *o = strip_service(std::mem::take(o)));
-        self.pending.extras |= self.services.apply_compared(e);
+        if self.services.apply_compared(e) {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a ReplicationController event, stripped ([`strip_replication_controller`]);
     /// the extras are rebuilt only when what is kept changed.
     pub fn apply_replication_controller(&mut self, e: Event<ReplicationController>) {
         let e = e.modify(|o| *o = strip_replication_controller(std::mem::take(o)));
-        self.pending.extras |= self.replication_controllers.apply_compared(e);
+        if self.replication_controllers.apply_compared(e) {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a ReplicaSet event, stripped ([`strip_replica_set`]); the extras are rebuilt
     /// only when what is kept changed (not on the status updates of a scaling ReplicaSet).
     pub fn apply_replica_set(&mut self, e: Event<ReplicaSet>) {
         let e = e.modify(|o| *o = strip_replica_set(std::mem::take(o)));
-        self.pending.extras |= self.replica_sets.apply_compared(e);
+        if self.replica_sets.apply_compared(e) {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a StatefulSet event, stripped ([`strip_stateful_set`]); the extras are
     /// rebuilt only when what is kept changed.
     pub fn apply_stateful_set(&mut self, e: Event<StatefulSet>) {
         let e = e.modify(|o| *o = strip_stateful_set(std::mem::take(o)));
-        self.pending.extras |= self.stateful_sets.apply_compared(e);
+        if self.stateful_sets.apply_compared(e) {
+            self.keeper.extras_changed();
+        }
     }
 
     /// Applies a Pod event, and settles the assumptions the event answers.
@@ -623,7 +605,7 @@ impl ClusterCache {
             Changed::One(key) => {
                 self.settle(&key);
                 self.track_orphan(&key);
-                self.pending.pods.insert(key);
+                self.keeper.pod_changed(&key);
             }
             Changed::All => {
                 let keys: Vec<String> = self.assumed.keys().cloned().collect();
@@ -632,7 +614,7 @@ impl ClusterCache {
                 }
                 self.orphans =
                     self.pods.iter().filter(|(_, p)| self.is_orphan(p)).map(|(k, _)| k.to_string()).collect();
-                self.pending.rebuild = true;
+                self.keeper.rebuild();
             }
         }
     }
@@ -674,20 +656,20 @@ impl ClusterCache {
     pub fn assume_bound(&mut self, pod: &ObjectRef, node: Arc<str>) {
         let uid = pod.uid().unwrap_or_default().to_string();
         self.assumed.insert(pod.key().to_string(), Assumption::Bound { uid, node });
-        self.pending.pods.insert(pod.key().to_string());
+        self.keeper.pod_changed(pod.key());
     }
 
     /// The pod is being evicted: Releasing on its node until the watch shows its deletion.
     pub fn assume_evicting(&mut self, pod: &ObjectRef) {
         let uid = pod.uid().unwrap_or_default().to_string();
         self.assumed.insert(pod.key().to_string(), Assumption::Evicting { uid });
-        self.pending.pods.insert(pod.key().to_string());
+        self.keeper.pod_changed(pod.key());
     }
 
     /// A bind or eviction failed: the pod is what the watch says it is.
     pub fn forget(&mut self, pod: &ObjectRef) {
         if self.assumed.remove(pod.key()).is_some() {
-            self.pending.pods.insert(pod.key().to_string());
+            self.keeper.pod_changed(pod.key());
         }
     }
 
@@ -711,7 +693,7 @@ impl ClusterCache {
         new.status = Some(status.clone());
         let new = Arc::new(new);
         self.pod_groups.replace(r.key(), new.clone());
-        self.pending.pod_groups.insert(r.key().to_string());
+        self.keeper.pod_group_changed(r.key());
         Some((old, new))
     }
 
@@ -719,7 +701,7 @@ impl ClusterCache {
     pub fn revert_pod_group(&mut self, key: &str, written: &Arc<PodGroup>, previous: Arc<PodGroup>) {
         if self.pod_groups.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
             self.pod_groups.replace(key, previous);
-            self.pending.pod_groups.insert(key.to_string());
+            self.keeper.pod_group_changed(key);
         }
     }
 
@@ -734,7 +716,7 @@ impl ClusterCache {
         new.status.get_or_insert_with(QueueStatus::default).allocated = Some(allocated.clone());
         let new = Arc::new(new);
         self.queues.replace(r.key(), new.clone());
-        self.pending.queues.insert(r.key().to_string());
+        self.keeper.queue_changed(r.key());
         Some((old, new))
     }
 
@@ -742,7 +724,7 @@ impl ClusterCache {
     pub fn revert_queue(&mut self, key: &str, written: &Arc<Queue>, previous: Arc<Queue>) {
         if self.queues.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
             self.queues.replace(key, previous);
-            self.pending.queues.insert(key.to_string());
+            self.keeper.queue_changed(key);
         }
     }
 
@@ -763,7 +745,7 @@ impl ClusterCache {
         let new = Arc::new(new);
         self.pods.replace(r.key(), new.clone());
         self.track_orphan(r.key());
-        self.pending.pods.insert(r.key().to_string());
+        self.keeper.pod_changed(r.key());
         Some((old, new))
     }
 
@@ -772,7 +754,7 @@ impl ClusterCache {
         if self.pods.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
             self.pods.replace(key, previous);
             self.track_orphan(key);
-            self.pending.pods.insert(key.to_string());
+            self.keeper.pod_changed(key);
         }
     }
 
@@ -837,7 +819,7 @@ impl ClusterCache {
         }
     }
 
-    /// The Namespaces, volume objects, Services and workloads, alone (what [`Extras`] are
+    /// The Namespaces, volume objects, Services and workloads, alone (what [`Extras`](volcano_framework::Extras) are
     /// made of).
     fn extra_objects(&self) -> ClusterObjects {
         fn all<K: CachedKind>(s: &Store<K>) -> Vec<Arc<K>> {
@@ -858,82 +840,50 @@ impl ClusterCache {
     }
 
     /// The snapshot for the next cycle: the kept one when nothing changed, brought up to
-    /// date in place when the changes allow it, else rebuilt (see the module documentation).
+    /// date in place when the changes allow it, else rebuilt (see the module documentation
+    /// and [`KeptSnapshot::snapshot`]).
     pub fn snapshot(&mut self) -> Result<Snapshot, SnapshotError> {
-        let names: Vec<&str> = self.scheduler_names.iter().map(String::as_str).collect();
-        let pending = std::mem::take(&mut self.pending);
-        let kept = match self.kept.take() {
-            Some(mut kept) if pending.is_empty() => {
-                if pending.extras {
-                    kept.set_extras(Arc::new(Extras::from_objects(&self.extra_objects())));
-                }
-                Some(kept)
-            }
-            // Many changes are cheaper to rebuild (on every core) than to apply one by one:
-            // at 5,000 nodes and 172,000 pods on 2 cores an update costs about 20 µs per
-            // change and a rebuild about 300 ms, so the two meet near a sixteenth of the tasks.
-            Some(kept) if !pending.rebuild && pending.len() <= kept.tasks.len() / 16 + 64 => {
-                let start = std::time::Instant::now();
-                let changes = self.changes(&pending);
-                let gathered = start.elapsed();
-                let priority_classes: Vec<_> = self.priority_classes.iter().map(|(_, o)| o.clone()).collect();
-                let mut updated = kept;
-                if pending.extras {
-                    updated.set_extras(Arc::new(Extras::from_objects(&self.extra_objects())));
-                }
-                let result = updated.update(&changes, &priority_classes, &names);
-                tracing::debug!(
-                    changed = pending.len(),
-                    gathered_ms = gathered.as_secs_f64() * 1e3,
-                    total_ms = start.elapsed().as_secs_f64() * 1e3,
-                    applied = matches!(result, Ok(true)),
-                    "snapshot update"
-                );
-                match result {
-                    Ok(true) => {
-                        self.updates += 1;
-                        Some(updated)
-                    }
-                    Ok(false) | Err(_) => None,
-                }
-            }
-            _ => None,
-        };
-        let snap = match kept {
-            Some(s) => s,
-            None => {
-                self.rebuilds += 1;
-                match Snapshot::build(&self.objects(), &names) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        // Nothing kept: the next cycle tries again from the stores.
-                        self.pending.rebuild = true;
-                        return Err(e);
-                    }
-                }
-            }
-        };
-        self.kept = Some(snap.clone());
-        Ok(snap)
-    }
-
-    /// The changed objects, as the next snapshot sees them.
-    fn changes(&self, pending: &Pending) -> Changes {
-        Changes {
-            pods: pending.pods.iter().map(|k| (k.clone(), self.pods.get(k).map(|p| self.pod_view(k, p)))).collect(),
-            pod_groups: pending.pod_groups.iter().map(|k| (k.clone(), self.pod_groups.get(k).cloned())).collect(),
-            nodes: pending
-                .nodes
-                .iter()
-                .map(|k| (k.clone(), self.nodes.get(k).filter(|n| self.node_selected(n)).cloned()))
-                .collect(),
-            queues: pending.queues.iter().map(|k| (k.clone(), self.queues.get(k).cloned())).collect(),
-        }
+        let names: Vec<String> = self.scheduler_names.clone();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut keeper = std::mem::take(&mut self.keeper);
+        let result = keeper.snapshot(&*self, &names);
+        self.keeper = keeper;
+        result
     }
 
     /// The pod's name and uid as an event's object, if the pod is cached.
     pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
         self.pods.get(key)
+    }
+}
+
+impl SnapshotSource for ClusterCache {
+    fn objects(&self) -> ClusterObjects {
+        ClusterCache::objects(self)
+    }
+
+    fn extra_objects(&self) -> ClusterObjects {
+        ClusterCache::extra_objects(self)
+    }
+
+    fn priority_classes(&self) -> Vec<Arc<PriorityClass>> {
+        self.priority_classes.iter().map(|(_, o)| o.clone()).collect()
+    }
+
+    fn pod(&self, key: &str) -> Option<Arc<Pod>> {
+        self.pods.get(key).map(|p| self.pod_view(key, p))
+    }
+
+    fn pod_group(&self, key: &str) -> Option<Arc<PodGroup>> {
+        self.pod_groups.get(key).cloned()
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(name).filter(|n| self.node_selected(n)).cloned()
+    }
+
+    fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues.get(name).cloned()
     }
 }
 
@@ -1303,9 +1253,9 @@ mod tests {
     fn only_a_change_of_what_is_kept_refreshes_the_extras() {
         let mut c = synced_cache();
         c.snapshot().unwrap();
-        assert!(!c.pending.extras);
+        assert!(!c.keeper.extras_pending());
         c.apply_replica_set(Event::Apply(replica_set("web", 0)));
-        assert!(c.pending.extras, "a new ReplicaSet");
+        assert!(c.keeper.extras_pending(), "a new ReplicaSet");
         let snap = c.snapshot().unwrap();
         assert!(snap.extras().replica_set("ml", "web-7d9f").is_some());
         let kept = c.replica_sets.get("ml/web-7d9f").unwrap().clone();
@@ -1314,12 +1264,12 @@ mod tests {
         for ready in 1..=3 {
             c.apply_replica_set(Event::Apply(replica_set("web", ready)));
         }
-        assert!(!c.pending.extras, "a status-only update does not rebuild the extras");
+        assert!(!c.keeper.extras_pending(), "a status-only update does not rebuild the extras");
         assert!(Arc::ptr_eq(c.replica_sets.get("ml/web-7d9f").unwrap(), &kept), "the stored object is kept");
 
         // A selector change does.
         c.apply_replica_set(Event::Apply(replica_set("web-v2", 3)));
-        assert!(c.pending.extras, "a selector change");
+        assert!(c.keeper.extras_pending(), "a selector change");
         let snap = c.snapshot().unwrap();
         let rs = snap.extras().replica_set("ml", "web-7d9f").unwrap();
         assert_eq!(rs.spec.as_ref().unwrap().selector.match_labels.as_ref().unwrap()["app"], "web-v2");
@@ -1335,9 +1285,9 @@ mod tests {
         c.apply_service(Event::Apply(svc("web", 80)));
         c.snapshot().unwrap();
         c.apply_service(Event::Apply(svc("web", 8080)));
-        assert!(!c.pending.extras);
+        assert!(!c.keeper.extras_pending());
         c.apply_service(Event::Apply(svc("api", 8080)));
-        assert!(c.pending.extras);
+        assert!(c.keeper.extras_pending());
         c.snapshot().unwrap();
 
         // Deleting a known object does, an unknown one does not; nor does an invalid update
@@ -1346,22 +1296,22 @@ mod tests {
             metadata: ObjectMeta { name: Some("none".into()), namespace: Some("ml".into()), ..Default::default() },
             ..Default::default()
         }));
-        assert!(!c.pending.extras);
+        assert!(!c.keeper.extras_pending());
         let mut empty = replica_set("web", 0);
         empty.metadata.name = Some("bad".into());
         empty.spec.as_mut().unwrap().selector = Default::default();
         c.apply_replica_set(Event::Apply(empty));
-        assert!(!c.pending.extras);
+        assert!(!c.keeper.extras_pending());
         assert!(c.replica_sets.invalid()["ml/bad"].starts_with("spec.selector: empty selector"));
         c.apply_replica_set(Event::Delete(replica_set("web", 3)));
-        assert!(c.pending.extras);
+        assert!(c.keeper.extras_pending());
         assert!(c.snapshot().unwrap().extras().replica_set("ml", "web-7d9f").is_none());
 
         // The end of a relist does.
         c.apply_replication_controller(Event::Init);
-        assert!(!c.pending.extras);
+        assert!(!c.keeper.extras_pending());
         c.apply_replication_controller(Event::InitDone);
-        assert!(c.pending.extras);
+        assert!(c.keeper.extras_pending());
         assert_eq!((c.rebuilds(), c.updates()), (1, 0), "extras are replaced, tasks are kept");
     }
 

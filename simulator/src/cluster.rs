@@ -1,22 +1,36 @@
-//! The in-memory cluster: every object by key, and [`Cluster::apply_effects`], the one place
-//! where the effects of a cycle change the cluster the way a real cluster would.
+//! The in-memory cluster: every object by key, [`Cluster::apply_effects`], the one place
+//! where the effects of a cycle change the cluster the way a real cluster would, and the
+//! other changes a cluster sees between cycles (pods that finish, the job controller's
+//! pods and PodGroups). Every change after loading goes through a method that records the
+//! object's key, so that the next snapshot is the kept one brought up to date with
+//! [`volcano_framework::Snapshot::update`] ([`Cluster::snapshot`]), as the kube backend's
+//! cache does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStatus, Namespace, Node, PersistentVolume, PersistentVolumeClaim,
-    Pod, PodSpec, ReplicationController, Service,
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Namespace, Node,
+    PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ReplicationController, Service,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
 use volcano_api::names::pod_condition;
-use volcano_framework::{ClusterObjects, Effect, ObjectRef};
+use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
+use volcano_framework::{ClusterObjects, Effect, ObjectRef, Snapshot, SnapshotError};
 
+use crate::admit::PodAdmission;
 use crate::error::EffectError;
+use crate::job::SimJob;
+
+/// Pod annotation: how long the pod runs once bound, in seconds of the virtual clock (a
+/// whole or decimal number). When that time has passed the pod succeeds (phase
+/// `Succeeded`, every container terminated with exit code 0) and frees its node. A pod
+/// without it runs for ever, as before.
+pub const RUN_SECONDS_ANNOTATION: &str = "volcano-rs.io/run-seconds";
 
 /// The cluster state between cycles: objects by key (`namespace/name` for namespaced kinds,
 /// `name` for the others), so each effect costs a lookup, not a scan.
@@ -50,9 +64,18 @@ pub struct Cluster {
     pub replica_sets: BTreeMap<String, Arc<ReplicaSet>>,
     /// StatefulSets by `namespace/name`.
     pub stateful_sets: BTreeMap<String, Arc<StatefulSet>>,
-    /// Volcano Jobs of the input by `namespace/name`, as planned (their PodGroups and pods
-    /// are in `pod_groups` and `pods`; the scheduler does not see the jobs themselves).
-    pub jobs: BTreeMap<String, crate::job::SimJob>,
+    /// Volcano Jobs of the input by `namespace/name`, with their status and what the job
+    /// controller remembers of them (their PodGroups and pods are in `pod_groups` and
+    /// `pods`; the scheduler does not see the jobs themselves).
+    pub jobs: BTreeMap<String, SimJob>,
+    /// The API server's pod defaults and Priority admission, for the pods the job
+    /// controller creates.
+    pub admission: PodAdmission,
+    /// Running pods with [`RUN_SECONDS_ANNOTATION`]: (when they finish, milliseconds since
+    /// the Unix epoch; key).
+    finishes: BTreeSet<(i64, String)>,
+    /// The snapshot kept between cycles and the keys of what changed since.
+    kept: KeptSnapshot,
 }
 
 /// A pod placed on a node (bound or pipelined).
@@ -111,17 +134,28 @@ pub struct CycleRecord {
     pub queue_updates: Vec<String>,
     /// Events, in effect order.
     pub events: Vec<EventRecord>,
-    /// Pods of Volcano Jobs the job controller created after the cycle's effects, because
-    /// their task's `dependsOn` became met (`namespace/name`, in job and plan order).
+    /// Pods of Volcano Jobs the job controller created after the cycle's effects (their
+    /// task's `dependsOn` became met, or they replace deleted ones; `namespace/name`, in job
+    /// and plan order).
     pub created: Vec<String>,
+    /// Pods that finished before the cycle ([`RUN_SECONDS_ANNOTATION`]), in key order.
+    pub finished: Vec<String>,
+    /// Pods the job controller deleted after the cycle's effects.
+    pub deleted: Vec<String>,
+    /// Volcano Jobs whose phase the job controller changed after the cycle, with the phase.
+    pub job_phases: Vec<(String, volcano_api::job::JobPhase)>,
 }
 
 impl CycleRecord {
     /// Whether the cycle changed anything but events: a bind, an eviction, a nominated node,
-    /// a pod condition, a PodGroup or a Queue status, a pod created.
+    /// a pod condition, a PodGroup or a Queue status, a pod created, finished or deleted, a
+    /// job's phase.
     pub fn changed(&self) -> bool {
         !(self.binds.is_empty()
             && self.created.is_empty()
+            && self.finished.is_empty()
+            && self.deleted.is_empty()
+            && self.job_phases.is_empty()
             && self.evictions.is_empty()
             && self.pipelined.is_empty()
             && self.pod_condition_updates.is_empty()
@@ -254,6 +288,121 @@ impl Cluster {
         }
     }
 
+    /// The snapshot for the next cycle, from the one kept since the last: brought up to
+    /// date in place with the objects changed since (the scheduler's path,
+    /// [`KeptSnapshot::snapshot`]), or built when nothing is kept or the changes need it.
+    pub fn snapshot(&mut self, scheduler_names: &[&str]) -> Result<Snapshot, SnapshotError> {
+        let mut kept = std::mem::take(&mut self.kept);
+        let result = kept.snapshot(&*self, scheduler_names);
+        self.kept = kept;
+        result
+    }
+
+    /// Keeps `snapshot`, built from the cluster as it is now, for the next cycle.
+    pub fn keep_snapshot(&mut self, snapshot: Snapshot) {
+        self.kept.keep(snapshot);
+    }
+
+    /// The snapshot kept for the next cycle, if any, as of the last [`Cluster::snapshot`].
+    pub fn kept_snapshot(&self) -> Option<&Snapshot> {
+        self.kept.kept()
+    }
+
+    /// How many snapshots were built, and how many brought up to date in place.
+    pub fn snapshot_counts(&self) -> (u64, u64) {
+        (self.kept.rebuilds(), self.kept.updates())
+    }
+
+    /// Adds or replaces a pod.
+    pub fn put_pod(&mut self, key: String, pod: Arc<Pod>) {
+        self.kept.pod_changed(&key);
+        self.track_finish(&key, &pod);
+        self.pods.insert(key, pod);
+    }
+
+    /// Deletes a pod.
+    pub fn remove_pod(&mut self, key: &str) -> Option<Arc<Pod>> {
+        self.kept.pod_changed(key);
+        let pod = self.pods.remove(key)?;
+        if let Some(at) = finish_ms(&pod) {
+            self.finishes.remove(&(at, key.to_string()));
+        }
+        Some(pod)
+    }
+
+    /// Adds or replaces a PodGroup.
+    pub fn put_pod_group(&mut self, key: String, pod_group: Arc<PodGroup>) {
+        self.kept.pod_group_changed(&key);
+        self.pod_groups.insert(key, pod_group);
+    }
+
+    /// Deletes a PodGroup.
+    pub fn remove_pod_group(&mut self, key: &str) -> Option<Arc<PodGroup>> {
+        self.kept.pod_group_changed(key);
+        self.pod_groups.remove(key)
+    }
+
+    /// PriorityClass name → value.
+    pub fn priority_class_values(&self) -> BTreeMap<String, i32> {
+        self.priority_classes.iter().map(|(n, pc)| (n.clone(), pc.value)).collect()
+    }
+
+    /// Indexes every Running pod with [`RUN_SECONDS_ANNOTATION`] by the time it finishes
+    /// (once, after loading; then kept as pods change).
+    pub fn index_finishes(&mut self) {
+        self.finishes = self.pods.iter().filter_map(|(k, p)| Some((finish_ms(p)?, k.clone()))).collect();
+    }
+
+    fn track_finish(&mut self, key: &str, pod: &Pod) {
+        if let Some(old) = self.pods.get(key).and_then(|p| finish_ms(p)) {
+            self.finishes.remove(&(old, key.to_string()));
+        }
+        if let Some(at) = finish_ms(pod) {
+            self.finishes.insert((at, key.to_string()));
+        }
+    }
+
+    /// When the next running pod finishes, if one has a run time.
+    pub fn next_finish_ms(&self) -> Option<i64> {
+        self.finishes.first().map(|(at, _)| *at)
+    }
+
+    /// The pods whose run time ([`RUN_SECONDS_ANNOTATION`]) is over at `now_ms` succeed:
+    /// phase `Succeeded`, every container terminated with exit code 0 at the time it
+    /// finished, not ready. Returns their keys, in the order they finished.
+    pub fn finish_due(&mut self, now_ms: i64) -> Vec<String> {
+        let mut done = Vec::new();
+        while let Some((at, key)) = self.finishes.first().cloned() {
+            if at > now_ms {
+                break;
+            }
+            self.finishes.pop_first();
+            let Some(pod) = self.pods.get_mut(&key) else { continue };
+            let pod = Arc::make_mut(pod);
+            let end = Time(k8s_openapi::jiff::Timestamp::from_millisecond(at).unwrap_or_default());
+            let status = pod.status.get_or_insert_with(Default::default);
+            status.phase = Some("Succeeded".into());
+            for c in status.container_statuses.iter_mut().flatten() {
+                let started = c.state.as_ref().and_then(|s| s.running.as_ref()).and_then(|r| r.started_at.clone());
+                c.ready = false;
+                c.started = Some(false);
+                c.state = Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code: 0,
+                        reason: Some("Completed".into()),
+                        started_at: started,
+                        finished_at: Some(end.clone()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                });
+            }
+            self.kept.pod_changed(&key);
+            done.push(key);
+        }
+        done
+    }
+
     /// Applies a cycle's effects in order, as a cluster would, and records what changed:
     ///
     /// - `Bind`: the pod gets `spec.nodeName`, phase `Running`, a start time and a status for
@@ -297,11 +446,15 @@ impl Cluster {
                     if let Some(cs) = status.conditions.as_mut() {
                         cs.retain(|c| c.type_ != pod_condition::POD_SCHEDULED);
                     }
+                    if let Some(at) = finish_ms(p) {
+                        self.finishes.insert((at, pod.key().to_string()));
+                    }
+                    self.kept.pod_changed(pod.key());
                     rec.binds.push(Placement { pod: pod.to_string(), node: node.to_string() });
                 }
                 Effect::Evict { pod, node, action, reason } => {
                     pod_mut(&mut self.pods, pod, || format!("evict {pod} from {node}"))?;
-                    self.pods.remove(pod.key());
+                    self.remove_pod(pod.key());
                     rec.evictions.push(Eviction {
                         pod: pod.to_string(),
                         node: node.to_string(),
@@ -319,12 +472,14 @@ impl Cluster {
                     if current != Some(&**node) {
                         let status = Arc::make_mut(p).status.get_or_insert_with(Default::default);
                         status.nominated_node_name = Some(node.to_string());
+                        self.kept.pod_changed(pod.key());
                         rec.pipelined.push(Placement { pod: pod.to_string(), node: node.to_string() });
                     }
                 }
                 Effect::PodUnschedulable { pod, condition } => {
                     let p = pod_mut(&mut self.pods, pod, || format!("condition of pod {pod}"))?;
                     condition.set_on(Arc::make_mut(p), now.clone());
+                    self.kept.pod_changed(pod.key());
                     rec.pod_condition_updates.push(pod.to_string());
                     // The event the kube backend records with the condition, as Volcano does.
                     rec.events.push(EventRecord {
@@ -347,6 +502,7 @@ impl Cluster {
                     }
                     let changed = !same_status(&pg.status.clone().unwrap_or_default(), status);
                     Arc::make_mut(pg).status = Some(status.clone());
+                    self.kept.pod_group_changed(pod_group.key());
                     if changed {
                         rec.pod_group_updates.push(pod_group.to_string());
                     }
@@ -359,6 +515,7 @@ impl Cluster {
                     if old != Some(allocated) {
                         Arc::make_mut(q).status.get_or_insert_with(Default::default).allocated =
                             Some(allocated.clone());
+                        self.kept.queue_changed(queue.key());
                         rec.queue_updates.push(queue.to_string());
                     }
                 }
@@ -375,5 +532,57 @@ impl Cluster {
             }
         }
         Ok(rec)
+    }
+}
+
+/// When a pod with [`RUN_SECONDS_ANNOTATION`] finishes: its start time plus its run time,
+/// for a Running pod; `None` for any other pod, or a run time that is not a non-negative
+/// number of seconds.
+pub fn finish_ms(pod: &Pod) -> Option<i64> {
+    let status = pod.status.as_ref()?;
+    if status.phase.as_deref() != Some("Running") {
+        return None;
+    }
+    let secs: f64 = pod.metadata.annotations.as_ref()?.get(RUN_SECONDS_ANNOTATION)?.trim().parse().ok()?;
+    if !secs.is_finite() || secs < 0.0 {
+        return None;
+    }
+    let start = status.start_time.as_ref()?.0.as_millisecond();
+    Some(start.saturating_add((secs * 1000.0).round() as i64))
+}
+
+impl SnapshotSource for Cluster {
+    fn objects(&self) -> ClusterObjects {
+        Cluster::objects(self)
+    }
+
+    fn extra_objects(&self) -> ClusterObjects {
+        ClusterObjects {
+            nodes: Vec::new(),
+            pods: Vec::new(),
+            pod_groups: Vec::new(),
+            queues: Vec::new(),
+            ..self.objects()
+        }
+    }
+
+    fn priority_classes(&self) -> Vec<Arc<PriorityClass>> {
+        self.priority_classes.values().cloned().collect()
+    }
+
+    fn pod(&self, key: &str) -> Option<Arc<Pod>> {
+        self.pods.get(key).cloned()
+    }
+
+    fn pod_group(&self, key: &str) -> Option<Arc<PodGroup>> {
+        self.pod_groups.get(key).cloned()
+    }
+
+    fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.nodes.get(name).cloned()
+    }
+
+    fn queue(&self, name: &str) -> Option<Arc<Queue>> {
+        self.queues.get(name).cloned()
     }
 }

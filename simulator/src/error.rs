@@ -2,9 +2,35 @@
 //! document and, when there is one, the object and the field) and failures of a simulation
 //! ([`SimError`]: an invariant the scheduler broke, an effect that cannot be applied).
 
+use std::fmt;
+
 use thiserror::Error;
 
-use crate::manifest::Origin;
+/// Where an object was written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The file as named on the command line (`<stdin>` for standard input).
+    pub file: String,
+    /// 1-based index of the document (YAML) or top-level value (JSON) in the file.
+    pub document: usize,
+    /// 1-based line where the document starts, when known.
+    pub line: Option<usize>,
+    /// 1-based index in the `items` of a List, for objects inside a List.
+    pub item: Option<usize>,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.file, self.document)?;
+        if let Some(line) = self.line {
+            write!(f, " (line {line})")?;
+        }
+        if let Some(item) = self.item {
+            write!(f, ", item {item}")?;
+        }
+        Ok(())
+    }
+}
 
 /// Kubernetes objects that cannot be loaded, or that a cluster would reject.
 #[derive(Debug, Error)]

@@ -1,27 +1,23 @@
 //! Volcano Jobs (`batch.volcano.sh/v1alpha1`) in the simulator: each Job of the input is
-//! admitted and planned with the code of the admission webhook (`volcano_api::admission`)
-//! and of the job controller (`volcano_controller::plan`), and becomes its PodGroup and
-//! pods before the first cycle, but for the pods of tasks with `dependsOn`: those wait in
-//! [`SimJob::waiting`] until [`create_ready_pods`] creates them, as the job controller does,
-//! once the PodGroup has left Pending and the tasks they depend on are ready. The plugin
-//! objects (Services, ConfigMaps, Secrets, NetworkPolicies) are kept for the report; they
-//! are not scheduled.
+//! admitted with the code of the admission webhook (`volcano_api::admission`) and kept as a
+//! [`SimJob`], with what the job controller remembers of it. The job controller itself is
+//! [`crate::control`]: it plans every step with `volcano_controller::plan::step`, as the
+//! controller in a cluster does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::admission::{mutate_job, validate_job_create, JobErrors};
-use volcano_api::crd::{PodGroup, PodGroupPhase, Queue};
-use volcano_api::job::{iteration, Job, TaskSpec};
+use volcano_api::crd::{PodGroup, Queue};
+use volcano_api::job::{iteration, Job, JobPhase, TaskSpec};
+use volcano_controller::memory::JobMemory;
 use volcano_controller::plan::{self, JobResources, PlanError, TaskReadiness};
 use volcano_controller::plugins::ssh::SshKeyPair;
-use volcano_controller::plugins::JobPlugins;
+use volcano_controller::plugins::{pod_name, JobPlugins};
 
-use crate::cluster::Cluster;
-use crate::error::InputError;
-use crate::manifest::{object_key, ObjectKind, Origin};
+use crate::error::{InputError, Origin};
+use crate::manifest::{object_key, ObjectKind};
 
 /// The private key of the simulation's fixed ssh key pair (PKCS#1 PEM). It is published
 /// in the source of volcano-rs: it is not a secret and must never be used on a cluster.
@@ -42,34 +38,54 @@ pub fn simulation_key_pair() -> SshKeyPair {
 /// not a run out of memory.
 pub const MAX_JOB_PODS: i64 = 100_000;
 
-/// A Job of the input after admission and planning.
+/// A Job of the input, admitted, and what the job controller keeps of it.
 #[derive(Clone, Debug)]
 pub struct SimJob {
-    /// The job as admitted (`mutate_job`'s defaults applied), with its uid.
+    /// The job as admitted (`mutate_job`'s defaults applied), with its uid and the status
+    /// the job controller writes.
     pub job: Job,
     /// `namespace/name` of its PodGroup.
     pub pod_group: String,
-    /// `namespace/name` of its pods, in plan order (task by task, index by index).
+    /// `namespace/name` of its pods, in plan order (task by task, index by index), whether
+    /// they exist or not.
     pub pods: Vec<String>,
     /// The enabled job plugins, in the order they ran.
     pub plugins: Vec<String>,
-    /// What the plugins create besides the pods.
+    /// What the plugins created besides the pods.
     pub resources: JobResources,
-    /// The pods the job controller has not created yet, each with its task's name, in plan
-    /// order: their task has `dependsOn`, and its PodGroup is still Pending or the tasks it
-    /// depends on are not ready ([`create_ready_pods`] creates them).
-    pub waiting: Vec<(String, Pod)>,
+    /// Where the job was written (for errors in the pods it plans).
+    pub origin: Option<Origin>,
+    /// What the job controller remembers of the job between reconciles.
+    pub memory: JobMemory,
+    /// How many times the job controller created each of the job's pods (by key): a pod
+    /// created again under the same name is another object, with another uid.
+    pub created: BTreeMap<String, u32>,
 }
 
 impl SimJob {
-    /// The tasks with pods not created yet, in plan order, each with its pods' keys.
-    pub fn waiting_tasks(&self) -> Vec<(&str, Vec<String>)> {
-        let mut out: Vec<(&str, Vec<String>)> = Vec::new();
-        for (task, pod) in &self.waiting {
-            let key = object_key(ObjectKind::Pod, &pod.metadata);
-            match out.last_mut() {
-                Some((t, keys)) if *t == task.as_str() => keys.push(key),
-                _ => out.push((task.as_str(), vec![key])),
+    /// The job's phase (`Pending` before the controller wrote one).
+    pub fn phase(&self) -> JobPhase {
+        self.job.status.as_ref().and_then(|s| s.state.phase.clone()).unwrap_or(JobPhase::Pending)
+    }
+
+    /// The job's pods that exist among `pods`, in plan order.
+    pub fn existing_pods<'a>(&'a self, pods: &'a BTreeMap<String, Arc<Pod>>) -> impl Iterator<Item = &'a Arc<Pod>> {
+        self.pods.iter().filter_map(|k| pods.get(k))
+    }
+
+    /// The tasks with `dependsOn` whose pods are not all created, in plan order, each with
+    /// the keys of its missing pods.
+    pub fn waiting_tasks(&self, pods: &BTreeMap<String, Arc<Pod>>) -> Vec<(&str, Vec<String>)> {
+        let ns = self.job.metadata.namespace.as_deref().unwrap_or_default();
+        let name = self.job.metadata.name.as_deref().unwrap_or_default();
+        let mut out = Vec::new();
+        for task in self.job.spec.tasks.iter().filter(|t| has_depends_on(t)) {
+            let missing: Vec<String> = (0..task.replicas.max(0))
+                .map(|i| format!("{ns}/{}", pod_name(name, task.name(), i)))
+                .filter(|k| !pods.contains_key(k))
+                .collect();
+            if !missing.is_empty() {
+                out.push((task.name(), missing));
             }
         }
         out
@@ -78,8 +94,13 @@ impl SimJob {
     /// Why the pods of `task` are not created yet: the tasks of its `dependsOn` that are not
     /// ready, with their ready pods and the number they need, and the PodGroup if it has
     /// not left Pending.
-    pub fn waiting_reason(&self, task: &str, cluster: &Cluster) -> String {
-        let readiness = self.readiness(cluster);
+    pub fn waiting_reason(
+        &self,
+        task: &str,
+        pods: &BTreeMap<String, Arc<Pod>>,
+        pod_groups: &BTreeMap<String, Arc<PodGroup>>,
+    ) -> String {
+        let readiness = self.readiness(pods);
         let tasks = &self.job.spec.tasks;
         let mut parts = Vec::new();
         if let Some(deps) = tasks.iter().find(|t| t.name() == task).and_then(|t| t.depends_on.as_ref()) {
@@ -106,22 +127,22 @@ impl SimJob {
                 ));
             }
         }
-        if !admitted(cluster, &self.pod_group) {
+        if !plan::admitted(pod_groups.get(&self.pod_group).map(|g| &**g)) {
             parts.push(format!(
                 "its PodGroup {} is Pending: the job controller creates pods once the PodGroup is admitted",
                 self.pod_group
             ));
         }
         if parts.is_empty() {
-            // Not reached after a cycle: create_ready_pods runs after every one.
+            // Not reached after a cycle: the job controller runs after every one.
             parts.push("dependsOn is met: the job controller creates them after the next cycle".into());
         }
         parts.join("; and ")
     }
 
     /// The readiness of the job's tasks, from its pods that exist.
-    fn readiness(&self, cluster: &Cluster) -> BTreeMap<String, TaskReadiness> {
-        plan::task_readiness(self.pods.iter().filter_map(|k| cluster.pods.get(k)).map(|p| &**p))
+    fn readiness(&self, pods: &BTreeMap<String, Arc<Pod>>) -> BTreeMap<String, TaskReadiness> {
+        plan::task_readiness(self.existing_pods(pods).map(|p| &**p))
     }
 }
 
@@ -130,68 +151,12 @@ fn has_depends_on(task: &TaskSpec) -> bool {
     task.depends_on.as_ref().is_some_and(|d| !d.name.is_empty())
 }
 
-/// Whether the PodGroup `key` exists and has left Pending (Volcano's `syncJob` creates pods
-/// only then).
-fn admitted(cluster: &Cluster, key: &str) -> bool {
-    cluster
-        .pod_groups
-        .get(key)
-        .and_then(|pg| pg.status.as_ref().and_then(|s| s.phase))
-        .is_some_and(|p| p != PodGroupPhase::Pending)
-}
-
-/// What the job controller does for `dependsOn` between cycles (Volcano's `syncJob`): for
-/// every job whose PodGroup has left Pending, the waiting pods of each task that
-/// [`plan::ready_to_create`] allows, given [`plan::task_readiness`] of the job's pods, are
-/// added to the cluster, dated `created_ms` when given. Returns their keys, in job and plan
-/// order.
-pub fn create_ready_pods(cluster: &mut Cluster, created_ms: Option<i64>) -> Vec<String> {
-    let created_at = created_ms.map(|ms| Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap_or_default()));
-    let mut created = Vec::new();
-    let keys: Vec<String> =
-        cluster.jobs.iter().filter(|(_, j)| !j.waiting.is_empty()).map(|(k, _)| k.clone()).collect();
-    for key in keys {
-        let sj = &cluster.jobs[&key];
-        if !admitted(cluster, &sj.pod_group) {
-            continue;
-        }
-        let readiness = sj.readiness(cluster);
-        let mut open: BTreeMap<&str, bool> = BTreeMap::new();
-        for (task, _) in &sj.waiting {
-            open.entry(task).or_insert_with(|| plan::ready_to_create(&sj.job, task, &readiness));
-        }
-        if !open.values().any(|o| *o) {
-            continue;
-        }
-        let open: Vec<String> = open.into_iter().filter(|(_, o)| *o).map(|(t, _)| t.to_string()).collect();
-        let sj = cluster.jobs.get_mut(&key).expect("listed above");
-        let (now, later) = std::mem::take(&mut sj.waiting).into_iter().partition(|(t, _)| open.contains(t));
-        sj.waiting = later;
-        for (_, mut pod) in now {
-            if let Some(t) = &created_at {
-                pod.metadata.creation_timestamp = Some(t.clone());
-            }
-            let pod_key = object_key(ObjectKind::Pod, &pod.metadata);
-            tracing::debug!(job = %key, pod = %pod_key, "dependsOn met: pod created");
-            cluster.pods.insert(pod_key.clone(), Arc::new(pod));
-            created.push(pod_key);
-        }
-    }
-    created
-}
-
-/// A Job planned: the objects to add to the cluster.
-#[derive(Clone, Debug)]
-pub struct Planned {
-    /// The record kept for the report.
-    pub sim_job: SimJob,
-    /// The PodGroup.
-    pub pod_group: PodGroup,
-    /// The pods, each with the index of its task in `spec.tasks`.
-    pub pods: Vec<(usize, Pod)>,
-}
-
-fn job_error(origin: Option<&Origin>, job: &str, field: impl Into<String>, message: impl Into<String>) -> InputError {
+pub(crate) fn job_error(
+    origin: Option<&Origin>,
+    job: &str,
+    field: impl Into<String>,
+    message: impl Into<String>,
+) -> InputError {
     InputError::Field {
         origin: origin.cloned().map(Box::new),
         kind: "Job",
@@ -213,7 +178,8 @@ fn admission_error(origin: Option<&Origin>, job: &str, errors: &JobErrors) -> In
     job_error(origin, job, first.field.clone(), message)
 }
 
-fn plan_error(origin: Option<&Origin>, job: &str, e: PlanError) -> InputError {
+/// A plan error as an input error naming the job and, when there is one, the field.
+pub(crate) fn plan_error(origin: Option<&Origin>, job: &str, e: PlanError) -> InputError {
     match e {
         PlanError::Quantity { field, source, .. } => job_error(origin, job, field, source.to_string()),
         PlanError::Plugin(p) => job_error(origin, job, "spec.plugins", p.to_string()),
@@ -221,17 +187,19 @@ fn plan_error(origin: Option<&Origin>, job: &str, e: PlanError) -> InputError {
     }
 }
 
-/// Admits and plans one Job, as Volcano's webhook and job controller would:
-/// `mutate_job` (queue `default`, `schedulerName` = `scheduler_name` when unset),
-/// `validate_job_create` against `queues`, then the PodGroup, the pods and the plugin
-/// objects. The job must have its namespace and uid already.
-pub fn plan_job(
+/// Admits one Job, as Volcano's webhook would: `mutate_job` (queue `default`,
+/// `schedulerName` = `scheduler_name` when unset), `validate_job_create` against `queues`,
+/// at most [`MAX_JOB_PODS`] pods, plugins that parse. Every pod the job can have is planned
+/// once here, so that a pod template the API server would refuse is an input error before
+/// the first cycle (the pods themselves are created by the job controller, [`crate::control`]).
+/// The job must have its namespace and uid already.
+pub fn admit_job(
     job: &Job,
     origin: Option<&Origin>,
     scheduler_name: &str,
     queues: &[Queue],
     priority_class_values: &BTreeMap<String, i32>,
-) -> Result<Planned, InputError> {
+) -> Result<(SimJob, Vec<plan::NewPod>), InputError> {
     let key = object_key(ObjectKind::Job, &job.metadata);
     let job = mutate_job(job, "default", scheduler_name);
     validate_job_create(&job, queues).map_err(|e| admission_error(origin, &key, &e))?;
@@ -246,32 +214,24 @@ pub fn plan_job(
     }
     let plugins = JobPlugins::from_job(&job).map_err(|e| job_error(origin, &key, "spec.plugins", e.to_string()))?;
     let pod_group = plan::pod_group(&job, priority_class_values).map_err(|e| plan_error(origin, &key, e))?;
-    let pods = plan::pods(&job, &plugins).map_err(|e| plan_error(origin, &key, e))?;
-    let ssh_key = plugins.needs_ssh_key(&job).then(simulation_key_pair);
-    let resources = plan::job_resources(&job, &plugins, ssh_key.as_ref()).map_err(|e| plan_error(origin, &key, e))?;
-    let task_index = |pod: &Pod| {
-        let task = pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::TASK_SPEC_KEY));
-        job.spec.tasks.iter().position(|t| Some(t.name()) == task.map(String::as_str)).unwrap_or_default()
-    };
-    let pods: Vec<(usize, Pod)> = pods.into_iter().map(|p| (task_index(&p), p)).collect();
+    let mut all = Vec::new();
+    for (ti, t) in job.spec.tasks.iter().enumerate() {
+        for i in 0..t.replicas.max(0) {
+            let pod = plan::pod(&job, &plugins, ti, i).map_err(|e| plan_error(origin, &key, e))?;
+            all.push(plan::NewPod { task_index: ti, replica: i, pod });
+        }
+    }
     let sim_job = SimJob {
         pod_group: object_key(ObjectKind::PodGroup, &pod_group.metadata),
-        pods: pods.iter().map(|(_, p)| object_key(ObjectKind::Pod, &p.metadata)).collect(),
+        pods: all.iter().map(|n| object_key(ObjectKind::Pod, &n.pod.metadata)).collect(),
         plugins: plugins.names().into_iter().map(str::to_string).collect(),
-        resources,
-        waiting: Vec::new(),
+        resources: JobResources::default(),
+        origin: origin.cloned(),
+        memory: JobMemory::new(job.metadata.uid.as_deref().unwrap_or_default()),
+        created: BTreeMap::new(),
         job,
     };
-    Ok(Planned { sim_job, pod_group, pods })
-}
-
-impl Planned {
-    /// Whether the pod of the task at `task_index` waits for its task's `dependsOn` instead
-    /// of being created at load time; with the task's name.
-    pub fn waits(&self, task_index: usize) -> Option<String> {
-        let task = self.sim_job.job.spec.tasks.get(task_index)?;
-        has_depends_on(task).then(|| task.name().to_string())
-    }
+    Ok((sim_job, all))
 }
 
 /// An error found in a planned pod, moved to the field of the job's task template it came

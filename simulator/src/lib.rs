@@ -6,9 +6,11 @@
 //!   keeps where each object was written, so every error names its file and document;
 //! - [`normalise`] does what a cluster does before the scheduler sees the objects (defaults,
 //!   priorities, default queues, PodGroups for plain pods);
-//! - [`Simulator`] runs cycles: snapshot → [`volcano_framework::run_cycle`] with the
-//!   invariant checker → [`Cluster::apply_effects`], the one place effects change the
-//!   cluster;
+//! - [`Simulator`] runs cycles: the snapshot kept since the last cycle, brought up to date
+//!   in place ([`Cluster::snapshot`]) → [`volcano_framework::run_cycle`] with the invariant
+//!   checker → [`Cluster::apply_effects`], the one place effects change the cluster → the
+//!   job controller ([`control`]), which plans every Volcano Job's step with the
+//!   controller's own `plan::step`;
 //! - [`Report`] prints the result as a table, JSON or YAML.
 //!
 //! ```no_run
@@ -28,8 +30,10 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod admit;
 mod block;
 pub mod cluster;
+pub mod control;
 pub mod error;
 pub mod job;
 pub mod manifest;
@@ -37,13 +41,14 @@ pub mod normalize;
 pub mod report;
 pub mod sim;
 
-pub use cluster::{Cluster, CycleRecord, EventRecord, Eviction, Placement};
+pub use cluster::{Cluster, CycleRecord, EventRecord, Eviction, Placement, RUN_SECONDS_ANNOTATION};
 pub use error::{EffectError, InputError, SimError};
 pub use job::SimJob;
 pub use manifest::{Entry, FieldValidation, Manifest, Object, ObjectKind, Origin};
 pub use normalize::{normalise, normalise_for, Normalised, Origins, SIM_EPOCH_MS};
 pub use report::{ConditionLine, JobLine, NotCreatedLine, PodGroupLine, PodLine, QueueLine, Report};
-pub use sim::{LastCycle, Simulator, Stop, CYCLE_PERIOD_MS, MAX_CYCLES};
+pub use report::{LastCycle, Stop};
+pub use sim::{Simulator, CYCLE_PERIOD_MS, MAX_CYCLES};
 
 /// The scheduler name of volcano-rs: only pods with this `spec.schedulerName` are scheduled.
 pub const SCHEDULER_NAME: &str = volcano_api::names::DEFAULT_SCHEDULER_NAME;

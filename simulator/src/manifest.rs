@@ -24,38 +24,13 @@ use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
 
 use crate::error::InputError;
+pub use crate::error::Origin;
 
 /// The kinds the simulator reads, in words (for error messages).
 pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume, Service, \
      ReplicationController and List, apps/v1 ReplicaSet and StatefulSet, scheduling.k8s.io/v1 PriorityClass, \
      storage.k8s.io/v1 StorageClass and CSINode, \
      scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
-
-/// Where an object was written.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Origin {
-    /// The file as named on the command line (`<stdin>` for standard input).
-    pub file: String,
-    /// 1-based index of the document (YAML) or top-level value (JSON) in the file.
-    pub document: usize,
-    /// 1-based line where the document starts, when known.
-    pub line: Option<usize>,
-    /// 1-based index in the `items` of a List, for objects inside a List.
-    pub item: Option<usize>,
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: document {}", self.file, self.document)?;
-        if let Some(line) = self.line {
-            write!(f, " (line {line})")?;
-        }
-        if let Some(item) = self.item {
-            write!(f, ", item {item}")?;
-        }
-        Ok(())
-    }
-}
 
 /// The kinds of object the simulator reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus, ReplicationController};
+use k8s_openapi::api::core::v1::{Pod, ReplicationController};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -14,7 +14,10 @@ use volcano_api::validation::{self, FieldError};
 use volcano_framework::implicit;
 use volcano_framework::SnapshotError;
 
+pub use crate::admit::deterministic_uid;
+use crate::admit::{pod_defaults, PodAdmission};
 use crate::cluster::Cluster;
+use crate::control::{self, Pass};
 use crate::error::InputError;
 use crate::job;
 use crate::manifest::{object_key, Manifest, Object, ObjectKind, Origin};
@@ -75,31 +78,6 @@ pub struct Normalised {
 
 fn time(ms: i64) -> Time {
     Time(Timestamp::from_millisecond(ms).unwrap_or_default())
-}
-
-/// A deterministic UID from the object's kind and key: FNV-1a over the bytes, each half
-/// finished with MurmurHash3's `fmix64` so that similar keys get unlike UIDs, printed as an
-/// RFC 9562 version-8 UUID.
-pub fn deterministic_uid(kind: ObjectKind, key: &str) -> String {
-    fn fmix64(mut k: u64) -> u64 {
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        k ^= k >> 33;
-        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        k ^ (k >> 33)
-    }
-    let mut h: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-    for b in kind.as_str().bytes().chain([b'/']).chain(key.bytes()) {
-        h ^= u128::from(b);
-        h = h.wrapping_mul(0x0000_0000_0100_0000_0000_0000_0000_013b);
-    }
-    let hi = fmix64((h >> 64) as u64);
-    let lo = fmix64(h as u64 ^ hi);
-    // Version 8 (custom) and the RFC variant bits.
-    let hi = (hi & !0xf000) | 0x8000;
-    let lo = (lo & !(0b11 << 62)) | (0b10 << 62);
-    let hex = format!("{hi:016x}{lo:016x}");
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
 /// Applies the cluster's normalisation to the objects of a manifest (see `docs/simulate.md`):
@@ -329,66 +307,44 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     pods.par_sort_unstable_by(by_key);
     cluster.pods = pods.into_iter().collect();
 
-    // Volcano's job admission webhook and job controller: every Job becomes its PodGroup
-    // and pods (the simulator creates them at once, but for the pods of tasks with
-    // `dependsOn`, created when the job controller would; see docs/simulate.md).
+    // Volcano's job admission webhook, then the job controller's first sync of every Job:
+    // its PodGroup and pods (the simulator creates them at once, as if the PodGroup were
+    // admitted, but for the pods of tasks whose `dependsOn` is not met; see
+    // docs/simulate.md).
     if !jobs.is_empty() {
+        cluster.admission = PodAdmission { classes: classes.clone(), global_default: global_default.clone() };
         let queues: Vec<crd::Queue> = cluster.queues.values().map(|q| (**q).clone()).collect();
         let values: BTreeMap<String, i32> = classes.iter().map(|(n, (v, _))| (n.clone(), *v)).collect();
         let scheduler_name = scheduler_names.first().map(String::as_str).unwrap_or(SCHEDULER_NAME);
         for (origin, job) in jobs {
             let job_key = object_key(ObjectKind::Job, &job.metadata);
-            let planned = job::plan_job(&job, origin.as_ref(), scheduler_name, &queues, &values)?;
-            let created = job.metadata.creation_timestamp.clone();
+            let (sim_job, all_pods) = job::admit_job(&job, origin.as_ref(), scheduler_name, &queues, &values)?;
             let job_origin = origin.clone().unwrap_or_else(|| Origin {
                 file: "(created by the simulator)".into(),
                 document: 0,
                 line: None,
                 item: None,
             });
-            let waits: Vec<Option<String>> = planned.pods.iter().map(|(task, _)| planned.waits(*task)).collect();
-            let mut sim_job = planned.sim_job;
-            let mut pg = planned.pod_group;
-            let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
-            // A dump of a cluster holds the job's PodGroup and pods already: those are kept.
-            if origins.insert(ObjectKind::PodGroup, pg_key.clone(), job_origin.clone()).is_none() {
-                pg.metadata.uid = Some(deterministic_uid(ObjectKind::PodGroup, &pg_key));
-                pg.metadata.creation_timestamp = created.clone();
-                validation::pod_group(&pg).map_err(|FieldError { field, message }| InputError::Field {
-                    origin: origin.clone().map(Box::new),
-                    kind: "Job",
-                    object: job_key.clone(),
-                    field: String::new(),
-                    message: format!("its PodGroup {pg_key}: field {field}: {message}"),
-                })?;
-                cluster.pod_groups.insert(pg_key, Arc::new(pg));
-            }
-            for ((task, mut pod), waits) in planned.pods.into_iter().zip(waits) {
-                let key = object_key(ObjectKind::Pod, &pod.metadata);
-                if origins.insert(ObjectKind::Pod, key.clone(), job_origin.clone()).is_some() {
-                    continue;
-                }
-                pod.metadata.uid = Some(deterministic_uid(ObjectKind::Pod, &key));
-                pod.metadata.creation_timestamp = created.clone();
-                let in_template = |e| job::in_template(e, &job_key, origin.as_ref(), task);
+            // Every pod the job can have passes the API server's checks before the first
+            // cycle, wherever it is created.
+            for new in all_pods {
+                let key = object_key(ObjectKind::Pod, &new.pod.metadata);
+                let in_template = |e| job::in_template(e, &job_key, origin.as_ref(), new.task_index);
+                let mut pod = new.pod;
                 validation::pod(&pod).map_err(|FieldError { field, message }| {
                     in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
                 })?;
                 pod_defaults(&mut pod, &key, origin.as_ref(), &classes, global_default.as_ref())
                     .map_err(in_template)?;
-                if let Some(task) = waits {
-                    sim_job.waiting.push((task, pod));
-                    continue;
-                }
-                let pod = Arc::new(pod);
-                pod_order.push((key.clone(), pod.clone()));
-                cluster.pods.insert(key, pod);
+                // A dump of a cluster holds the job's pods already: those are kept.
+                origins.insert(ObjectKind::Pod, key, job_origin.clone());
             }
+            origins.insert(ObjectKind::PodGroup, sim_job.pod_group.clone(), job_origin);
             cluster.jobs.insert(job_key, sim_job);
         }
-        // The pods whose dependsOn the input already meets (a dump's PodGroup admitted and
-        // the depended-on pods ready) are created now, with the job's creation timestamp.
-        job::create_ready_pods(&mut cluster, None);
+        // At the time of the first cycle, just before it.
+        let created = control::reconcile_jobs(&mut cluster, SIM_EPOCH_MS.max(latest_creation_ms), Pass::Load)?.created;
+        pod_order.extend(created.into_iter().filter_map(|k| Some((k.clone(), cluster.pods.get(&k)?.clone()))));
     }
 
     // Across objects: the queue hierarchy as Volcano's webhook admits it, and pods that hold
@@ -447,6 +403,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             .insert(crd::GROUP_NAME_ANNOTATION.into(), pg_name);
     }
 
+    cluster.admission = PodAdmission { classes, global_default };
     Ok(Normalised { cluster, origins, latest_creation_ms, scheduler_names: scheduler_names.to_vec() })
 }
 
@@ -482,57 +439,6 @@ fn replication_controller_defaults(rc: &mut ReplicationController) {
             spec.selector = Some(labels.clone());
         }
     }
-}
-
-/// API-server defaults of a pod and the Priority admission plugin.
-fn pod_defaults(
-    pod: &mut Pod,
-    key: &str,
-    origin: Option<&Origin>,
-    classes: &BTreeMap<String, (i32, Option<String>)>,
-    global_default: Option<&(String, i32)>,
-) -> Result<(), InputError> {
-    let status = pod.status.get_or_insert_with(PodStatus::default);
-    if status.phase.as_deref().is_none_or(str::is_empty) {
-        status.phase = Some("Pending".into());
-    }
-    let spec = pod.spec.get_or_insert_with(Default::default);
-    if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
-        spec.scheduler_name = Some("default-scheduler".into());
-    }
-    match spec.priority_class_name.as_deref().filter(|n| !n.is_empty()) {
-        Some(name) => {
-            let Some((value, policy)) = classes.get(name) else {
-                return Err(InputError::Field {
-                    origin: origin.cloned().map(Box::new),
-                    kind: "Pod",
-                    object: key.to_string(),
-                    field: "spec.priorityClassName".into(),
-                    message: format!(
-                        "no PriorityClass named {name:?}: the Priority admission plugin rejects the pod \
-                         (known: {})",
-                        classes.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                });
-            };
-            spec.priority.get_or_insert(*value);
-            if spec.preemption_policy.is_none() {
-                spec.preemption_policy = policy.clone();
-            }
-        }
-        None => {
-            if let Some((name, value)) = global_default {
-                spec.priority_class_name = Some(name.clone());
-                spec.priority.get_or_insert(*value);
-                if spec.preemption_policy.is_none() {
-                    spec.preemption_policy = classes.get(name).and_then(|c| c.1.clone());
-                }
-            } else {
-                spec.priority.get_or_insert(0);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The PodGroup Volcano's controller creates for a plain pod: `podgroup-<owner UID>` (the

@@ -9,10 +9,29 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{Container, EnvVar, VolumeMount};
 use serde::Serialize;
 use volcano_api::crd::{PodGroupPhase, ResourceList};
-use volcano_framework::Resource;
+use volcano_framework::{QueueReport, Resource};
 
 use crate::cluster::{Cluster, CycleRecord};
-use crate::sim::{LastCycle, Stop};
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The requested number of cycles ran.
+    CyclesDone,
+    /// The last cycle changed nothing.
+    Fixpoint,
+    /// [`crate::MAX_CYCLES`] cycles ran and the last one still changed something.
+    Limit,
+}
+
+/// What the last cycle computed besides its effects.
+#[derive(Clone, Debug, Default)]
+pub struct LastCycle {
+    /// Queue reports (allocated, deserved, share) by queue name.
+    pub queues: BTreeMap<String, QueueReport>,
+    /// Why each waiting PodGroup (`namespace/name`) waits.
+    pub pending_reasons: BTreeMap<String, String>,
+}
 
 /// A pod after the last cycle.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,6 +193,9 @@ pub struct JobLine {
     pub name: String,
     /// `spec.queue` after admission.
     pub queue: String,
+    /// The job's phase, as the job controller wrote it (`Pending`, `Running`, `Completed`,
+    /// `Failed`, …).
+    pub phase: String,
     /// `namespace/name` of its PodGroup.
     pub pod_group: String,
     /// The enabled job plugins, in the order they ran.
@@ -226,7 +248,7 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
                 })
                 .collect();
             let not_created = j
-                .waiting_tasks()
+                .waiting_tasks(&cluster.pods)
                 .into_iter()
                 .map(|(task, pods)| {
                     let deps = j.job.spec.tasks.iter().find(|t| t.name() == task).and_then(|t| t.depends_on.clone());
@@ -236,7 +258,7 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
                         pods,
                         depends_on: deps.name,
                         iteration: deps.iteration.unwrap_or_else(|| volcano_api::job::iteration::ALL.into()),
-                        reason: j.waiting_reason(task, cluster),
+                        reason: j.waiting_reason(task, &cluster.pods, &cluster.pod_groups),
                     }
                 })
                 .collect();
@@ -244,6 +266,7 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
             JobLine {
                 name: key.clone(),
                 queue: j.job.spec.queue.clone().unwrap_or_else(|| "default".into()),
+                phase: j.phase().as_str().to_string(),
                 pod_group: j.pod_group.clone(),
                 plugins: j.plugins.clone(),
                 pods,
@@ -623,10 +646,11 @@ impl Report {
                         ns_name(&j.pod_group).1.to_string(),
                         format!("{running}/{}", j.pods.len() + not_created),
                         if j.plugins.is_empty() { "-".into() } else { j.plugins.join(",") },
+                        j.phase.clone(),
                     ]
                 })
                 .collect();
-            table(&mut out, &["JOB", "PODGROUP", "RUNNING", "PLUGINS"], &rows);
+            table(&mut out, &["JOB", "PODGROUP", "RUNNING", "PLUGINS", "PHASE"], &rows);
         }
 
         let _ = writeln!(out, "\nQueues:");

@@ -1,48 +1,27 @@
-//! The simulation loop: snapshot → [`run_cycle`] (with the invariant checker) → effects
-//! applied to the in-memory cluster → the pods of Volcano Jobs whose `dependsOn` is now met
-//! created, on a virtual clock that advances one second (Volcano's schedule period) per
-//! cycle.
+//! The simulation loop, on a virtual clock that advances one second (Volcano's schedule
+//! period) per cycle: pods whose run time is over succeed → the snapshot kept since the
+//! last cycle brought up to date with what changed ([`Cluster::snapshot`], the scheduler's
+//! `Snapshot::update` path) → [`run_cycle`] (with the invariant checker) → effects applied
+//! to the in-memory cluster → the job controller ([`crate::control`]) reconciles every
+//! Volcano Job.
 
-use std::collections::BTreeMap;
-
-use volcano_api::crd::PodGroupPhase;
 use volcano_framework::{
-    run_cycle, Both, CycleContext, Effect, Explanation, InvariantChecker, Profile, QueueReport, SessionOptions,
-    Snapshot,
+    run_cycle, Both, CycleContext, Effect, Explanation, InvariantChecker, Profile, SessionOptions, Snapshot,
 };
-use volcano_metrics::{ControllerMetrics, CycleTimer, SchedulerMetrics, TaskStage};
+use volcano_metrics::{ControllerMetrics, CycleTimer, SchedulerMetrics, TaskStage, POD_GROUP_PHASES};
 
 use crate::cluster::{Cluster, CycleRecord};
+use crate::control::{self, Pass};
 use crate::error::SimError;
 use crate::manifest::Manifest;
 use crate::normalize::{normalise, Normalised, Origins, SIM_EPOCH_MS};
-use crate::report::Report;
+use crate::report::{LastCycle, Report, Stop};
 
 /// Without `--cycles`, the simulation stops after this many cycles at most.
 pub const MAX_CYCLES: u32 = 100;
 
 /// Volcano's schedule period: the virtual clock advances this much per cycle.
 pub const CYCLE_PERIOD_MS: i64 = 1000;
-
-/// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
-    /// The requested number of cycles ran.
-    CyclesDone,
-    /// The last cycle changed nothing.
-    Fixpoint,
-    /// [`MAX_CYCLES`] cycles ran and the last one still changed something.
-    Limit,
-}
-
-/// What the last cycle computed besides its effects.
-#[derive(Clone, Debug, Default)]
-pub struct LastCycle {
-    /// Queue reports (allocated, deserved, share) by queue name.
-    pub queues: BTreeMap<String, QueueReport>,
-    /// Why each waiting PodGroup (`namespace/name`) waits.
-    pub pending_reasons: BTreeMap<String, String>,
-}
 
 /// An in-memory cluster scheduled by the real scheduling core.
 pub struct Simulator {
@@ -54,8 +33,8 @@ pub struct Simulator {
     history: Vec<CycleRecord>,
     last: Option<LastCycle>,
     stop: Option<Stop>,
-    /// The snapshot built to validate the input, used by the first cycle.
-    prepared: Option<Snapshot>,
+    /// Virtual time skipped while nothing happened but pods ran ([`Simulator::run`]).
+    skipped_ms: i64,
     /// The `spec.schedulerName`s scheduled by this run.
     scheduler_names: Vec<String>,
     /// Volcano's metrics, when asked for ([`Simulator::enable_metrics`]).
@@ -91,9 +70,13 @@ impl Simulator {
         let start_ms = SIM_EPOCH_MS.max(n.latest_creation_ms);
         let names: Vec<&str> = n.scheduler_names.iter().map(String::as_str).collect();
         let prepared = Snapshot::build(&n.cluster.objects(), &names).map_err(|e| n.origins.snapshot_error(e))?;
+        let mut cluster = n.cluster;
+        cluster.index_finishes();
+        // The first cycle runs on the snapshot built to validate the input.
+        cluster.keep_snapshot(prepared);
         Ok(Simulator {
             scheduler_names: n.scheduler_names,
-            cluster: n.cluster,
+            cluster,
             origins: n.origins,
             profile,
             options: SessionOptions::default(),
@@ -101,7 +84,7 @@ impl Simulator {
             history: Vec::new(),
             last: None,
             stop: None,
-            prepared: Some(prepared),
+            skipped_ms: 0,
             metrics: None,
         })
     }
@@ -141,26 +124,24 @@ impl Simulator {
         self.stop
     }
 
-    /// The virtual time of cycle `n` (from 1), milliseconds since the Unix epoch.
+    /// The virtual time of cycle `n` (from 1), milliseconds since the Unix epoch, with the
+    /// time skipped so far ([`Simulator::run`]); a past cycle's time is in its record.
     pub fn cycle_time_ms(&self, n: u64) -> i64 {
-        self.start_ms + (n as i64 - 1) * CYCLE_PERIOD_MS
+        self.start_ms + (n as i64 - 1) * CYCLE_PERIOD_MS + self.skipped_ms
     }
 
-    /// Runs one cycle, applies its effects, then creates the pods of Volcano Jobs whose
-    /// `dependsOn` is now met ([`crate::job::create_ready_pods`]). An invariant the scheduler broke is an error
-    /// (the cluster is then left as it was before the cycle); so is an effect the cluster
-    /// cannot apply (the effects before it are then applied).
+    /// Runs one cycle: the pods whose run time is over succeed, the cycle runs on the kept
+    /// snapshot brought up to date, its effects are applied, then the job controller
+    /// reconciles every Volcano Job ([`crate::control::reconcile_jobs`]). An invariant the
+    /// scheduler broke is an error (the cluster is then left as it was before the cycle, but
+    /// for the pods that finished); so is an effect the cluster cannot apply (the effects
+    /// before it are then applied).
     pub fn step(&mut self) -> Result<&CycleRecord, SimError> {
         let cycle = self.history.len() as u64 + 1;
         let now_ms = self.cycle_time_ms(cycle);
-        let snap = match self.prepared.take() {
-            Some(s) => s,
-            None => Snapshot::build(
-                &self.cluster.objects(),
-                &self.scheduler_names.iter().map(String::as_str).collect::<Vec<_>>(),
-            )
-            .map_err(|e| self.origins.snapshot_error(e))?,
-        };
+        let finished = self.cluster.finish_due(now_ms);
+        let names: Vec<&str> = self.scheduler_names.iter().map(String::as_str).collect();
+        let snap = self.cluster.snapshot(&names).map_err(|e| self.origins.snapshot_error(e))?;
         let cx = CycleContext { cycle, now_ms, options: self.options.clone() };
         let mut checker = InvariantChecker::default();
         let mut timer = CycleTimer::start();
@@ -194,10 +175,14 @@ impl Simulator {
             .cluster
             .apply_effects(&outcome.effects, cycle, now_ms)
             .map_err(|source| SimError::Effect { cycle, source })?;
+        record.finished = finished;
         // The job controller reacts at once: the pods whose dependsOn this cycle met (their
         // depended-on pods bound, hence Running and ready) exist from the cycle's time on,
-        // and the next cycle schedules them.
-        record.created = crate::job::create_ready_pods(&mut self.cluster, Some(now_ms));
+        // and the next cycle schedules them; the jobs' phases follow their pods.
+        let control = control::reconcile_jobs(&mut self.cluster, now_ms, Pass::Cycle)?;
+        record.created = control.created;
+        record.deleted = control.deleted;
+        record.job_phases = control.phases;
         tracing::info!(
             cycle,
             binds = record.binds.len(),
@@ -206,6 +191,8 @@ impl Simulator {
             pod_groups = record.pod_group_updates.len(),
             queues = record.queue_updates.len(),
             created = record.created.len(),
+            finished = record.finished.len(),
+            jobs = record.job_phases.len(),
             "cycle applied"
         );
         self.last = Some(LastCycle { queues: outcome.queues, pending_reasons: outcome.pending_reasons });
@@ -214,8 +201,10 @@ impl Simulator {
     }
 
     /// Runs exactly `cycles` cycles, or — with `None` — until a cycle changes nothing (no
-    /// bind, eviction, nominated node, PodGroup or Queue status, pod created; events do not
-    /// count), at most [`MAX_CYCLES`].
+    /// bind, eviction, nominated node, PodGroup or Queue status, pod created, finished or
+    /// deleted, job phase; events do not count) and no pod is still running for a set time,
+    /// at most [`MAX_CYCLES`]. A cycle that changed nothing while pods run moves the clock on
+    /// to the first cycle at or after the first of them finishes (whole periods skipped).
     pub fn run(&mut self, cycles: Option<u32>) -> Result<Stop, SimError> {
         let stop = match cycles {
             Some(n) => {
@@ -227,9 +216,19 @@ impl Simulator {
             None => {
                 let mut stop = Stop::Limit;
                 for _ in 0..MAX_CYCLES {
-                    if !self.step()?.changed() {
+                    if self.step()?.changed() {
+                        continue;
+                    }
+                    // Nothing changed: done, unless a pod is still running for a while; the
+                    // clock then skips to the cycle that sees it finish.
+                    let Some(at) = self.cluster.next_finish_ms() else {
                         stop = Stop::Fixpoint;
                         break;
+                    };
+                    let next = self.cycle_time_ms(self.history.len() as u64 + 1);
+                    if at > next {
+                        let periods = (at - next + CYCLE_PERIOD_MS - 1) / CYCLE_PERIOD_MS;
+                        self.skipped_ms += periods * CYCLE_PERIOD_MS;
                     }
                 }
                 if stop == Stop::Limit {
@@ -255,23 +254,11 @@ impl Simulator {
     /// counts them for the queue's status.
     pub fn metrics_text(&self) -> Option<String> {
         let m = self.metrics.as_ref()?;
-        let mut counts: BTreeMap<&str, [i64; 5]> = self.cluster.queues.keys().map(|q| (q.as_str(), [0; 5])).collect();
-        for pg in self.cluster.pod_groups.values() {
-            let queue = pg.spec.queue.as_deref().unwrap_or(volcano_api::names::DEFAULT_QUEUE);
-            let phase = pg.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
-            let i = match phase {
-                PodGroupPhase::Inqueue => 0,
-                PodGroupPhase::Pending => 1,
-                PodGroupPhase::Running => 2,
-                PodGroupPhase::Unknown => 3,
-                PodGroupPhase::Completed => 4,
-            };
-            if let Some(c) = counts.get_mut(queue) {
-                c[i] += 1;
-            }
-        }
-        for (q, c) in counts {
-            m.controller.set_queue_pod_groups(q, c);
+        // The queue controller's counts (`volcano_controller::queue`), for every queue.
+        let by_queue = volcano_controller::queue::counts_by_queue(self.cluster.pod_groups.values().map(|g| &**g));
+        for q in self.cluster.queues.keys() {
+            let c = by_queue.get(q).copied().unwrap_or_default();
+            m.controller.set_queue_pod_groups(q, POD_GROUP_PHASES.map(|p| i64::from(c.of_phase(p).unwrap_or(0))));
         }
         Some(m.scheduler.render() + &m.controller.render())
     }
@@ -280,7 +267,8 @@ impl Simulator {
     /// `name` is a PodGroup's `namespace/name` or a Volcano Job's. `Ok(None)` when there is
     /// no such job. The cycle runs on a copy: the simulation is not changed.
     pub fn explain(&self, name: &str) -> Result<Option<Explanation>, SimError> {
-        let snap = match &self.prepared {
+        // Before the first cycle the kept snapshot is the cluster's; later, a fresh build.
+        let snap = match self.cluster.kept_snapshot().filter(|_| self.history.is_empty()) {
             Some(s) => s.clone(),
             None => Snapshot::build(
                 &self.cluster.objects(),

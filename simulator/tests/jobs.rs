@@ -440,3 +440,70 @@ fn a_job_gets_the_simulation_scheduler_name_and_a_deterministic_uid() {
     assert_eq!(pods.len(), 2);
     assert!(pods.iter().all(|p| p["phase"] == "Running"), "{pods:?}");
 }
+
+const RUNS_THREE_SECONDS: &str = "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {name: j, namespace: ml}\nspec:\n  minAvailable: 2\n  tasks:\n  - name: w\n    replicas: 2\n    template:\n      metadata: {annotations: {volcano-rs.io/run-seconds: \"3\"}}\n      spec:\n        containers:\n        - {name: c, image: busybox, resources: {requests: {cpu: \"1\"}}}\n";
+
+#[test]
+fn a_job_goes_pending_running_completed_as_its_pods_run_for_their_time() {
+    let mut sim = simulator_of(RUNS_THREE_SECONDS);
+    let phase = |sim: &Simulator| sim.cluster().jobs["ml/j"].phase().as_str().to_string();
+    assert_eq!(phase(&sim), "Pending", "the controller's first sync");
+    let c1 = sim.step().unwrap().clone();
+    assert_eq!(c1.binds.len(), 2);
+    assert_eq!(c1.job_phases, [("ml/j".to_string(), volcano_api::job::JobPhase::Running)]);
+    assert_eq!(phase(&sim), "Running");
+    let status = sim.cluster().jobs["ml/j"].job.status.clone().unwrap();
+    assert_eq!((status.running, status.pending), (2, 0));
+
+    assert_eq!(sim.run(None).unwrap(), volcano_sim::Stop::Fixpoint);
+    assert_eq!(phase(&sim), "Completed");
+    let history = sim.history();
+    let done = history.iter().find(|c| !c.finished.is_empty()).expect("the pods finished");
+    assert_eq!(done.finished, ["ml/j-w-0", "ml/j-w-1"]);
+    assert_eq!(done.time_ms - c1.time_ms, 3000, "3 s of virtual time after they were bound");
+    assert!(done.job_phases.iter().any(|(j, p)| j == "ml/j" && *p == volcano_api::job::JobPhase::Completed));
+    // Cycles that changed nothing while the pods ran do not stop the run.
+    assert!(history.iter().take_while(|c| c.finished.is_empty()).any(|c| !c.changed()));
+    let v = sim.report().to_json_value();
+    assert_eq!(v["jobs"][0]["phase"], "Completed");
+    for p in v["pods"].as_array().unwrap() {
+        assert_eq!(p["phase"], "Succeeded", "{p}");
+    }
+    assert!(sim.report().to_table().contains("Completed"));
+    let pod = &sim.cluster().pods["ml/j-w-0"];
+    let c = &pod.status.as_ref().unwrap().container_statuses.as_ref().unwrap()[0];
+    assert_eq!(c.state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 0);
+    assert!(!c.ready);
+    // The freed node takes other pods: the queue's allocation is back to nothing.
+    let q = v["queues"].as_array().unwrap().iter().find(|q| q["name"] == "default").unwrap();
+    assert_eq!(q["allocated"]["cpu"], "0", "{q}");
+}
+
+#[test]
+fn without_a_run_time_a_job_runs_for_ever() {
+    let job = RUNS_THREE_SECONDS.replace("      metadata: {annotations: {volcano-rs.io/run-seconds: \"3\"}}\n", "");
+    let mut sim = simulator_of(&job);
+    sim.run(None).unwrap();
+    assert_eq!(sim.cluster().jobs["ml/j"].phase().as_str(), "Running");
+    let history = sim.history();
+    assert!(history.iter().all(|c| c.finished.is_empty()));
+    // The job controller acts once, after the cycle that binds the pods, and never again.
+    assert_eq!(history[0].job_phases.len(), 1);
+    assert!(history[1..].iter().all(|c| c.job_phases.is_empty() && c.created.is_empty() && c.deleted.is_empty()));
+    assert!(!history.last().unwrap().changed());
+}
+
+#[test]
+fn the_simulation_and_the_controller_plan_the_same_pods() {
+    // The pods the simulator creates are the controller's plan, with their task index.
+    let text = std::fs::read_to_string(root().join("examples/jobs/depends-on.yaml")).unwrap();
+    let sim = simulator_of(&text);
+    let sj = sim.cluster().jobs.values().next().unwrap();
+    let plugins = volcano_controller::plugins::JobPlugins::from_job(&sj.job).unwrap();
+    let planned = volcano_controller::plan::pods(&sj.job, &plugins).unwrap();
+    let ps = &sim.cluster().pods["default/ps-then-workers-ps-0"];
+    let want = planned.iter().find(|p| p.metadata.name.as_deref() == Some("ps-then-workers-ps-0")).unwrap();
+    assert_eq!(ps.metadata.labels, want.metadata.labels);
+    assert_eq!(ps.metadata.annotations, want.metadata.annotations);
+    assert_eq!(ps.spec.as_ref().unwrap().containers, want.spec.as_ref().unwrap().containers);
+}

@@ -19,7 +19,7 @@ use thiserror::Error;
 use volcano_api::job::{Job, TaskSpec};
 use volcano_api::quantity;
 
-use crate::plan::JobResources;
+use crate::objects::JobResources;
 
 pub mod env;
 pub mod launch;

@@ -21,7 +21,7 @@ use super::{
     add_env, env_var, find_task, job_key, job_name, open_port, spec_mut, task_hosts, template_gpus, Args,
     JobAddContext, JobPlugin, Kind, PluginError, PodContext,
 };
-use crate::plan::{owned_meta, JobResources};
+use crate::objects::{owned_meta, JobResources};
 
 /// The default port (ssh).
 pub const DEFAULT_PORT: i32 = 22;

@@ -24,7 +24,7 @@ use rsa::{RsaPrivateKey, RsaPublicKey};
 use volcano_api::job::Job;
 
 use super::{job_key, job_name, spec_mut, task_hosts, Args, JobAddContext, JobPlugin, Kind, PluginError, PodContext};
-use crate::plan::{owned_meta, JobResources};
+use crate::objects::{owned_meta, JobResources};
 
 /// Where the keys go by default (root's ssh directory).
 pub const DEFAULT_KEY_PATH: &str = "/root/.ssh";

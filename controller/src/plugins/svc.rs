@@ -16,7 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use volcano_api::job::Job;
 
 use super::{add_env, job_name, spec_mut, task_hosts, Args, JobAddContext, JobPlugin, Kind, PluginError, PodContext};
-use crate::plan::{owned_meta, JobResources, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
+use crate::objects::{owned_meta, JobResources, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
 
 /// Where the hosts ConfigMap is mounted.
 pub const CONFIG_MAP_MOUNT_PATH: &str = "/etc/volcano";

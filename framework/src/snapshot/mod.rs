@@ -15,6 +15,7 @@ use crate::retry::RetryMemo;
 
 pub mod build;
 pub mod extra;
+pub mod keep;
 pub mod update;
 
 pub use build::{
@@ -22,6 +23,7 @@ pub use build::{
     DEFAULT_MILLI_CPU_REQUEST,
 };
 pub use extra::Extras;
+pub use keep::{KeptSnapshot, SnapshotSource};
 pub use update::Changes;
 
 /// The state a session works on: every task, job, node and queue, by index.

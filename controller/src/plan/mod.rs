@@ -14,13 +14,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    ConfigMap, PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Secret, Service, Volume,
-    VolumeMount,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume, VolumeMount,
 };
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
-use serde::Serialize;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use thiserror::Error;
 use volcano_api::crd::{
     PodGroup, PodGroupSpec, ResourceList, SubGroupPolicySpec, GROUP_NAME_ANNOTATION, PREEMPTABLE_KEY, TASK_SPEC_KEY,
@@ -28,15 +25,19 @@ use volcano_api::crd::{
 use volcano_api::job::{iteration, Job, TaskSpec};
 use volcano_api::quantity::{self, QuantityError};
 
+mod step;
+
+pub use step::{
+    admitted, step, wants_ssh_key, Desired, NewPod, Observed, PodDeletion, PodGroupChange, Stage, StepError,
+};
+
+use crate::objects::owned_meta;
+pub use crate::objects::{owner_reference, JobResources, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
 use crate::plugins::ssh::SshKeyPair;
 use crate::plugins::{job_key, job_name, JobAddContext, JobPlugins, PluginError, PodContext};
 
 /// Pod annotation and label: the pod's index in its task.
 pub const TASK_INDEX_KEY: &str = "volcano.sh/task-index";
-/// Pod annotation and label: the job's name.
-pub const JOB_NAME_KEY: &str = "volcano.sh/job-name";
-/// Pod label: the job's namespace.
-pub const JOB_NAMESPACE_KEY: &str = "volcano.sh/job-namespace";
 /// Pod annotation and label: the job's queue.
 pub const QUEUE_NAME_KEY: &str = "volcano.sh/queue-name";
 /// Pod annotation: the job's `status.version` when the pod was made.
@@ -107,44 +108,6 @@ impl PlanError {
             PlanError::NoTask { .. } => "no_task",
             PlanError::Quantity { .. } => "quantity",
         }
-    }
-}
-
-/// What the plugins' `OnJobAdd` creates, and the job's `status.controlledResources`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct JobResources {
-    /// Services (`svc`: the headless `<job>`).
-    pub services: Vec<Service>,
-    /// ConfigMaps (`svc`: `<job>-svc`; `mpi`: `<job>-mpi-hostfile`).
-    pub config_maps: Vec<ConfigMap>,
-    /// Secrets (`ssh`: `<job>-ssh`).
-    pub secrets: Vec<Secret>,
-    /// NetworkPolicies (`svc`: `<job>`).
-    pub network_policies: Vec<NetworkPolicy>,
-    /// `plugin-<name>` → `<name>` for every enabled plugin.
-    pub controlled_resources: BTreeMap<String, String>,
-}
-
-/// The controller reference to the job that every planned object carries.
-pub fn owner_reference(job: &Job) -> OwnerReference {
-    OwnerReference {
-        api_version: "batch.volcano.sh/v1alpha1".into(),
-        kind: "Job".into(),
-        name: job_name(job).to_string(),
-        uid: job.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
-/// Metadata `name` in the job's namespace, owned by the job.
-pub(crate) fn owned_meta(job: &Job, name: String) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: job.metadata.namespace.clone(),
-        owner_references: Some(vec![owner_reference(job)]),
-        ..Default::default()
     }
 }
 

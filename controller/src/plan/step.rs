@@ -1,0 +1,448 @@
+//! One step of a job, planned whole: from the job and what the controller observes of it,
+//! the state the step leads to — the PodGroup to create or update, the plugin objects and
+//! volume claims, the pods to create (each with its task index and replica) and to delete,
+//! the job's next status, and whether the PodGroup goes. The reconciler ([`crate::reconcile`],
+//! feature `shell`) and the simulator both call [`step`] and apply what it returns; neither
+//! decides anything itself.
+//!
+//! A step is Volcano's `state.Execute(action)`: the state machine's work ([`state::work`]:
+//! sync, kill, kill targets), the counts the work leaves, the update function
+//! ([`state::decide`]) and the status it writes ([`status::next_status`]).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use volcano_api::bus::Action;
+use volcano_api::crd::{PodGroup, PodGroupPhase};
+use volcano_api::job::{Job, JobPhase, JobStatus};
+
+use super::{
+    job_resources, pod, pod_group, pod_group_update, ready_to_create, task_readiness, volume_claims,
+    volume_controlled_resource, JobResources, PlanError, VolumeClaim,
+};
+use crate::events::{is_out_of_sync, pod_phase};
+use crate::plugins::ssh::SshKeyPair;
+use crate::plugins::{pod_name, JobPlugins};
+use crate::state::{self, Counts, Decision, Retain, Target, Work};
+use crate::status;
+
+/// What the controller sees of a job besides the job itself.
+#[derive(Clone, Copy, Debug)]
+pub struct Observed<'a> {
+    /// The pods the job controls (owner reference with the job's uid).
+    pub pods: &'a [Pod],
+    /// The job's PodGroup, if it exists.
+    pub pod_group: Option<&'a PodGroup>,
+    /// Whether the PodGroup has left Pending ([`admitted`] of `pod_group`): pods are created
+    /// only then. The simulator says `true` when it loads a job (docs/simulate.md).
+    pub admitted: bool,
+    /// PriorityClass name → value (the order of the tasks in `minResources`).
+    pub priority_class_values: &'a BTreeMap<String, i32>,
+    /// The ssh key pair for the `ssh` plugin, when [`wants_ssh_key`] says the step needs one.
+    pub ssh_key: Option<&'a SshKeyPair>,
+}
+
+/// Whether a PodGroup has a phase and it is not Pending (Volcano's `syncJob` creates pods
+/// only then).
+pub fn admitted(pod_group: Option<&PodGroup>) -> bool {
+    pod_group.and_then(|g| g.status.as_ref().and_then(|s| s.phase)).is_some_and(|p| p != PodGroupPhase::Pending)
+}
+
+/// Where a failed plan failed: the reconciler records Volcano's event for each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The job plugins or their objects (`PluginError` event).
+    Resources,
+    /// The PodGroup (`PodGroupError` event).
+    PodGroup,
+    /// A pod (no event: the create is not attempted).
+    Pods,
+}
+
+/// A job whose step cannot be planned, and where.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepError {
+    /// Where.
+    pub stage: Stage,
+    /// Why.
+    pub error: PlanError,
+}
+
+/// What happens to the job's PodGroup in a sync.
+#[derive(Clone, Debug)]
+pub enum PodGroupChange {
+    /// Nothing (a kill, or the PodGroup is as planned).
+    Keep,
+    /// Create it.
+    Create(Box<PodGroup>),
+    /// Patch the existing one (a JSON merge patch, [`pod_group_update`]).
+    Update {
+        /// The PodGroup's name.
+        name: String,
+        /// The patch.
+        patch: serde_json::Value,
+    },
+}
+
+/// A pod to create.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewPod {
+    /// The index of its task in `spec.tasks`.
+    pub task_index: usize,
+    /// Its index in the task (`volcano.sh/task-index`).
+    pub replica: i32,
+    /// The pod.
+    pub pod: Pod,
+}
+
+/// A pod to delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodDeletion {
+    /// The pod's name.
+    pub name: String,
+    /// Its uid (the delete's precondition).
+    pub uid: Option<String>,
+    /// Annotate it out of sync first (a kill; a sync deletes surplus pods directly).
+    pub mark_out_of_sync: bool,
+}
+
+/// One step of a job, planned whole.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// The job's phase before the step ([`state::phase_of`], after the initial status).
+    pub from: JobPhase,
+    /// What the step does to the pods.
+    pub work: Work,
+    /// The plugin objects to create, when the status does not list every plugin yet
+    /// (Volcano's `OnJobAdd`, once).
+    pub resources: Option<JobResources>,
+    /// The volume claims to create or check, when the status does not list every volume yet.
+    pub volumes: Vec<VolumeClaim>,
+    /// The PodGroup.
+    pub pod_group: PodGroupChange,
+    /// Pods to create, task by task, index by index.
+    pub create: Vec<NewPod>,
+    /// Pods to delete.
+    pub delete: Vec<PodDeletion>,
+    /// The job's pods as the step leaves them, when every call succeeds (created pods
+    /// Pending, deleted ones with a deletion time).
+    pub pods_after: Vec<Pod>,
+    /// The counts the status is written from.
+    pub counts: Counts,
+    /// The state machine's decision.
+    pub decision: Decision,
+    /// The job's status after the step.
+    pub status: JobStatus,
+    /// Delete the PodGroup after writing the status (a full kill of a job that has one).
+    pub delete_pod_group: bool,
+}
+
+impl Desired {
+    /// The finished phase the step enters, if any ([`state::entered_finished`]).
+    pub fn entered_finished(&self) -> Option<JobPhase> {
+        state::entered_finished(&self.from, &self.decision)
+    }
+}
+
+/// Whether the next sync of `job` needs an ssh key pair in [`Observed::ssh_key`]: its
+/// plugins' objects are not created yet and the `ssh` plugin has no key in its arguments.
+pub fn wants_ssh_key(job: &Job) -> bool {
+    let Ok(plugins) = JobPlugins::from_job(job) else { return false };
+    !resources_recorded(job, &plugins) && plugins.needs_ssh_key(job)
+}
+
+fn resources_recorded(job: &Job, plugins: &JobPlugins) -> bool {
+    let recorded = job.status.as_ref().map(|s| &s.controlled_resources);
+    plugins.names().iter().all(|n| recorded.is_some_and(|r| r.contains_key(&format!("plugin-{n}"))))
+}
+
+fn at(stage: Stage) -> impl Fn(PlanError) -> StepError {
+    move |error| StepError { stage, error }
+}
+
+/// One step of `job` for `action` (`target`: [`Target::of`] the action and its request), at
+/// `now`: everything the step changes, or `None` when it changes nothing (a job being
+/// deleted; a partition restart that matches no pod, as in Volcano).
+///
+/// The job gets its initial status first ([`status::initial`]). A sync plans the plugin
+/// objects and volume claims (once), the PodGroup (created, or patched when the job's gang
+/// changed), and — once the PodGroup is admitted — the missing pods of every task whose
+/// `dependsOn` is met and the deletion of surplus and out-of-sync pods; a kill deletes the
+/// pods it does not retain. The counts are those the work leaves when every call succeeds.
+pub fn step(
+    job: &Job,
+    observed: &Observed<'_>,
+    action: &Action,
+    target: Option<&Target>,
+    now: Timestamp,
+) -> Result<Option<Desired>, StepError> {
+    let mut job = job.clone();
+    if let Some(initial) = status::initial(&job, now) {
+        job.status = Some(initial);
+    }
+    let from = state::phase_of(&job);
+    let work = state::work(&job, action, target);
+    let mut plan = Desired {
+        from,
+        work: work.clone(),
+        resources: None,
+        volumes: Vec::new(),
+        pod_group: PodGroupChange::Keep,
+        create: Vec::new(),
+        delete: Vec::new(),
+        pods_after: observed.pods.to_vec(),
+        counts: Counts::default(),
+        decision: state::decide(&job, &Counts::default(), action, target),
+        status: JobStatus::default(),
+        delete_pod_group: false,
+    };
+    match &work {
+        Work::None => return Ok(None),
+        Work::Sync => sync(&mut job, observed, &mut plan, now)?,
+        Work::Kill { retain } => {
+            for p in observed.pods {
+                let finished = matches!(pod_phase(p), "Succeeded" | "Failed");
+                if p.metadata.deletion_timestamp.is_none() && (*retain == Retain::None || !finished) {
+                    plan.delete.push(deletion(p, true));
+                }
+            }
+            plan.counts = Counts::after(&job, &work, observed.pods, false);
+        }
+        Work::KillTargets(t) => {
+            if matches!(t, Target::Partition { .. }) && !observed.pods.iter().any(|p| t.covers(p)) {
+                return Ok(None);
+            }
+            for p in observed.pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none() && t.covers(p)) {
+                plan.delete.push(deletion(p, true));
+            }
+            plan.counts = Counts::after(&job, &work, observed.pods, false);
+        }
+    }
+    plan.decision = state::decide(&job, &plan.counts, action, target);
+    plan.status = status::next_status(&job, &plan.counts, &plan.decision, now);
+    plan.delete_pod_group = plan.decision.delete_pod_group && observed.pod_group.is_some();
+    Ok(Some(plan))
+}
+
+fn deletion(p: &Pod, mark_out_of_sync: bool) -> PodDeletion {
+    PodDeletion { name: p.metadata.name.clone().unwrap_or_default(), uid: p.metadata.uid.clone(), mark_out_of_sync }
+}
+
+/// SyncJob (Volcano's `syncJob`, after `initiateJob`).
+fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timestamp) -> Result<(), StepError> {
+    let plugins = JobPlugins::from_job(job).map_err(|e| StepError { stage: Stage::Resources, error: e.into() })?;
+    if !resources_recorded(job, &plugins) {
+        let res = job_resources(job, &plugins, observed.ssh_key).map_err(at(Stage::Resources))?;
+        let status = job.status.get_or_insert_with(Default::default);
+        status.controlled_resources.extend(res.controlled_resources.clone());
+        plan.resources = Some(res);
+    }
+    if !job.spec.volumes.is_empty() {
+        let claims = volume_claims(job);
+        let status = job.status.get_or_insert_with(Default::default);
+        if !claims.iter().all(|c| status.controlled_resources.contains_key(&volume_controlled_resource(c.name()))) {
+            for c in &claims {
+                status.controlled_resources.insert(volume_controlled_resource(c.name()), c.name().to_string());
+            }
+            plan.volumes = claims;
+        }
+    }
+    let pg = pod_group(job, observed.priority_class_values).map_err(at(Stage::PodGroup))?;
+    plan.pod_group = match observed.pod_group {
+        None => PodGroupChange::Create(Box::new(pg)),
+        Some(existing) => match pod_group_update(&existing.spec, &pg.spec) {
+            Some(patch) => PodGroupChange::Update { name: existing.metadata.name.clone().unwrap_or_default(), patch },
+            None => PodGroupChange::Keep,
+        },
+    };
+    if !observed.admitted {
+        plan.counts = job.status.as_ref().map(Counts::from_status).unwrap_or_default();
+        return Ok(());
+    }
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let existing: BTreeMap<&str, &Pod> =
+        observed.pods.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), p)).collect();
+    let readiness = task_readiness(observed.pods);
+    let mut expected: Vec<String> = Vec::new();
+    for (ti, task) in job.spec.tasks.iter().enumerate() {
+        let ready = ready_to_create(job, task.name(), &readiness);
+        for i in 0..task.replicas.max(0) {
+            let name = pod_name(&job_name, task.name(), i);
+            let missing = !existing.contains_key(name.as_str());
+            expected.push(name);
+            if missing && ready {
+                let pod = pod(job, &plugins, ti, i).map_err(at(Stage::Pods))?;
+                plan.create.push(NewPod { task_index: ti, replica: i, pod });
+            }
+        }
+    }
+    // Created pods are Pending, as the API server returns them.
+    let mut after: Vec<Pod> = plan
+        .create
+        .iter()
+        .map(|n| {
+            let mut p = n.pod.clone();
+            p.status = Some(PodStatus { phase: Some("Pending".into()), ..Default::default() });
+            p
+        })
+        .collect();
+    // Surplus pods (beyond replicas, of tasks no longer in the spec) and pods marked out of
+    // sync are deleted.
+    for p in observed.pods {
+        let mut p = p.clone();
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        let surplus = !expected.iter().any(|e| e == name) || is_out_of_sync(&p);
+        if surplus && p.metadata.deletion_timestamp.is_none() {
+            plan.delete.push(deletion(&p, false));
+            p.metadata.deletion_timestamp = Some(Time(now));
+        }
+        after.push(p);
+    }
+    plan.counts = Counts::after(job, &Work::Sync, after.iter(), false);
+    plan.pods_after = after;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ContainerStatus;
+    use volcano_api::crd::PodGroupStatus;
+
+    use super::*;
+    use crate::plugins::testing::job;
+
+    const JOB: &str = r#"
+metadata: {name: j}
+spec:
+  minAvailable: 2
+  plugins: {svc: []}
+  tasks:
+    - {name: a, replicas: 2, template: {spec: {containers: [{name: c, image: x}]}}}
+    - {name: b, replicas: 1, dependsOn: {name: [a]}, template: {spec: {containers: [{name: c, image: x}]}}}
+"#;
+
+    fn now() -> Timestamp {
+        "2026-01-01T00:00:00Z".parse().unwrap()
+    }
+
+    fn observed<'a>(pods: &'a [Pod], pg: Option<&'a PodGroup>, values: &'a BTreeMap<String, i32>) -> Observed<'a> {
+        Observed { pods, pod_group: pg, admitted: admitted(pg), priority_class_values: values, ssh_key: None }
+    }
+
+    fn with_phase(pod: &Pod, phase: &str) -> Pod {
+        let mut p = pod.clone();
+        p.metadata.uid = Some(format!("uid-{}", p.metadata.name.as_deref().unwrap_or_default()));
+        let containers = p.spec.as_ref().map_or(0, |s| s.containers.len());
+        p.status = Some(PodStatus {
+            phase: Some(phase.into()),
+            container_statuses: Some(vec![ContainerStatus { ready: true, ..Default::default() }; containers]),
+            ..Default::default()
+        });
+        p
+    }
+
+    fn admitted_group(j: &Job) -> PodGroup {
+        let mut pg = pod_group(j, &BTreeMap::new()).unwrap();
+        pg.status = Some(PodGroupStatus { phase: Some(PodGroupPhase::Inqueue), ..Default::default() });
+        pg
+    }
+
+    #[test]
+    fn a_first_sync_plans_the_pod_group_and_plugin_objects_but_no_pod_before_admission() {
+        let j = job(JOB);
+        let values = BTreeMap::new();
+        let d = step(&j, &observed(&[], None, &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        assert!(matches!(&d.pod_group, PodGroupChange::Create(pg) if pg.metadata.name.as_deref() == Some("j-uid-1")));
+        let res = d.resources.as_ref().expect("the svc plugin's objects, once");
+        assert_eq!(res.services.len(), 1);
+        assert!(d.create.is_empty() && d.delete.is_empty(), "the PodGroup is not admitted");
+        assert_eq!(d.status.state.phase, Some(JobPhase::Pending));
+        assert_eq!(d.status.controlled_resources.get("plugin-svc").map(String::as_str), Some("svc"));
+        assert!(!d.delete_pod_group);
+        // Recorded in the status: not planned again.
+        let mut j2 = j.clone();
+        j2.status = Some(d.status.clone());
+        let pg = admitted_group(&j);
+        let d2 = step(&j2, &observed(&[], Some(&pg), &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        assert!(d2.resources.is_none());
+        assert!(matches!(d2.pod_group, PodGroupChange::Keep));
+    }
+
+    #[test]
+    fn an_admitted_sync_creates_the_missing_pods_with_their_task_index_and_dependson_waits() {
+        let j = job(JOB);
+        let values = BTreeMap::new();
+        let pg = admitted_group(&j);
+        let d = step(&j, &observed(&[], Some(&pg), &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        let made: Vec<(usize, i32, &str)> =
+            d.create.iter().map(|n| (n.task_index, n.replica, n.pod.metadata.name.as_deref().unwrap())).collect();
+        assert_eq!(made, [(0, 0, "j-a-0"), (0, 1, "j-a-1")], "b waits for a");
+        assert_eq!((d.counts.pending, d.status.pending), (2, 2), "created pods are Pending");
+        assert_eq!(d.status.state.phase, Some(JobPhase::Pending));
+        // a runs (ready): b's pod is created; the job runs.
+        let running: Vec<Pod> = d.create.iter().map(|n| with_phase(&n.pod, "Running")).collect();
+        let mut j2 = j.clone();
+        j2.status = Some(d.status);
+        let d2 = step(&j2, &observed(&running, Some(&pg), &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        let made: Vec<(usize, i32)> = d2.create.iter().map(|n| (n.task_index, n.replica)).collect();
+        assert_eq!(made, [(1, 0)]);
+        assert_eq!(d2.status.state.phase, Some(JobPhase::Running));
+        assert_eq!(d2.pods_after.len(), 3);
+    }
+
+    #[test]
+    fn a_running_job_completes_when_its_pods_succeed_and_a_kill_keeps_them() {
+        let j = job(JOB);
+        let values = BTreeMap::new();
+        let pg = admitted_group(&j);
+        let all: Vec<Pod> = crate::plan::pods(&j, &JobPlugins::from_job(&j).unwrap()).unwrap();
+        let done: Vec<Pod> = all.iter().map(|p| with_phase(p, "Succeeded")).collect();
+        let mut running = j.clone();
+        running.status = Some(volcano_api::job::JobStatus {
+            state: volcano_api::job::JobState { phase: Some(JobPhase::Running), ..Default::default() },
+            min_available: 2,
+            controlled_resources: [("plugin-svc".to_string(), "svc".to_string())].into_iter().collect(),
+            ..Default::default()
+        });
+        let d = step(&running, &observed(&done, Some(&pg), &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        assert!(d.create.is_empty() && d.delete.is_empty());
+        assert_eq!(d.status.state.phase, Some(JobPhase::Completed));
+        assert_eq!(d.entered_finished(), Some(JobPhase::Completed));
+        // The next step of a finished job kills softly: the Succeeded pods stay, the
+        // PodGroup goes.
+        let mut finished = running.clone();
+        finished.status = Some(d.status);
+        let k = step(&finished, &observed(&done, Some(&pg), &values), &Action::SyncJob, None, now()).unwrap().unwrap();
+        assert!(matches!(k.work, Work::Kill { retain: Retain::Soft }));
+        assert!(k.delete.is_empty(), "Succeeded pods are retained");
+        assert!(k.delete_pod_group);
+        assert_eq!(k.entered_finished(), None, "counted once");
+        // A RestartJob on a running job deletes every pod, marked out of sync first.
+        let live: Vec<Pod> = all.iter().map(|p| with_phase(p, "Running")).collect();
+        let r =
+            step(&running, &observed(&live, Some(&pg), &values), &Action::RestartJob, None, now()).unwrap().unwrap();
+        assert_eq!(r.delete.len(), 3);
+        assert!(r.delete.iter().all(|d| d.mark_out_of_sync && d.uid.is_some()));
+        assert_eq!(r.status.state.phase, Some(JobPhase::Restarting));
+        assert_eq!(r.status.retry_count, 1);
+    }
+
+    #[test]
+    fn a_job_being_deleted_or_a_partition_without_pods_plans_nothing() {
+        let mut j = job(JOB);
+        let values = BTreeMap::new();
+        let target = Target::Partition { task: "a".into(), partition: "7".into() };
+        let none = step(&j, &observed(&[], None, &values), &Action::RestartPartition, Some(&target), now());
+        assert!(matches!(none, Ok(None)));
+        j.metadata.deletion_timestamp = Some(Time(now()));
+        assert!(matches!(step(&j, &observed(&[], None, &values), &Action::SyncJob, None, now()), Ok(None)));
+        // A plan error says where it failed.
+        let mut bad = job(JOB);
+        bad.spec.plugins.insert("nope".into(), vec![]);
+        let e = step(&bad, &observed(&[], None, &values), &Action::SyncJob, None, now()).unwrap_err();
+        assert_eq!(e.stage, Stage::Resources);
+        assert!(!wants_ssh_key(&bad));
+    }
+}

@@ -1,0 +1,256 @@
+//! The job controller of the simulation: the same decisions as `volcano-rs controller`, on
+//! the in-memory cluster.
+//!
+//! For every Volcano Job, after each cycle's effects when one of its pods or its PodGroup's
+//! phase changed or a delayed action came due (and once when the input is loaded),
+//! [`reconcile_jobs`] does what the controller's reconcile does: what changed becomes
+//! requests ([`JobMemory::observe`]), the requests go through the job's policies
+//! ([`JobMemory::next`]), and each step is planned whole by `volcano_controller::plan::step`
+//! — PodGroup, plugin objects, pods to create and delete with their task index, the job's
+//! next status — then applied here, at once and without failures: the PodGroup created or
+//! patched, pods created (with the API server's defaults, [`crate::admit`]) or deleted, the
+//! status written, the PodGroup deleted on a kill. So Jobs change phase in a simulation as
+//! they do in a cluster (Pending → Running → Completed once their pods succeed; see
+//! [`crate::cluster::RUN_SECONDS_ANNOTATION`]).
+//!
+//! Volume claims are not created in the simulation (docs/simulate.md).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use volcano_api::bus::Action;
+use volcano_api::crd::PodGroup;
+use volcano_api::job::JobPhase;
+use volcano_api::validation::{self, FieldError};
+use volcano_controller::memory::Next;
+use volcano_controller::plan::{self, Desired, NewPod, PodGroupChange, StepError};
+use volcano_controller::state::Target;
+
+use crate::admit::deterministic_uid;
+use crate::cluster::Cluster;
+use crate::error::InputError;
+use crate::job::{in_template, job_error, plan_error, simulation_key_pair, SimJob};
+use crate::manifest::{object_key, ObjectKind};
+
+/// What the job controller changed in one pass, in job order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ControlRecord {
+    /// Pods created (`namespace/name`).
+    pub created: Vec<String>,
+    /// Pods deleted (`namespace/name`).
+    pub deleted: Vec<String>,
+    /// Jobs whose phase changed, with the new phase.
+    pub phases: Vec<(String, JobPhase)>,
+}
+
+/// How a pass runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    /// The first sync, when the input is loaded: the PodGroup counts as admitted (the
+    /// simulation creates a job's pods at once; see docs/simulate.md) and created pods are
+    /// dated with the job.
+    Load,
+    /// After a cycle, at its virtual time.
+    Cycle,
+}
+
+/// When a pass runs, and which.
+#[derive(Clone, Copy, Debug)]
+struct At {
+    now_ms: i64,
+    pass: Pass,
+}
+
+fn time(ms: i64) -> Time {
+    Time(Timestamp::from_millisecond(ms).unwrap_or_default())
+}
+
+/// Reconciles every Volcano Job of the cluster at `now_ms` (see the module documentation).
+/// An error is a pod or PodGroup the API server would refuse, or a job whose step cannot be
+/// planned; with [`Pass::Load`] it is an input error before the first cycle.
+pub fn reconcile_jobs(cluster: &mut Cluster, now_ms: i64, pass: Pass) -> Result<ControlRecord, InputError> {
+    let mut rec = ControlRecord::default();
+    let keys: Vec<String> = cluster.jobs.keys().cloned().collect();
+    for key in keys {
+        reconcile_job(cluster, &key, At { now_ms, pass }, &mut rec)?;
+    }
+    Ok(rec)
+}
+
+fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlRecord) -> Result<(), InputError> {
+    let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
+    let Some(mut sj) = cluster.jobs.remove(key) else { return Ok(()) };
+    let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
+    let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
+    sj.memory.observe(&sj.job, &pods, pg.as_deref(), now);
+    // The controller reconciles a job when something it watches changed (a pod, the
+    // PodGroup's phase) or a delayed action came due; the first sync runs at load.
+    if at.pass == Pass::Cycle && sj.memory.pending.is_empty() {
+        cluster.jobs.insert(key.to_string(), sj);
+        return Ok(());
+    }
+    let mut result = Ok(());
+    let mut ran = false;
+    while let Some(next) = sj.memory.next(&sj.job, now) {
+        if let Next::Run { action, target, request } = next {
+            result = step(cluster, &mut sj, key, (&action, target.as_ref()), at, rec);
+            if result.is_err() {
+                break;
+            }
+            ran = true;
+            sj.memory.finished(&request, &action);
+        }
+    }
+    if result.is_ok() && !ran {
+        result = step(cluster, &mut sj, key, (&Action::SyncJob, None), at, rec);
+    }
+    cluster.jobs.insert(key.to_string(), sj);
+    result
+}
+
+/// One step of a job for an action and its target: planned by `plan::step` on what the
+/// cluster holds now, then applied.
+fn step(
+    cluster: &mut Cluster,
+    sj: &mut SimJob,
+    key: &str,
+    (action, target): (&Action, Option<&Target>),
+    at: At,
+    rec: &mut ControlRecord,
+) -> Result<(), InputError> {
+    let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
+    let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
+    let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
+    let values = cluster.priority_class_values();
+    let ssh_key = plan::wants_ssh_key(&sj.job).then(simulation_key_pair);
+    let observed = plan::Observed {
+        pods: &pods,
+        pod_group: pg.as_deref(),
+        admitted: at.pass == Pass::Load || plan::admitted(pg.as_deref()),
+        priority_class_values: &values,
+        ssh_key: ssh_key.as_ref(),
+    };
+    let desired = match plan::step(&sj.job, &observed, action, target, now) {
+        Ok(Some(d)) => d,
+        Ok(None) => return Ok(()),
+        Err(StepError { error, .. }) => return Err(plan_error(sj.origin.as_ref(), key, error)),
+    };
+    apply(cluster, sj, key, desired, at, rec)
+}
+
+/// Applies a planned step to the cluster.
+fn apply(
+    cluster: &mut Cluster,
+    sj: &mut SimJob,
+    key: &str,
+    desired: Desired,
+    at: At,
+    rec: &mut ControlRecord,
+) -> Result<(), InputError> {
+    let origin = sj.origin.clone();
+    let created_ms = match at.pass {
+        Pass::Load => sj.job.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()),
+        Pass::Cycle => Some(at.now_ms),
+    };
+    if let Some(res) = desired.resources {
+        sj.resources = res;
+    }
+    match desired.pod_group {
+        PodGroupChange::Keep => {}
+        PodGroupChange::Create(pg) => {
+            let mut pg = *pg;
+            let pg_key = object_key(ObjectKind::PodGroup, &pg.metadata);
+            pg.metadata.uid = Some(deterministic_uid(ObjectKind::PodGroup, &pg_key));
+            pg.metadata.creation_timestamp = created_ms.map(time);
+            validation::pod_group(&pg).map_err(|FieldError { field, message }| {
+                job_error(origin.as_ref(), key, "", format!("its PodGroup {pg_key}: field {field}: {message}"))
+            })?;
+            cluster.put_pod_group(pg_key, Arc::new(pg));
+        }
+        PodGroupChange::Update { patch, .. } => {
+            if let Some(pg) = cluster.pod_groups.get(&sj.pod_group) {
+                let mut value = serde_json::to_value(&**pg).expect("a PodGroup serialises");
+                merge_patch(&mut value, &patch);
+                let patched: PodGroup = serde_json::from_value(value)
+                    .map_err(|e| job_error(origin.as_ref(), key, "", format!("its PodGroup: {e}")))?;
+                cluster.put_pod_group(sj.pod_group.clone(), Arc::new(patched));
+            }
+        }
+    }
+    for NewPod { task_index, pod, .. } in desired.create {
+        let pod_key = object_key(ObjectKind::Pod, &pod.metadata);
+        if cluster.pods.contains_key(&pod_key) {
+            continue;
+        }
+        let mut pod = pod;
+        // A pod created again under the same name (after a kill or an eviction) is another
+        // object: another uid.
+        let times = sj.created.entry(pod_key.clone()).or_insert(0);
+        let uid_seed = if *times == 0 { pod_key.clone() } else { format!("{pod_key}#{times}") };
+        *times += 1;
+        pod.metadata.uid = Some(deterministic_uid(ObjectKind::Pod, &uid_seed));
+        pod.metadata.creation_timestamp = created_ms.map(time);
+        let in_template = |e| in_template(e, key, origin.as_ref(), task_index);
+        validation::pod(&pod).map_err(|FieldError { field, message }| {
+            in_template(InputError::Field { origin: None, kind: "Pod", object: pod_key.clone(), field, message })
+        })?;
+        cluster.admission.admit(&mut pod, &pod_key, origin.as_ref()).map_err(in_template)?;
+        tracing::debug!(job = %key, pod = %pod_key, task_index, "job controller: pod created");
+        cluster.put_pod(pod_key.clone(), Arc::new(pod));
+        rec.created.push(pod_key);
+    }
+    let ns = sj.job.metadata.namespace.clone().unwrap_or_default();
+    for d in &desired.delete {
+        let pod_key = format!("{ns}/{}", d.name);
+        let same = cluster.pods.get(&pod_key).is_some_and(|p| d.uid.is_none() || p.metadata.uid == d.uid);
+        if same {
+            cluster.remove_pod(&pod_key);
+            rec.deleted.push(pod_key);
+        }
+    }
+    let before = sj.phase();
+    sj.job.status = Some(desired.status);
+    let after = sj.phase();
+    if after != before {
+        tracing::debug!(job = %key, from = ?before, to = ?after, "job controller: phase");
+        rec.phases.push((key.to_string(), after));
+    }
+    if desired.delete_pod_group {
+        cluster.remove_pod_group(&sj.pod_group);
+    }
+    Ok(())
+}
+
+/// A JSON merge patch (RFC 7386): `null` removes a member, an object merges, anything else
+/// replaces.
+fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    let Some(p) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = serde_json::Value::Object(Default::default());
+    }
+    let t = target.as_object_mut().expect("an object");
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            merge_patch(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merge_patch_removes_merges_and_replaces() {
+        let mut v = serde_json::json!({"spec": {"a": 1, "b": {"x": 1}, "c": 3}, "keep": true});
+        merge_patch(&mut v, &serde_json::json!({"spec": {"a": null, "b": {"y": 2}, "c": [1]}}));
+        assert_eq!(v, serde_json::json!({"spec": {"b": {"x": 1, "y": 2}, "c": [1]}, "keep": true}));
+    }
+}
