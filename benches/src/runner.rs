@@ -9,13 +9,14 @@ use volcano_api::crd::GROUP_NAME_ANNOTATION;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
-    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, RetryMemo,
-    Session, SessionOptions, Snapshot,
+    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, RetryMemo, Session,
+    SessionOptions, Snapshot,
 };
 use volcano_metrics::{CycleTimer, SchedulerMetrics};
 use volcano_sim::Cluster;
 
-use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
+use crate::cases::Case;
+use crate::workloads::{self, BENCH_CONF, SCHEDULER_NAME};
 
 /// Wall time of the phases of one cycle.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -131,11 +132,6 @@ impl Observer for Timer {
         self.actions.push((action.to_string(), (now - self.last).as_secs_f64()));
         self.last = now;
     }
-}
-
-/// The registries of the built-in plugins and actions.
-pub fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
 }
 
 /// One measured cold cycle over `objects`: the snapshot is built from the objects.
@@ -276,12 +272,12 @@ fn pipelined(effects: &[Effect]) -> usize {
 
 /// The bench profile (`BENCH_CONF` with the built-in registries).
 pub fn bench_profile() -> Profile {
-    Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid")
+    volcano_builtin::profile_from_text(BENCH_CONF).expect("the bench configuration is valid")
 }
 
 /// The profile of a case ([`Case::conf`] with the built-in registries).
 pub fn case_profile(case: Case) -> Profile {
-    Profile::from_yaml(case.conf(), &registries()).expect("the bench configuration is valid")
+    volcano_builtin::profile_from_text(case.conf()).expect("the bench configuration is valid")
 }
 
 /// Cycles `hetero-10k-idle`'s preparation may run before the cluster is settled (the first

@@ -30,6 +30,8 @@ use tracing_subscriber::EnvFilter;
 use volcano_framework::Profile;
 use volcano_sim::{normalise_for, FieldValidation, Manifest, SimError, Simulator};
 
+mod bench_cluster;
+
 /// Exit code for invalid input: manifests, configuration, unreadable files.
 const EXIT_INPUT: u8 = 1;
 /// Exit code when the simulation caught the scheduler breaking an invariant.
@@ -91,103 +93,11 @@ enum Command {
     /// Benchmark a scheduler process against a real API server: create a cluster, then time
     /// start → first bind, binds per second and idle cycles (docs/performance.md).
     #[command(subcommand)]
-    BenchCluster(BenchCluster),
+    BenchCluster(bench_cluster::BenchCluster),
     /// Why is this job pending: what one scheduling cycle sees of a PodGroup or Volcano Job
     /// (admission, placements, predicate failures per node, jobs ahead, preemption), on a
     /// cluster or on manifests (docs/observability.md).
     Explain(ExplainArgs),
-}
-
-#[derive(Subcommand, Debug)]
-enum BenchCluster {
-    /// Create cluster gpu-N as Node objects, bound pods and a pending gang-P workload.
-    Load {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Nodes (cluster gpu-N).
-        #[arg(long, default_value_t = 5000)]
-        nodes: usize,
-        /// Pods already bound to the nodes (cpu 1, memory 1Gi each).
-        #[arg(long, default_value_t = 0)]
-        running: usize,
-        /// Pending pods (gang-P).
-        #[arg(long, default_value_t = 0)]
-        pending: usize,
-        /// schedulerName of the pending pods.
-        #[arg(long, default_value = "volcano-rs")]
-        scheduler_name: String,
-        /// Requests in flight.
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-    },
-    /// Start a scheduler command and time its binds in namespace bench.
-    Measure {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Pods to wait for (default: every pod in namespace bench).
-        #[arg(long)]
-        expect: Option<usize>,
-        /// Give up after this long (Go duration).
-        #[arg(long, default_value = "10m", value_parser = volcano_scheduler::options::parse_duration)]
-        timeout: std::time::Duration,
-        /// volcano-rs's metrics address (HOST:PORT): measure idle cycles after the binds.
-        #[arg(long)]
-        metrics: Option<String>,
-        /// Idle window.
-        #[arg(long, default_value = "10s", value_parser = volcano_scheduler::options::parse_duration)]
-        idle: std::time::Duration,
-        /// The scheduler command and its arguments (after --).
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
-    /// The API server's bind ceiling: bind every pending pod of namespace bench directly,
-    /// without scheduling, and report binds per second.
-    Bind {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Requests in flight (volcano-rs's --bind-concurrency for a like-for-like figure).
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Also record a Scheduled event per pod, as a scheduler does.
-        #[arg(long)]
-        events: bool,
-    },
-}
-
-fn bench_cluster(cmd: &BenchCluster) -> anyhow::Result<String> {
-    use volcano_benches::cluster;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async {
-        match cmd {
-            BenchCluster::Load { kubeconfig, nodes, running, pending, scheduler_name, concurrency } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let spec = cluster::LoadSpec {
-                    nodes: *nodes,
-                    running: *running,
-                    pending: *pending,
-                    scheduler_name: scheduler_name.clone(),
-                    concurrency: *concurrency,
-                };
-                let took = cluster::load(&client, &spec).await?;
-                Ok(format!("loaded in {:.1} s\n", took.as_secs_f64()))
-            }
-            BenchCluster::Measure { kubeconfig, expect, timeout, metrics, idle, command } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let m = cluster::measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle)
-                    .await
-                    .map_err(anyhow::Error::msg)?;
-                Ok(serde_json::to_string_pretty(&m)? + "\n")
-            }
-            BenchCluster::Bind { kubeconfig, concurrency, events } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let c = cluster::bind_ceiling(&client, *concurrency, *events).await?;
-                Ok(serde_json::to_string_pretty(&c)? + "\n")
-            }
-        }
-    })
 }
 
 #[derive(Args, Debug)]
@@ -305,11 +215,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
     if args.job.split_once('/').is_none_or(|(ns, n)| ns.is_empty() || n.is_empty()) {
         anyhow::bail!("explain: {:?} is not NAMESPACE/NAME", args.job);
     }
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.scheduler_conf {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
+    let profile = load_profile(args.scheduler_conf.as_deref())?;
     let found = if args.manifests.is_empty() {
         let selector = volcano_scheduler::options::parse_node_selector(&args.node_selector)?;
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
@@ -520,8 +426,8 @@ enum Output {
 }
 
 fn bench(args: &BenchArgs) -> anyhow::Result<String> {
+    use volcano_benches::cases::Case;
     use volcano_benches::runner::{median_run, render_table, run_case_with, CaseReport};
-    use volcano_benches::workloads::Case;
     if !args.manifests.is_empty() {
         return bench_manifests(args);
     }
@@ -596,8 +502,8 @@ fn bench(args: &BenchArgs) -> anyhow::Result<String> {
 /// `bench CASE --write-manifests FILE [--write-config CONF]`: the case's cluster, as it is
 /// at the start of its measured cycle, written as manifests.
 fn write_manifests(args: &BenchArgs, path: &Path) -> anyhow::Result<String> {
+    use volcano_benches::cases::Case;
     use volcano_benches::runner::{case_profile, prepare};
-    use volcano_benches::workloads::Case;
     let [name] = args.cases.as_slice() else {
         anyhow::bail!("bench --write-manifests: name exactly one case, not {}", args.cases.len());
     };
@@ -624,11 +530,7 @@ fn write_manifests(args: &BenchArgs, path: &Path) -> anyhow::Result<String> {
 /// times; the run with the median first cycle is reported, peak memory the largest).
 fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
     use volcano_benches::runner::{median_run, render_table, run_manifests};
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.config {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
+    let profile = load_profile(args.config.as_deref())?;
     let label = args.manifests.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
     let scheduler_names =
         if args.scheduler_names.is_empty() { vec!["volcano-rs".to_string()] } else { args.scheduler_names.clone() };
@@ -670,11 +572,7 @@ fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
 }
 
 fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.config {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
+    let profile = load_profile(args.config.as_deref())?;
     let start = Instant::now();
     let validation = match args.validate {
         Validate::Strict => FieldValidation::Strict,
@@ -718,6 +616,19 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
     // The process ends next: freeing a large cluster object by object only costs time.
     std::mem::forget(sim);
     Ok(text)
+}
+
+/// The scheduler configuration of an offline command: Volcano's file (or its ConfigMap) at
+/// `path`, or the built-in default configuration without one.
+fn load_profile(path: Option<&Path>) -> anyhow::Result<Profile> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the scheduler configuration {}", path.display()))?;
+            volcano_builtin::profile_from_text(&text).with_context(|| path.display().to_string())
+        }
+        None => volcano_builtin::default_profile().context("the built-in scheduler configuration"),
+    }
 }
 
 /// The message and its causes, `: `-separated, without repeating a cause whose text the
@@ -804,7 +715,7 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Queue(c) => cluster_command(c.kubeconfig.as_deref(), async |client| {
             volcano_controller::cli::queue(client, &c.command).await
         }),
-        Command::BenchCluster(cmd) => bench_cluster(cmd),
+        Command::BenchCluster(cmd) => bench_cluster::run(cmd),
         Command::Explain(args) => explain(args),
     };
     match result {

@@ -244,7 +244,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     // Everything that can be checked before watching.
     opts.validate()?;
-    let registries = crate::registries();
+    let registries = volcano_builtin::registries();
     let mut profile = ProfileHolder::new(opts.scheduler_conf.clone(), &registries)?;
     let node_selector = opts.node_selector_labels()?;
     let metrics = Metrics::new();
