@@ -20,6 +20,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use clap::Subcommand;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -97,7 +98,7 @@ pub(crate) fn run(cmd: &BenchCluster) -> anyhow::Result<String> {
     runtime.block_on(async {
         match cmd {
             BenchCluster::Load { kubeconfig, nodes, running, pending, scheduler_name, concurrency } => {
-                let client = volcano_kube::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
                 let spec = LoadSpec {
                     nodes: *nodes,
                     running: *running,
@@ -109,14 +110,12 @@ pub(crate) fn run(cmd: &BenchCluster) -> anyhow::Result<String> {
                 Ok(format!("loaded in {:.1} s\n", took.as_secs_f64()))
             }
             BenchCluster::Measure { kubeconfig, expect, timeout, metrics, idle, command } => {
-                let client = volcano_kube::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
-                let m = measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle)
-                    .await
-                    .map_err(anyhow::Error::msg)?;
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
+                let m = measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle).await?;
                 Ok(serde_json::to_string_pretty(&m)? + "\n")
             }
             BenchCluster::Bind { kubeconfig, concurrency, events } => {
-                let client = volcano_kube::client(Some(kubeconfig)).await.map_err(anyhow::Error::msg)?;
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
                 let c = bind_ceiling(&client, *concurrency, *events).await?;
                 Ok(serde_json::to_string_pretty(&c)? + "\n")
             }
@@ -426,12 +425,12 @@ pub(crate) async fn measure(
     timeout: Duration,
     metrics: Option<&str>,
     idle: Duration,
-) -> Result<Measurement, String> {
-    let (program, args) = command.split_first().ok_or("an empty scheduler command")?;
+) -> anyhow::Result<Measurement> {
+    let (program, args) = command.split_first().context("an empty scheduler command")?;
     let api: Api<Pod> = Api::namespaced(client.clone(), "bench");
     let expect = match expect {
         Some(n) => n,
-        None => api.list_metadata(&Default::default()).await.map_err(|e| e.to_string())?.items.len(),
+        None => api.list_metadata(&Default::default()).await?.items.len(),
     };
     // Start the watch first, so that no bind is missed.
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff().applied_objects();
@@ -441,7 +440,7 @@ pub(crate) async fn measure(
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .with_context(|| format!("cannot start {program}"))?;
     let mut bound = std::collections::HashSet::new();
     let mut m = Measurement::default();
     let mut first: Option<Instant> = None;

@@ -53,7 +53,10 @@ pub enum RunError {
     Config(#[from] ConfigError),
     /// The kubeconfig or in-cluster configuration cannot be used.
     #[error("cannot configure the Kubernetes client: {0}")]
-    Kube(String),
+    Client(#[from] volcano_kube::ClientError),
+    /// The cache's objects do not make a snapshot.
+    #[error("cannot build the snapshot: {0}")]
+    Snapshot(#[from] volcano_framework::SnapshotError),
     /// A listener cannot be bound.
     #[error("cannot listen on {addr} (--{flag}): {source}")]
     Listen {
@@ -85,7 +88,7 @@ pub struct Handle {
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
 pub async fn client(opts: &SchedulerOptions) -> Result<Client, RunError> {
-    volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(RunError::Kube)
+    Ok(volcano_kube::client(opts.kubeconfig.as_deref()).await?)
 }
 
 fn identity(opts: &SchedulerOptions) -> String {
