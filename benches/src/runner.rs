@@ -10,7 +10,7 @@ use volcano_api::crd::GROUP_NAME_ANNOTATION;
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
     run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, RetryMemo, Session,
-    SessionOptions, Snapshot,
+    SessionOptions, Snapshot, SnapshotError,
 };
 use volcano_metrics::{CycleTimer, SchedulerMetrics};
 use volcano_sim::Cluster;
@@ -148,9 +148,9 @@ pub fn timed_cycle_for(
     scheduler_names: &[&str],
     profile: &Profile,
     cycle: u64,
-) -> Result<(Vec<Effect>, CycleTimes), String> {
+) -> Result<(Vec<Effect>, CycleTimes), SnapshotError> {
     let start = Instant::now();
-    let snap = Snapshot::build(objects, scheduler_names).map_err(|e| e.to_string())?;
+    let snap = Snapshot::build(objects, scheduler_names)?;
     Ok(timed_session(start, snap, profile, cycle))
 }
 
@@ -469,7 +469,7 @@ pub fn run_manifests(
     profile: &Profile,
     cycles: u32,
     parse_seconds: f64,
-) -> Result<CaseReport, String> {
+) -> Result<CaseReport, SnapshotError> {
     let nodes = cluster.nodes.len();
     let pending = pending_groups(&cluster, scheduler_names);
     let pending_pods: usize = pending.values().sum();
@@ -482,7 +482,7 @@ pub fn run_manifests(
         let (effects, t) = timed_cycle_for(&objects, scheduler_names, profile, cycle)?;
         times.push(t.total_seconds);
         if first.is_none() {
-            let snap = Snapshot::build(&objects, scheduler_names).map_err(|e| e.to_string())?;
+            let snap = Snapshot::build(&objects, scheduler_names)?;
             failures.extend(check_cycle(snap, profile, cycle, &effects));
             failures.extend(check_rules(&objects, &effects, cycle));
             let (whole, rolled_back) = gangs(&cluster, &effects, &pending);

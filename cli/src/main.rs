@@ -40,13 +40,11 @@ const EXIT_SCHEDULER_BUG: u8 = 3;
 const EXIT_INTERNAL: u8 = 4;
 
 /// The memory allocator of every subcommand: mimalloc. With glibc's, threads other than the
-/// main one grow their heaps a few pages at a time (an `mprotect` per growth): reading a large
-/// manifest file on all cores spent a sixth of its time there, and the scheduling cycle's
-/// parallel snapshot build and plugins allocate from those threads too (docs/performance.md,
-/// "The memory allocator"). It is built with `no_thp`: it does not ask the kernel for
-/// transparent huge pages (`madvise(MADV_HUGEPAGE)`), whose zeroing, two megabytes at a
-/// first touch, was half of all CPU time in a `hetero-10k` cycle and made the cycles that
-/// build and drop large snapshots 10–40 % slower (docs/performance.md).
+/// main one grow their heaps a few pages at a time (an `mprotect` per growth), and reading
+/// manifests, the snapshot build and the plugins allocate from those threads. It is built
+/// with `no_thp`: it does not ask the kernel for transparent huge pages, whose zeroing at a
+/// first touch slowed the cycles that build and drop large snapshots. The measurements are
+/// in docs/dependencies.md and docs/performance-history.md.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -165,7 +163,7 @@ where
 {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let client = volcano_kube::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+        let client = volcano_kube::client(kubeconfig).await?;
         f(client).await.map_err(anyhow::Error::from)
     })
 }
@@ -221,7 +219,7 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
         let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
         let profile = std::sync::Arc::new(profile);
         runtime.block_on(async {
-            let client = volcano_kube::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
+            let client = volcano_kube::client(args.kubeconfig.as_deref()).await?;
             let explained = volcano_scheduler::explain::explain(
                 &client,
                 args.scheduler_names.clone(),
@@ -426,149 +424,36 @@ enum Output {
 }
 
 fn bench(args: &BenchArgs) -> anyhow::Result<String> {
-    use volcano_benches::cases::Case;
-    use volcano_benches::runner::{median_run, render_table, run_case_with, CaseReport};
-    if !args.manifests.is_empty() {
-        return bench_manifests(args);
-    }
-    if let Some(path) = &args.write_manifests {
-        return write_manifests(args, path);
-    }
-    if args.config.is_some() || args.cycles.is_some() || !args.scheduler_names.is_empty() {
-        anyhow::bail!("bench: --config, --cycles and --scheduler-name apply to --manifests only");
-    }
-    let names: Vec<String> =
-        if args.all { Case::ALL.iter().map(|c| c.name().to_string()).collect() } else { args.cases.clone() };
-    let mut cases = Vec::new();
-    for n in &names {
-        let case = Case::from_name(n).with_context(|| {
-            let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
-            format!("unknown bench case {n:?} (known: {})", known.join(", "))
-        })?;
-        cases.push(case);
-    }
-    let runs = args.runs.max(1);
-    let mut reports = Vec::new();
-    let mut failed = Vec::new();
-    for case in cases {
-        let mut results: Vec<CaseReport> = Vec::new();
-        for _ in 0..runs {
-            let report = if args.in_process {
-                run_case_with(case, args.metrics)
-            } else {
-                // A fresh process per run, so that peak memory is the case's own.
-                let exe = std::env::current_exe().context("cannot find the volcano-rs executable")?;
-                let metrics = if args.metrics { Some("--metrics") } else { None };
-                let out = std::process::Command::new(exe)
-                    .args(["bench", "--in-process", "--runs", "1", "--json"])
-                    .args(metrics)
-                    .arg(case.name())
-                    .output()
-                    .context("cannot run a bench child process")?;
-                // A child whose checks failed prints its report and exits non-zero: the
-                // report (with the failures) is kept, so its figures are shown too.
-                let report = serde_json::from_slice::<Vec<CaseReport>>(&out.stdout).ok().and_then(|mut v| v.pop());
-                match report {
-                    Some(r) if out.status.success() || !r.checks_passed => r,
-                    _ => anyhow::bail!(
-                        "bench child for {} failed: {}",
-                        case.name(),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                }
-            };
-            results.push(report);
-        }
-        let report = median_run(results).expect("at least one run");
-        if !report.checks_passed {
-            failed.push(report.case.clone());
-        }
-        reports.push(report);
-    }
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&reports)?;
-        s.push('\n');
-        s
+    use volcano_benches::command;
+    let outcome = if !args.manifests.is_empty() {
+        let profile = load_profile(args.config.as_deref())?;
+        let scheduler_names =
+            if args.scheduler_names.is_empty() { vec!["volcano-rs".to_string()] } else { args.scheduler_names.clone() };
+        let how = command::ManifestRuns {
+            files: args.manifests.clone(),
+            scheduler_names,
+            cycles: args.cycles.unwrap_or(1),
+            runs: args.runs,
+            json: args.json,
+        };
+        command::run_manifest_files(&how, &profile, &mut |line| eprintln!("{line}"))?
+    } else if let Some(path) = &args.write_manifests {
+        return Ok(command::write_case_manifests(&args.cases, path, args.write_config.as_deref())?);
     } else {
-        render_table(&reports, runs)
+        if args.config.is_some() || args.cycles.is_some() || !args.scheduler_names.is_empty() {
+            anyhow::bail!("bench: --config, --cycles and --scheduler-name apply to --manifests only");
+        }
+        let cases = command::cases(&args.cases, args.all)?;
+        let how =
+            command::CaseRuns { runs: args.runs, in_process: args.in_process, metrics: args.metrics, json: args.json };
+        let exe = std::env::current_exe().context("cannot find the volcano-rs executable")?;
+        command::run_cases(&cases, &how, &exe)?
     };
-    if !failed.is_empty() {
-        print!("{text}");
-        anyhow::bail!("bench result checks failed for: {}", failed.join(", "));
+    if !outcome.failed.is_empty() {
+        print!("{}", outcome.text);
+        anyhow::bail!("bench result checks failed for: {}", outcome.failed.join(", "));
     }
-    Ok(text)
-}
-
-/// `bench CASE --write-manifests FILE [--write-config CONF]`: the case's cluster, as it is
-/// at the start of its measured cycle, written as manifests.
-fn write_manifests(args: &BenchArgs, path: &Path) -> anyhow::Result<String> {
-    use volcano_benches::cases::Case;
-    use volcano_benches::runner::{case_profile, prepare};
-    let [name] = args.cases.as_slice() else {
-        anyhow::bail!("bench --write-manifests: name exactly one case, not {}", args.cases.len());
-    };
-    let case = Case::from_name(name).with_context(|| {
-        let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
-        format!("unknown bench case {name:?} (known: {})", known.join(", "))
-    })?;
-    let cluster = prepare(case, &case_profile(case));
-    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    let written = volcano_benches::manifests::write(&cluster.objects(), &mut out)
-        .with_context(|| format!("bench --write-manifests {}", path.display()))?;
-    let mut text = format!("{}: wrote {written} to {}\n", case.name(), path.display());
-    if let Some(conf) = &args.write_config {
-        std::fs::write(conf, case.conf()).with_context(|| format!("cannot write {}", conf.display()))?;
-        text.push_str(&format!("{}: wrote its scheduler configuration to {}\n", case.name(), conf.display()));
-    }
-    // The process ends next: freeing the cluster object by object only costs time.
-    std::mem::forget(cluster);
-    Ok(text)
-}
-
-/// `bench --manifests`: the cycles over a user's manifests, in this process (`--runs`
-/// times; the run with the median first cycle is reported, peak memory the largest).
-fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
-    use volcano_benches::runner::{median_run, render_table, run_manifests};
-    let profile = load_profile(args.config.as_deref())?;
-    let label = args.manifests.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
-    let scheduler_names =
-        if args.scheduler_names.is_empty() { vec!["volcano-rs".to_string()] } else { args.scheduler_names.clone() };
-    let names: Vec<&str> = scheduler_names.iter().map(String::as_str).collect();
-    let runs = args.runs.max(1);
-    let mut results = Vec::new();
-    for _ in 0..runs {
-        let start = Instant::now();
-        let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
-        let read = start.elapsed();
-        let normalised = normalise_for(manifest, &scheduler_names).map_err(SimError::from)?;
-        let parse_seconds = start.elapsed().as_secs_f64();
-        eprintln!(
-            "bench --manifests: run {}: reading {:.3} s, normalising {:.3} s",
-            results.len() + 1,
-            read.as_secs_f64(),
-            parse_seconds - read.as_secs_f64()
-        );
-        let cycles = args.cycles.unwrap_or(1);
-        let report = run_manifests(&label, normalised.cluster, &names, &profile, cycles, parse_seconds)
-            .map_err(|e| anyhow::anyhow!("bench --manifests: {e}"))?;
-        results.push(report);
-    }
-    let report = median_run(results).expect("at least one run");
-    let failed = !report.checks_passed;
-    let reports = [report];
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&reports)?;
-        s.push('\n');
-        s
-    } else {
-        render_table(&reports, runs)
-    };
-    if failed {
-        print!("{text}");
-        anyhow::bail!("bench result checks failed for: {label}");
-    }
-    Ok(text)
+    Ok(outcome.text)
 }
 
 fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
