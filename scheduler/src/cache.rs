@@ -869,9 +869,9 @@ impl ClusterCache {
                 }
                 Some(kept)
             }
-            // Many changes are cheaper to rebuild (on every core) than to apply one by one:
-            // at 5,000 nodes and 172,000 pods on 2 cores an update costs about 20 µs per
-            // change and a rebuild about 300 ms, so the two meet near a sixteenth of the tasks.
+            // Many changes are cheaper to rebuild (on every core) than to apply one by one;
+            // measured against an API server, the two cost the same near a sixteenth of the
+            // tasks (docs/performance.md, "Snapshot under churn").
             Some(kept) if !pending.rebuild && pending.len() <= kept.tasks.len() / 16 + 64 => {
                 let start = std::time::Instant::now();
                 let changes = self.changes(&pending);
