@@ -64,10 +64,10 @@ mod tests {
         let plugins: Vec<&str> = reg.plugins.names().collect();
         let actions: Vec<&str> = reg.actions.names().collect();
         for name in ["gang", "priority", "drf", "proportion", "predicates", "nodeorder", "binpack"] {
-            assert!(plugins.iter().any(|p| *p == name), "{name} missing from {plugins:?}");
+            assert!(plugins.contains(&name), "{name} missing from {plugins:?}");
         }
         for name in ["enqueue", "allocate", "backfill", "preempt", "reclaim"] {
-            assert!(actions.iter().any(|a| *a == name), "{name} missing from {actions:?}");
+            assert!(actions.contains(&name), "{name} missing from {actions:?}");
         }
     }
 }

@@ -114,4 +114,13 @@ mod tests {
         assert_eq!((ms(0), ms(1), ms(2), ms(3)), (200, 200, 400, 800));
         assert_eq!((ms(10), ms(30)), (60_000, 60_000));
     }
+
+    #[tokio::test]
+    async fn a_kubeconfig_that_cannot_be_read_is_an_error_naming_the_file() {
+        let path = std::env::temp_dir().join(format!("volcano-kube-missing-{}.yaml", std::process::id()));
+        let e = client(Some(&path)).await.err().expect("no client from a missing file");
+        assert_eq!(e.category(), "kubeconfig");
+        assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the kubeconfig error is kept as the source");
+    }
 }

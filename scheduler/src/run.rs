@@ -73,6 +73,24 @@ pub enum RunError {
     SyncTimeout(Duration),
 }
 
+impl RunError {
+    /// A bounded label for logs and metrics, saying what the user fixes: a flag (`flag`),
+    /// the configuration (its [`ConfigError::category`]), the client configuration (its
+    /// [`volcano_kube::ClientError::category`]), the cluster's objects (`snapshot`), a
+    /// listening address (`listen`), or the API server's reachability and RBAC
+    /// (`sync_timeout`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            RunError::Options(_) => "flag",
+            RunError::Config(e) => e.category(),
+            RunError::Client(e) => e.category(),
+            RunError::Snapshot(_) => "snapshot",
+            RunError::Listen { .. } => "listen",
+            RunError::SyncTimeout(_) => "sync_timeout",
+        }
+    }
+}
+
 /// A running scheduler's shared state, for tests and embedding.
 #[derive(Clone)]
 pub struct Handle {

@@ -147,7 +147,8 @@ impl WebhookError {
     pub fn category(&self) -> &'static str {
         match self {
             WebhookError::Flag { .. } => "flag",
-            WebhookError::Tls(_) | WebhookError::BadSecret { .. } => "certificate",
+            WebhookError::Tls(e) => e.category(),
+            WebhookError::BadSecret { .. } => "certificate",
             WebhookError::Client(e) => e.category(),
             WebhookError::Api { .. } | WebhookError::QueueWatch(_) => "api",
             WebhookError::Encode { .. } => "internal",
