@@ -113,7 +113,7 @@ impl Event {
 /// Volcano's Command has no `spec`: `action`, `target`, `reason` and `message` sit at the
 /// top level of the object, so it is written by hand rather than with the
 /// `CustomResource` derive (which nests fields under `spec`). It serializes with its
-/// `apiVersion` and `kind`; its CRD is [`crate::crd::crds::command`].
+/// `apiVersion` and `kind`; its CRD is [`crate::crds::command`].
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Command {

@@ -6,7 +6,7 @@
 //! integers are `i32` fields that are not written when zero; Go's optional pointers and
 //! strings are `Option`s. Durations (`runningEstimate`, `timeout`, `runningDuration`) are
 //! kept as Go duration strings (`90s`, `1h30m`). Admission (defaults and checks) is
-//! [`crate::admission`]; the CRD is [`crate::crd::crds::job`].
+//! [`crate::admission`]; the CRD is [`crate::crds::job`].
 
 use std::collections::BTreeMap;
 
@@ -181,9 +181,9 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub min_available: Option<i32>,
-    /// The pod template. See [`crate::crd::crds::job`] for how the CRD schema types it.
+    /// The pod template. See [`crate::crds::job`] for how the CRD schema types it.
     #[serde(default)]
-    #[schemars(schema_with = "crate::crd::crds::pod_template_schema", extend("default" = null))]
+    #[schemars(schema_with = "pod_template_schema", extend("default" = null))]
     pub template: PodTemplateSpec,
     /// Task-level lifecycle policies (checked before the job's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -420,6 +420,53 @@ pub struct JobStatus {
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
+}
+
+/// The schema of a task's pod template in the Job CRD.
+///
+/// `metadata` is typed as Volcano's CRD types it (controller-gen's embedded ObjectMeta:
+/// `annotations`, `finalizers`, `labels`, `name`, `namespace`); `spec` is an object
+/// with `x-kubernetes-preserve-unknown-fields`. Volcano's CRD spells the whole PodSpec
+/// out (about 200 KB with its descriptions stripped). We do not, because:
+/// - size: the full PodSpec schema, once per task template, brings the CRD close to the
+///   256 KiB `kubectl apply` (client-side) annotation limit that made Volcano strip its
+///   descriptions, and grows with every Kubernetes release; ours is a few KB;
+/// - pruning: a typed schema silently drops the fields it does not know. Ours would be
+///   k8s-openapi's (Kubernetes 1.33), so a PodSpec field newer than that, which a newer
+///   Volcano CRD keeps, would vanish from stored jobs; preserving keeps every field;
+/// - acceptance: every template Volcano's schema accepts, ours accepts. What the schema
+///   no longer rejects (a wrongly typed PodSpec field, a template without containers) is
+///   rejected by the job webhook: decoding into [`k8s_openapi`]'s PodSpec fails, and
+///   [`crate::admission::validate_job_create`] checks the template as Volcano's
+///   `ValidatePodTemplate` does.
+///
+/// The cost: `kubectl explain vcjob.spec.tasks.template.spec` describes nothing,
+/// server-side apply treats the PodSpec as one atomic value, and the defaults Volcano's
+/// schema carries inside the PodSpec (a container port's `protocol: TCP`, a probe's
+/// `grpc.service: ""`, ...) are not written into the stored Job; the API server still
+/// applies them to the pods made from the template, so the pods are the same.
+///
+/// Checked by hand against a real API server (Kubernetes 1.36): a TF ps/worker job created under
+/// Volcano's CRD reads back unchanged after this CRD replaces Volcano's; created under
+/// this CRD it is stored as under Volcano's but for the port's `protocol: TCP`.
+pub fn pod_template_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "The pod template of the task's pods (its spec is validated by the job webhook).",
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "annotations": { "type": "object", "additionalProperties": { "type": "string" } },
+                    "finalizers": { "type": "array", "items": { "type": "string" } },
+                    "labels": { "type": "object", "additionalProperties": { "type": "string" } },
+                    "name": { "type": "string" },
+                    "namespace": { "type": "string" }
+                }
+            },
+            "spec": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+        }
+    })
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! the scheduler configuration file (`volcano-scheduler.conf`). [`quantity`] parses and prints Kubernetes quantities;
 //! [`names`] holds the scheduler name, condition types, reasons and event reasons;
 //! [`validation`] checks objects as the API server and Volcano's webhooks do;
-//! [`admission`] defaults and checks Jobs as Volcano's job webhooks do.
+//! [`admission`] defaults and checks Jobs as Volcano's job webhooks do;
+//! [`crds`] generates the CustomResourceDefinitions from these types.
 //!
 //! This crate does no IO beyond (de)serialisation and knows nothing of a client:
 //! `kube` is used for its `CustomResource` derive and `Resource` trait only.
@@ -16,6 +17,7 @@ pub mod admission;
 pub mod bus;
 pub mod conf;
 pub mod crd;
+pub mod crds;
 pub mod job;
 pub mod names;
 mod open_enum;

@@ -2,9 +2,9 @@
 //! finding the node of one task (predicates + scores) on a 1k-node cluster.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use volcano_benches::runner::{registries, timed_cycle};
+use volcano_benches::runner::timed_cycle;
 use volcano_benches::workloads::{self, BENCH_CONF, SCHEDULER_NAME};
-use volcano_framework::{Profile, Snapshot};
+use volcano_framework::Snapshot;
 
 fn snapshot_build(c: &mut Criterion) {
     let objects = workloads::objects(1_000, workloads::gang(0, 6_400));
@@ -15,7 +15,7 @@ fn snapshot_build(c: &mut Criterion) {
 
 fn allocate_1k(c: &mut Criterion) {
     let objects = workloads::objects(1_000, workloads::gang(0, 6_400));
-    let profile = Profile::from_yaml(BENCH_CONF, &registries()).unwrap();
+    let profile = volcano_builtin::profile_from_text(BENCH_CONF).unwrap();
     let mut group = c.benchmark_group("cycle");
     group.sample_size(10);
     group.bench_function("fill-1k", |b| b.iter(|| timed_cycle(&objects, &profile, 1)));
@@ -24,7 +24,7 @@ fn allocate_1k(c: &mut Criterion) {
 
 fn one_task(c: &mut Criterion) {
     let objects = workloads::objects(1_000, workloads::gang(0, 1));
-    let profile = Profile::from_yaml(BENCH_CONF, &registries()).unwrap();
+    let profile = volcano_builtin::profile_from_text(BENCH_CONF).unwrap();
     let snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
     let task = volcano_framework::TaskId(0);
     let ctx = volcano_framework::SessionContext { now_ms: 0, cycle: 1, uid: "bench".into(), enqueue_enabled: true };

@@ -3,8 +3,9 @@
 //! gangs). `cargo run --release -p volcano-benches --example idle -- steady-5k 20`; prints the
 //! phases of each cycle.
 
+use volcano_benches::cases::Case;
 use volcano_benches::runner::{apply, case_profile, prepare, timed_cycle, timed_warm_cycle};
-use volcano_benches::workloads::{Case, SCHEDULER_NAME};
+use volcano_benches::workloads::SCHEDULER_NAME;
 use volcano_framework::Snapshot;
 
 fn main() {

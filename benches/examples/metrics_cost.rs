@@ -5,8 +5,9 @@
 
 use std::time::Instant;
 
+use volcano_benches::cases::Case;
 use volcano_benches::runner::{case_profile, prepare};
-use volcano_benches::workloads::{Case, SCHEDULER_NAME};
+use volcano_benches::workloads::SCHEDULER_NAME;
 use volcano_framework::{run_cycle, CycleContext, NoObserver, SessionOptions, Snapshot};
 use volcano_metrics::SchedulerMetrics;
 

@@ -3,8 +3,9 @@
 //! `perf record --call-graph dwarf`. The objects (and, for `steady-5k`, the cached snapshot)
 //! are built once; each repetition prints its phase times.
 
+use volcano_benches::cases::Case;
 use volcano_benches::runner::{case_profile, prepare, timed_cycle, timed_warm_cycle};
-use volcano_benches::workloads::{Case, SCHEDULER_NAME};
+use volcano_benches::workloads::SCHEDULER_NAME;
 use volcano_framework::Snapshot;
 
 fn main() {

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use volcano_benches::cases::Case;
 use volcano_benches::runner::{apply, case_profile, prepare, timed_cycle};
-use volcano_benches::workloads::{Case, SCHEDULER_NAME};
+use volcano_benches::workloads::SCHEDULER_NAME;
 use volcano_framework::{Changes, ClusterObjects, Effect, Snapshot};
 
 fn key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {

@@ -1,14 +1,15 @@
 //! volcano-benches: the standard benchmark workloads (`docs/performance.md`) and the runner
 //! behind `volcano-rs bench`.
 //!
-//! Start with [`workloads::Case`] and [`runner::run_case`]. The runner goes through the same
+//! Start with [`cases::Case`] and [`runner::run_case`]; [`command`] is what `volcano-rs bench`
+//! runs. The runner goes through the same
 //! code path as the simulator and the kube backend — objects → [`volcano_framework::Snapshot`]
-//! → [`volcano_framework::run_cycle`] → effects — and times each phase. [`cluster`] is the benchmark against a real API server
-//! (`volcano-rs bench-cluster`). [`rules`] checks that a cycle's binds keep the required
+//! → [`volcano_framework::run_cycle`] → effects — and times each phase. [`rules`] checks that a cycle's binds keep the required
 //! rules of Kubernetes (inter-pod (anti-)affinity, topology spread, node selection), from
 //! the Kubernetes definitions rather than the plugins' code.
 
-pub mod cluster;
+pub mod cases;
+pub mod command;
 pub mod hetero;
 pub mod manifests;
 pub mod preempt;

@@ -152,8 +152,9 @@ mod tests {
     use volcano_sim::{normalise_for, Cluster, FieldValidation, Manifest};
 
     use super::*;
+    use crate::cases::Case;
     use crate::runner::{case_profile, timed_cycle_for};
-    use crate::workloads::{Case, SCHEDULER_NAME};
+    use crate::workloads::SCHEDULER_NAME;
 
     /// The cluster the written manifests read back into, strictly, as `bench --manifests`
     /// reads them.

@@ -9,13 +9,14 @@ use volcano_api::crd::GROUP_NAME_ANNOTATION;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{
-    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, Registries, RetryMemo,
-    Session, SessionOptions, Snapshot,
+    run_cycle, Both, ClusterObjects, CycleContext, Effect, InvariantChecker, Observer, Profile, RetryMemo, Session,
+    SessionOptions, Snapshot, SnapshotError,
 };
 use volcano_metrics::{CycleTimer, SchedulerMetrics};
 use volcano_sim::Cluster;
 
-use crate::workloads::{self, Case, BENCH_CONF, SCHEDULER_NAME};
+use crate::cases::Case;
+use crate::workloads::{self, BENCH_CONF, SCHEDULER_NAME};
 
 /// Wall time of the phases of one cycle.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -133,11 +134,6 @@ impl Observer for Timer {
     }
 }
 
-/// The registries of the built-in plugins and actions.
-pub fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
-}
-
 /// One measured cold cycle over `objects`: the snapshot is built from the objects.
 pub fn timed_cycle(objects: &ClusterObjects, profile: &Profile, cycle: u64) -> (Vec<Effect>, CycleTimes) {
     let start = Instant::now();
@@ -152,9 +148,9 @@ pub fn timed_cycle_for(
     scheduler_names: &[&str],
     profile: &Profile,
     cycle: u64,
-) -> Result<(Vec<Effect>, CycleTimes), String> {
+) -> Result<(Vec<Effect>, CycleTimes), SnapshotError> {
     let start = Instant::now();
-    let snap = Snapshot::build(objects, scheduler_names).map_err(|e| e.to_string())?;
+    let snap = Snapshot::build(objects, scheduler_names)?;
     Ok(timed_session(start, snap, profile, cycle))
 }
 
@@ -276,12 +272,12 @@ fn pipelined(effects: &[Effect]) -> usize {
 
 /// The bench profile (`BENCH_CONF` with the built-in registries).
 pub fn bench_profile() -> Profile {
-    Profile::from_yaml(BENCH_CONF, &registries()).expect("the bench configuration is valid")
+    volcano_builtin::profile_from_text(BENCH_CONF).expect("the bench configuration is valid")
 }
 
 /// The profile of a case ([`Case::conf`] with the built-in registries).
 pub fn case_profile(case: Case) -> Profile {
-    Profile::from_yaml(case.conf(), &registries()).expect("the bench configuration is valid")
+    volcano_builtin::profile_from_text(case.conf()).expect("the bench configuration is valid")
 }
 
 /// Cycles `hetero-10k-idle`'s preparation may run before the cluster is settled (the first
@@ -473,7 +469,7 @@ pub fn run_manifests(
     profile: &Profile,
     cycles: u32,
     parse_seconds: f64,
-) -> Result<CaseReport, String> {
+) -> Result<CaseReport, SnapshotError> {
     let nodes = cluster.nodes.len();
     let pending = pending_groups(&cluster, scheduler_names);
     let pending_pods: usize = pending.values().sum();
@@ -486,7 +482,7 @@ pub fn run_manifests(
         let (effects, t) = timed_cycle_for(&objects, scheduler_names, profile, cycle)?;
         times.push(t.total_seconds);
         if first.is_none() {
-            let snap = Snapshot::build(&objects, scheduler_names).map_err(|e| e.to_string())?;
+            let snap = Snapshot::build(&objects, scheduler_names)?;
             failures.extend(check_cycle(snap, profile, cycle, &effects));
             failures.extend(check_rules(&objects, &effects, cycle));
             let (whole, rolled_back) = gangs(&cluster, &effects, &pending);

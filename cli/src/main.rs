@@ -12,7 +12,12 @@
 //! - `controller`, `job`, `queue`: the Job controller and vcctl's commands
 //!   (`volcano-controller`, see `docs/jobs.md`).
 //!
-//! `replay` is wired here when it lands.
+//! - `explain`: what one cycle sees of a job, on a cluster or on manifests;
+//! - `bench-cluster`: a scheduler process timed against a real API server.
+//!
+//! `main` holds the command line and the exit codes; each offline subcommand's flags and the
+//! glue to its library are a module of their own (`simulate`, `bench`, `explain`), and
+//! `bench_cluster` is the one subcommand with its own API client.
 //!
 //! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
 //! 2 invalid command line, 3 the simulation caught the scheduler breaking an invariant,
@@ -21,14 +26,18 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::EnvFilter;
 use volcano_framework::Profile;
-use volcano_sim::{normalise_for, FieldValidation, Manifest, SimError, Simulator};
+use volcano_sim::SimError;
+
+mod bench;
+mod bench_cluster;
+mod explain;
+mod simulate;
 
 /// Exit code for invalid input: manifests, configuration, unreadable files.
 const EXIT_INPUT: u8 = 1;
@@ -38,13 +47,11 @@ const EXIT_SCHEDULER_BUG: u8 = 3;
 const EXIT_INTERNAL: u8 = 4;
 
 /// The memory allocator of every subcommand: mimalloc. With glibc's, threads other than the
-/// main one grow their heaps a few pages at a time (an `mprotect` per growth): reading a large
-/// manifest file on all cores spent a sixth of its time there, and the scheduling cycle's
-/// parallel snapshot build and plugins allocate from those threads too (docs/performance.md,
-/// "The memory allocator"). It is built with `no_thp`: it does not ask the kernel for
-/// transparent huge pages (`madvise(MADV_HUGEPAGE)`), whose zeroing, two megabytes at a
-/// first touch, was half of all CPU time in a `hetero-10k` cycle and made the cycles that
-/// build and drop large snapshots 10–40 % slower (docs/performance.md).
+/// main one grow their heaps a few pages at a time (an `mprotect` per growth), and reading
+/// manifests, the snapshot build and the plugins allocate from those threads. It is built
+/// with `no_thp`: it does not ask the kernel for transparent huge pages, whose zeroing at a
+/// first touch slowed the cycles that build and drop large snapshots. The measurements are
+/// in docs/dependencies.md and docs/performance-history.md.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -75,9 +82,9 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Schedule Kubernetes manifests on a simulated cluster, without a cluster.
-    Simulate(SimulateArgs),
+    Simulate(simulate::SimulateArgs),
     /// Run the standard benchmark workloads (docs/performance.md) and check their results.
-    Bench(BenchArgs),
+    Bench(bench::BenchArgs),
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
@@ -94,103 +101,11 @@ enum Command {
     /// Benchmark a scheduler process against a real API server: create a cluster, then time
     /// start → first bind, binds per second and idle cycles (docs/performance.md).
     #[command(subcommand)]
-    BenchCluster(BenchCluster),
+    BenchCluster(bench_cluster::BenchCluster),
     /// Why is this job pending: what one scheduling cycle sees of a PodGroup or Volcano Job
     /// (admission, placements, predicate failures per node, jobs ahead, preemption), on a
     /// cluster or on manifests (docs/observability.md).
-    Explain(ExplainArgs),
-}
-
-#[derive(Subcommand, Debug)]
-enum BenchCluster {
-    /// Create cluster gpu-N as Node objects, bound pods and a pending gang-P workload.
-    Load {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Nodes (cluster gpu-N).
-        #[arg(long, default_value_t = 5000)]
-        nodes: usize,
-        /// Pods already bound to the nodes (cpu 1, memory 1Gi each).
-        #[arg(long, default_value_t = 0)]
-        running: usize,
-        /// Pending pods (gang-P).
-        #[arg(long, default_value_t = 0)]
-        pending: usize,
-        /// schedulerName of the pending pods.
-        #[arg(long, default_value = "volcano-rs")]
-        scheduler_name: String,
-        /// Requests in flight.
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-    },
-    /// Start a scheduler command and time its binds in namespace bench.
-    Measure {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Pods to wait for (default: every pod in namespace bench).
-        #[arg(long)]
-        expect: Option<usize>,
-        /// Give up after this long (Go duration).
-        #[arg(long, default_value = "10m", value_parser = volcano_scheduler::options::parse_duration)]
-        timeout: std::time::Duration,
-        /// volcano-rs's metrics address (HOST:PORT): measure idle cycles after the binds.
-        #[arg(long)]
-        metrics: Option<String>,
-        /// Idle window.
-        #[arg(long, default_value = "10s", value_parser = volcano_scheduler::options::parse_duration)]
-        idle: std::time::Duration,
-        /// The scheduler command and its arguments (after --).
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
-    /// The API server's bind ceiling: bind every pending pod of namespace bench directly,
-    /// without scheduling, and report binds per second.
-    Bind {
-        /// kubeconfig of the API server.
-        #[arg(long, value_name = "FILE")]
-        kubeconfig: PathBuf,
-        /// Requests in flight (volcano-rs's --bind-concurrency for a like-for-like figure).
-        #[arg(long, default_value_t = 64)]
-        concurrency: usize,
-        /// Also record a Scheduled event per pod, as a scheduler does.
-        #[arg(long)]
-        events: bool,
-    },
-}
-
-fn bench_cluster(cmd: &BenchCluster) -> anyhow::Result<String> {
-    use volcano_benches::cluster;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    runtime.block_on(async {
-        match cmd {
-            BenchCluster::Load { kubeconfig, nodes, running, pending, scheduler_name, concurrency } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let spec = cluster::LoadSpec {
-                    nodes: *nodes,
-                    running: *running,
-                    pending: *pending,
-                    scheduler_name: scheduler_name.clone(),
-                    concurrency: *concurrency,
-                };
-                let took = cluster::load(&client, &spec).await?;
-                Ok(format!("loaded in {:.1} s\n", took.as_secs_f64()))
-            }
-            BenchCluster::Measure { kubeconfig, expect, timeout, metrics, idle, command } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let m = cluster::measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle)
-                    .await
-                    .map_err(anyhow::Error::msg)?;
-                Ok(serde_json::to_string_pretty(&m)? + "\n")
-            }
-            BenchCluster::Bind { kubeconfig, concurrency, events } => {
-                let client = cluster::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
-                let c = cluster::bind_ceiling(&client, *concurrency, *events).await?;
-                Ok(serde_json::to_string_pretty(&c)? + "\n")
-            }
-        }
-    })
+    Explain(explain::ExplainArgs),
 }
 
 #[derive(Args, Debug)]
@@ -258,132 +173,8 @@ where
 {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let client = volcano_kube::client(kubeconfig).await.map_err(anyhow::Error::msg)?;
+        let client = volcano_kube::client(kubeconfig).await?;
         f(client).await.map_err(anyhow::Error::from)
-    })
-}
-
-#[derive(Args, Debug)]
-struct ExplainArgs {
-    /// The job: `NAMESPACE/NAME` of a PodGroup or of a Volcano Job.
-    #[arg(value_name = "NAMESPACE/NAME")]
-    job: String,
-    /// Explain on these manifests instead of a cluster (a file or a directory; repeat the
-    /// flag for several): they are simulated as `simulate` does (until a cycle changes
-    /// nothing, or --cycles), then the next cycle is explained.
-    #[arg(long, value_name = "FILE")]
-    manifests: Vec<PathBuf>,
-    /// With --manifests: run exactly N cycles before the explained one.
-    #[arg(long, value_name = "N", requires = "manifests")]
-    cycles: Option<u32>,
-    /// The scheduler configuration (Volcano's file or its ConfigMap); default: the built-in
-    /// configuration.
-    #[arg(long = "scheduler-conf", alias = "config", value_name = "FILE")]
-    scheduler_conf: Option<PathBuf>,
-    /// The scheduler names whose pods are scheduled (repeatable).
-    #[arg(long = "scheduler-name", value_name = "NAME", default_value = "volcano-rs")]
-    scheduler_names: Vec<String>,
-    /// The kubeconfig (cluster mode); in-cluster configuration or ~/.kube/config when absent.
-    #[arg(long, value_name = "FILE", conflicts_with = "manifests")]
-    kubeconfig: Option<PathBuf>,
-    /// Cluster mode: only the nodes with this label, as the scheduler's --node-selector
-    /// (KEY:VALUE, repeatable).
-    #[arg(long = "node-selector", value_name = "KEY:VALUE", conflicts_with = "manifests")]
-    node_selector: Vec<String>,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = ExplainOutput::Text)]
-    output: ExplainOutput,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum ExplainOutput {
-    /// Readable text.
-    Text,
-    /// JSON, for tools.
-    Json,
-}
-
-fn explain(args: &ExplainArgs) -> anyhow::Result<String> {
-    use volcano_scheduler::explain::Explained;
-    if args.job.split_once('/').is_none_or(|(ns, n)| ns.is_empty() || n.is_empty()) {
-        anyhow::bail!("explain: {:?} is not NAMESPACE/NAME", args.job);
-    }
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.scheduler_conf {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
-    let found = if args.manifests.is_empty() {
-        let selector = volcano_scheduler::options::parse_node_selector(&args.node_selector)?;
-        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-        let profile = std::sync::Arc::new(profile);
-        runtime.block_on(async {
-            let client = volcano_kube::client(args.kubeconfig.as_deref()).await.map_err(anyhow::Error::msg)?;
-            let explained = volcano_scheduler::explain::explain(
-                &client,
-                args.scheduler_names.clone(),
-                selector,
-                profile,
-                &args.job,
-                std::time::Duration::from_secs(120),
-            )
-            .await?;
-            anyhow::Ok(match explained {
-                Explained::Job(e) => Some(*e),
-                Explained::NotFound => None,
-            })
-        })?
-    } else {
-        let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
-        let normalised = normalise_for(manifest, &args.scheduler_names).map_err(SimError::from)?;
-        let mut sim = Simulator::from_normalised(normalised, profile)?;
-        sim.run(args.cycles)?;
-        sim.explain(&args.job)?
-    };
-    let Some(e) = found else {
-        anyhow::bail!(
-            "explain: no PodGroup and no Volcano Job {} is scheduled by {}",
-            args.job,
-            args.scheduler_names.join(", ")
-        );
-    };
-    Ok(match args.output {
-        ExplainOutput::Text => e.to_string(),
-        ExplainOutput::Json => {
-            let mut s = serde_json::to_string_pretty(&explanation_json(&e))?;
-            s.push('\n');
-            s
-        }
-    })
-}
-
-/// An explanation as JSON (docs/observability.md shows the fields).
-fn explanation_json(e: &volcano_framework::Explanation) -> serde_json::Value {
-    use serde_json::json;
-    json!({
-        "job": e.job,
-        "queue": e.queue,
-        "priority": e.priority,
-        "minMember": e.min_member,
-        "phase": e.phase,
-        "ready": e.ready,
-        "tasks": e.tasks,
-        "notAdmitted": e.not_admitted,
-        "refused": e.refused,
-        "rolledBack": e.rolled_back.iter().map(|(t, n)| json!({"pod": t, "node": n})).collect::<Vec<_>>(),
-        "placed": e.placed.iter().map(|(t, n, s)| json!({"pod": t, "node": n, "status": s})).collect::<Vec<_>>(),
-        "blocked": e.blocked.iter().map(|b| json!({
-            "count": b.count,
-            "examples": b.examples,
-            "error": b.error,
-            "nodes": b.nodes,
-            "reasons": b.reasons.iter().map(|(r, n)| json!({"reason": r, "nodes": n})).collect::<Vec<_>>(),
-        })).collect::<Vec<_>>(),
-        "notTried": e.not_tried,
-        "ahead": e.ahead.iter().map(|a| json!({"job": a.job, "by": a.by, "placed": a.placed, "pending": a.pending})).collect::<Vec<_>>(),
-        "moreAhead": e.more_ahead,
-        "preemption": e.preemption,
-        "condition": e.condition,
     })
 }
 
@@ -420,307 +211,17 @@ fn scheduler(args: &SchedulerArgs) -> ExitCode {
     }
 }
 
-#[derive(Args, Debug)]
-struct BenchArgs {
-    /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k, spread-5k, hetero-1k,
-    /// hetero-5k, hetero-10k, hetero-10k-idle, preempt-1k, preempt-5k, preempt-10k.
-    #[arg(value_name = "CASE", required_unless_present_any = ["all", "manifests"])]
-    cases: Vec<String>,
-    /// Run every case.
-    #[arg(long, conflicts_with = "manifests")]
-    all: bool,
-    /// Instead of a standard case, time the cycles over these manifests (files or
-    /// directories, as `simulate` reads them: a dump of your own cluster, say); reading
-    /// them is timed apart.
-    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with = "cases")]
-    manifests: Vec<PathBuf>,
-    /// With --manifests: a Volcano scheduler configuration file; default: the built-in
-    /// configuration.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// With --manifests: the number of cycles, each applied before the next (default 1).
-    #[arg(long, value_name = "N")]
-    cycles: Option<u32>,
-    /// With --manifests: schedule the pods whose spec.schedulerName is this (repeatable;
-    /// default volcano-rs).
-    #[arg(long = "scheduler-name", value_name = "NAME")]
-    scheduler_names: Vec<String>,
-    /// Print one JSON array, an object per case.
-    #[arg(long)]
-    json: bool,
-    /// Runs per case; the run with the median cycle time is reported.
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Run the case in this process instead of a fresh child process per run (peak memory
-    /// is then the process's, not the case's).
-    #[arg(long)]
-    in_process: bool,
-    /// Keep Volcano's metrics in the measured cycles, as `volcano-rs scheduler` does (each
-    /// cycle's steps timed, its outcome recorded), to see what they cost.
-    #[arg(long)]
-    metrics: bool,
-    /// Instead of running the case, write its cluster (priority classes, namespaces,
-    /// queues, nodes, PodGroups, pods) to FILE as multi-document YAML, which `bench
-    /// --manifests FILE` reads back into the same cluster; `hetero-10k` gives the loading
-    /// figure of docs/performance.md.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["manifests", "all"])]
-    write_manifests: Option<PathBuf>,
-    /// With --write-manifests: also write the case's scheduler configuration to FILE, for
-    /// `bench --manifests … --config FILE`.
-    #[arg(long, value_name = "FILE", requires = "write_manifests")]
-    write_config: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-struct SimulateArgs {
-    /// A Volcano scheduler configuration file (volcano-scheduler.conf); default: the built-in
-    /// configuration.
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Run exactly N scheduling cycles; default: until a cycle changes nothing, at most 100.
-    #[arg(long, value_name = "N")]
-    cycles: Option<u32>,
-    /// Output format.
-    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
-    output: Output,
-    /// Schedule the pods whose spec.schedulerName is this (repeatable), as the scheduler's
-    /// --scheduler-name does; `--scheduler-name volcano` runs manifests written for Volcano.
-    #[arg(long = "scheduler-name", value_name = "NAME", default_value = "volcano-rs")]
-    scheduler_names: Vec<String>,
-    /// Fields an object's type does not have: an error (strict, kubectl's default), a
-    /// warning on stderr (warn), or dropped silently (ignore).
-    #[arg(long, value_enum, default_value_t = Validate::Strict)]
-    validate: Validate,
-    /// Write Volcano's metrics (the Prometheus text exposition a scheduler serves on
-    /// /metrics, after the last cycle) to FILE; - writes them to standard output after
-    /// the report.
-    #[arg(long, value_name = "FILE")]
-    metrics: Option<PathBuf>,
-    /// Manifest files: YAML (multi-document) or JSON, a List included; a directory reads its
-    /// .yaml, .yml and .json files; - reads standard input.
-    #[arg(required = true, value_name = "FILE")]
-    files: Vec<PathBuf>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Validate {
-    /// Unknown fields are errors.
-    Strict,
-    /// Unknown fields are reported and dropped.
-    Warn,
-    /// Unknown fields are dropped.
-    Ignore,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Output {
-    /// A readable report.
-    Table,
-    /// JSON: cycles, pods, podGroups, queues, jobs.
-    Json,
-    /// YAML, the same structure as JSON.
-    Yaml,
-}
-
-fn bench(args: &BenchArgs) -> anyhow::Result<String> {
-    use volcano_benches::runner::{median_run, render_table, run_case_with, CaseReport};
-    use volcano_benches::workloads::Case;
-    if !args.manifests.is_empty() {
-        return bench_manifests(args);
-    }
-    if let Some(path) = &args.write_manifests {
-        return write_manifests(args, path);
-    }
-    if args.config.is_some() || args.cycles.is_some() || !args.scheduler_names.is_empty() {
-        anyhow::bail!("bench: --config, --cycles and --scheduler-name apply to --manifests only");
-    }
-    let names: Vec<String> =
-        if args.all { Case::ALL.iter().map(|c| c.name().to_string()).collect() } else { args.cases.clone() };
-    let mut cases = Vec::new();
-    for n in &names {
-        let case = Case::from_name(n).with_context(|| {
-            let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
-            format!("unknown bench case {n:?} (known: {})", known.join(", "))
-        })?;
-        cases.push(case);
-    }
-    let runs = args.runs.max(1);
-    let mut reports = Vec::new();
-    let mut failed = Vec::new();
-    for case in cases {
-        let mut results: Vec<CaseReport> = Vec::new();
-        for _ in 0..runs {
-            let report = if args.in_process {
-                run_case_with(case, args.metrics)
-            } else {
-                // A fresh process per run, so that peak memory is the case's own.
-                let exe = std::env::current_exe().context("cannot find the volcano-rs executable")?;
-                let metrics = if args.metrics { Some("--metrics") } else { None };
-                let out = std::process::Command::new(exe)
-                    .args(["bench", "--in-process", "--runs", "1", "--json"])
-                    .args(metrics)
-                    .arg(case.name())
-                    .output()
-                    .context("cannot run a bench child process")?;
-                // A child whose checks failed prints its report and exits non-zero: the
-                // report (with the failures) is kept, so its figures are shown too.
-                let report = serde_json::from_slice::<Vec<CaseReport>>(&out.stdout).ok().and_then(|mut v| v.pop());
-                match report {
-                    Some(r) if out.status.success() || !r.checks_passed => r,
-                    _ => anyhow::bail!(
-                        "bench child for {} failed: {}",
-                        case.name(),
-                        String::from_utf8_lossy(&out.stderr)
-                    ),
-                }
-            };
-            results.push(report);
+/// The scheduler configuration of an offline command: Volcano's file (or its ConfigMap) at
+/// `path`, or the built-in default configuration without one.
+fn load_profile(path: Option<&Path>) -> anyhow::Result<Profile> {
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the scheduler configuration {}", path.display()))?;
+            volcano_builtin::profile_from_text(&text).with_context(|| path.display().to_string())
         }
-        let report = median_run(results).expect("at least one run");
-        if !report.checks_passed {
-            failed.push(report.case.clone());
-        }
-        reports.push(report);
+        None => volcano_builtin::default_profile().context("the built-in scheduler configuration"),
     }
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&reports)?;
-        s.push('\n');
-        s
-    } else {
-        render_table(&reports, runs)
-    };
-    if !failed.is_empty() {
-        print!("{text}");
-        anyhow::bail!("bench result checks failed for: {}", failed.join(", "));
-    }
-    Ok(text)
-}
-
-/// `bench CASE --write-manifests FILE [--write-config CONF]`: the case's cluster, as it is
-/// at the start of its measured cycle, written as manifests.
-fn write_manifests(args: &BenchArgs, path: &Path) -> anyhow::Result<String> {
-    use volcano_benches::runner::{case_profile, prepare};
-    use volcano_benches::workloads::Case;
-    let [name] = args.cases.as_slice() else {
-        anyhow::bail!("bench --write-manifests: name exactly one case, not {}", args.cases.len());
-    };
-    let case = Case::from_name(name).with_context(|| {
-        let known: Vec<&str> = Case::ALL.iter().map(|c| c.name()).collect();
-        format!("unknown bench case {name:?} (known: {})", known.join(", "))
-    })?;
-    let cluster = prepare(case, &case_profile(case));
-    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut out = std::io::BufWriter::new(file);
-    let written = volcano_benches::manifests::write(&cluster.objects(), &mut out)
-        .with_context(|| format!("bench --write-manifests {}", path.display()))?;
-    let mut text = format!("{}: wrote {written} to {}\n", case.name(), path.display());
-    if let Some(conf) = &args.write_config {
-        std::fs::write(conf, case.conf()).with_context(|| format!("cannot write {}", conf.display()))?;
-        text.push_str(&format!("{}: wrote its scheduler configuration to {}\n", case.name(), conf.display()));
-    }
-    // The process ends next: freeing the cluster object by object only costs time.
-    std::mem::forget(cluster);
-    Ok(text)
-}
-
-/// `bench --manifests`: the cycles over a user's manifests, in this process (`--runs`
-/// times; the run with the median first cycle is reported, peak memory the largest).
-fn bench_manifests(args: &BenchArgs) -> anyhow::Result<String> {
-    use volcano_benches::runner::{median_run, render_table, run_manifests};
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.config {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
-    let label = args.manifests.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ");
-    let scheduler_names =
-        if args.scheduler_names.is_empty() { vec!["volcano-rs".to_string()] } else { args.scheduler_names.clone() };
-    let names: Vec<&str> = scheduler_names.iter().map(String::as_str).collect();
-    let runs = args.runs.max(1);
-    let mut results = Vec::new();
-    for _ in 0..runs {
-        let start = Instant::now();
-        let manifest = Manifest::from_paths_with(&args.manifests, FieldValidation::Strict).map_err(SimError::from)?;
-        let read = start.elapsed();
-        let normalised = normalise_for(manifest, &scheduler_names).map_err(SimError::from)?;
-        let parse_seconds = start.elapsed().as_secs_f64();
-        eprintln!(
-            "bench --manifests: run {}: reading {:.3} s, normalising {:.3} s",
-            results.len() + 1,
-            read.as_secs_f64(),
-            parse_seconds - read.as_secs_f64()
-        );
-        let cycles = args.cycles.unwrap_or(1);
-        let report = run_manifests(&label, normalised.cluster, &names, &profile, cycles, parse_seconds)
-            .map_err(|e| anyhow::anyhow!("bench --manifests: {e}"))?;
-        results.push(report);
-    }
-    let report = median_run(results).expect("at least one run");
-    let failed = !report.checks_passed;
-    let reports = [report];
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&reports)?;
-        s.push('\n');
-        s
-    } else {
-        render_table(&reports, runs)
-    };
-    if failed {
-        print!("{text}");
-        anyhow::bail!("bench result checks failed for: {label}");
-    }
-    Ok(text)
-}
-
-fn simulate(args: &SimulateArgs) -> anyhow::Result<String> {
-    let registries = volcano_scheduler::registries();
-    let profile = match &args.config {
-        Some(path) => volcano_scheduler::config::load_profile(path, &registries)?,
-        None => Profile::builtin_default(&registries).context("the built-in scheduler configuration")?,
-    };
-    let start = Instant::now();
-    let validation = match args.validate {
-        Validate::Strict => FieldValidation::Strict,
-        Validate::Warn => FieldValidation::Warn,
-        Validate::Ignore => FieldValidation::Ignore,
-    };
-    let manifest = Manifest::from_paths_with(&args.files, validation).map_err(SimError::from)?;
-    tracing::info!(objects = manifest.entries.len(), elapsed = ?start.elapsed(), "manifests read");
-    for w in &manifest.warnings {
-        eprintln!("warning: {w}");
-    }
-    if let Some(line) = manifest.skipped_summary() {
-        eprintln!("{line}");
-    }
-    let start = Instant::now();
-    let normalised = normalise_for(manifest, &args.scheduler_names).map_err(SimError::from)?;
-    let mut sim = Simulator::from_normalised(normalised, profile)?;
-    if args.metrics.is_some() {
-        sim.enable_metrics();
-    }
-    tracing::info!(elapsed = ?start.elapsed(), "cluster normalised and validated");
-    let start = Instant::now();
-    sim.run(args.cycles)?;
-    tracing::info!(cycles = sim.history().len(), elapsed = ?start.elapsed(), "simulation done");
-    let start = Instant::now();
-    let report = sim.report();
-    let text = match args.output {
-        Output::Table => report.to_table(),
-        Output::Json => report.to_json(),
-        Output::Yaml => report.to_yaml(),
-    };
-    tracing::info!(elapsed = ?start.elapsed(), "report written");
-    let mut text = text;
-    if let (Some(path), Some(metrics)) = (&args.metrics, sim.metrics_text()) {
-        if path.as_os_str() == "-" {
-            text.push_str(&metrics);
-        } else {
-            std::fs::write(path, metrics).with_context(|| format!("cannot write the metrics to {}", path.display()))?;
-        }
-    }
-    // The process ends next: freeing a large cluster object by object only costs time.
-    std::mem::forget(sim);
-    Ok(text)
 }
 
 /// The message and its causes, `: `-separated, without repeating a cause whose text the
@@ -796,8 +297,8 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
 
 fn run(cli: &Cli) -> ExitCode {
     let result = match &cli.command {
-        Command::Simulate(args) => simulate(args),
-        Command::Bench(args) => bench(args),
+        Command::Simulate(args) => simulate::simulate(args),
+        Command::Bench(args) => bench::bench(args),
         Command::Scheduler(args) => return scheduler(args),
         Command::Webhook(args) => return webhook(args),
         Command::Controller(args) => return controller(args),
@@ -807,8 +308,8 @@ fn run(cli: &Cli) -> ExitCode {
         Command::Queue(c) => cluster_command(c.kubeconfig.as_deref(), async |client| {
             volcano_controller::cli::queue(client, &c.command).await
         }),
-        Command::BenchCluster(cmd) => bench_cluster(cmd),
-        Command::Explain(args) => explain(args),
+        Command::BenchCluster(cmd) => bench_cluster::run(cmd),
+        Command::Explain(args) => explain::explain(args),
     };
     match result {
         Ok(text) => {

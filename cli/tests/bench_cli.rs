@@ -63,7 +63,7 @@ fn bench_help_and_the_unknown_case_error_name_every_case() {
     let o = run(&["bench", "no-such-case"]);
     assert!(!o.status.success());
     let known = stderr(&o);
-    for case in volcano_benches::workloads::Case::ALL {
+    for case in volcano_benches::cases::Case::ALL {
         assert!(help.contains(case.name()), "bench --help does not name {}: {help}", case.name());
         assert!(known.contains(case.name()), "the unknown-case error does not name {}: {known}", case.name());
     }

@@ -114,7 +114,8 @@ pub async fn run_with_metrics(
             }
         }));
     }
-    let client = volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(ControllerError::Kube)?;
+    let client =
+        volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(|e| ControllerError::Kube(e.to_string()))?;
 
     let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
     let identity = identity();

@@ -6,24 +6,58 @@
 
 pub mod leader;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
+use thiserror::Error;
+
+/// Why no Kubernetes client could be made.
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// The kubeconfig file cannot be read or used.
+    #[error("{}: {source}", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// No kubeconfig was given, and neither the in-cluster configuration nor the default
+    /// kubeconfig can be used.
+    #[error(transparent)]
+    Infer(#[from] InferConfigError),
+    /// The configuration does not make a client (its TLS settings, say).
+    #[error(transparent)]
+    Build(#[from] kube::Error),
+}
+
+impl ClientError {
+    /// A bounded label for logs and metrics: the user fixes the file (`kubeconfig`), the
+    /// environment the process runs in (`no_configuration`) or the configuration's contents
+    /// (`client`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            ClientError::Kubeconfig { .. } => "kubeconfig",
+            ClientError::Infer(_) => "no_configuration",
+            ClientError::Build(_) => "client",
+        }
+    }
+}
 
 /// The Kubernetes client for `kubeconfig`, or the in-cluster / default configuration when
 /// there is none. The error names the file.
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, String> {
+pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| format!("{}: {e}", path.display()))?
+            let file = |source| ClientError::Kubeconfig { path: path.to_path_buf(), source };
+            let kc = Kubeconfig::read_from(path).map_err(file)?;
+            Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(file)?
         }
-        None => Config::infer().await.map_err(|e| e.to_string())?,
+        None => Config::infer().await?,
     };
-    Client::try_from(config).map_err(|e| e.to_string())
+    Ok(Client::try_from(config)?)
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -79,5 +113,14 @@ mod tests {
         let ms = |f| retry_backoff(f).as_millis();
         assert_eq!((ms(0), ms(1), ms(2), ms(3)), (200, 200, 400, 800));
         assert_eq!((ms(10), ms(30)), (60_000, 60_000));
+    }
+
+    #[tokio::test]
+    async fn a_kubeconfig_that_cannot_be_read_is_an_error_naming_the_file() {
+        let path = std::env::temp_dir().join(format!("volcano-kube-missing-{}.yaml", std::process::id()));
+        let e = client(Some(&path)).await.err().expect("no client from a missing file");
+        assert_eq!(e.category(), "kubeconfig");
+        assert!(e.to_string().starts_with(&path.display().to_string()), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the kubeconfig error is kept as the source");
     }
 }

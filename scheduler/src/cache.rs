@@ -1360,8 +1360,8 @@ mod tests {
 
     #[test]
     fn a_cycle_memory_is_kept_until_the_kept_snapshot_changes_in_what_scheduling_reads() {
-        use volcano_framework::{run_cycle, CycleContext, NoObserver, Profile, Registries, SessionOptions};
-        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+        use volcano_framework::{run_cycle, CycleContext, NoObserver, Profile, SessionOptions};
+        let reg = volcano_builtin::registries();
         let profile = Profile::builtin_default(&reg).unwrap();
         let cx = CycleContext { cycle: 1, now_ms: 0, options: SessionOptions::default() };
         let mut c = synced_cache();

@@ -132,7 +132,7 @@ impl ProfileHolder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registries;
+    use volcano_builtin::registries;
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("volcano-scheduler-config-{}-{name}", std::process::id()));

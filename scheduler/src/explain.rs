@@ -49,7 +49,7 @@ pub async fn explain(
     let snapshot = synced.then(|| cache.lock().expect("cache lock").snapshot());
     watches.iter().for_each(|w| w.abort());
     let Some(snapshot) = snapshot else { return Err(RunError::SyncTimeout(sync_timeout)) };
-    let snap = snapshot.map_err(|e| RunError::Kube(format!("cannot build the snapshot: {e}")))?;
+    let snap = snapshot?;
     let Some(key) = resolve(&snap, name) else { return Ok(Explained::NotFound) };
     let now_ms = k8s_openapi::jiff::Timestamp::now().as_millisecond();
     let cx = CycleContext {

@@ -3,8 +3,8 @@
 //! Start with [`config`]: the scheduler configuration as the scheduler reads it, from Volcano's
 //! configuration file or from the ConfigMap that holds it, validated before it is used and
 //! reloaded when it changes, keeping the last good one when a reload fails.
-//! [`registries`] lists the built-in plugins and actions every shell loads configurations
-//! against.
+//! Configurations are loaded against the built-in plugins and actions of `volcano-builtin`,
+//! as in every other shell.
 //!
 //! The kube backend, around the same core the simulator runs:
 //! - [`options`]: the command line, Volcano's flags, checked before anything is watched;
@@ -29,10 +29,3 @@ pub mod options;
 pub mod pods;
 pub mod run;
 pub mod server;
-
-use volcano_framework::Registries;
-
-/// The registries of the built-in plugins and actions.
-pub fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
-}

@@ -4,8 +4,8 @@
 //!
 //! **Why not kube-runtime's watcher for pods.** Listing 140,000 pods is what a restart
 //! waits for. kube-rs lists in JSON; the API server encodes the same list in protobuf in
-//! about half the time and a third of the bytes (5,000 nodes, 140,000 pods on this 2-core
-//! machine: 2.0 s and 144 MB against 4.1 s and 227 MB, served from the watch cache). So the
+//! much less time and fewer bytes (measured in docs/performance-history.md, "Start to
+//! first bind"). So the
 //! pods' initial list asks for `application/vnd.kubernetes.protobuf` with
 //! `resourceVersion=0` (served from the API server's watch cache, as client-go's informers
 //! list), splits the response into items as the bytes arrive and decodes them on a

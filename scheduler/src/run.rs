@@ -53,7 +53,10 @@ pub enum RunError {
     Config(#[from] ConfigError),
     /// The kubeconfig or in-cluster configuration cannot be used.
     #[error("cannot configure the Kubernetes client: {0}")]
-    Kube(String),
+    Client(#[from] volcano_kube::ClientError),
+    /// The cache's objects do not make a snapshot.
+    #[error("cannot build the snapshot: {0}")]
+    Snapshot(#[from] volcano_framework::SnapshotError),
     /// A listener cannot be bound.
     #[error("cannot listen on {addr} (--{flag}): {source}")]
     Listen {
@@ -68,6 +71,24 @@ pub enum RunError {
     /// The first lists did not complete in time.
     #[error("the caches did not sync within {0:?} (--resource-sync-timeout): is the API server reachable, are the CRDs installed (kubectl apply -f deploy/crds) and may the scheduler list and watch every kind it reads (deploy/rbac.yaml)?")]
     SyncTimeout(Duration),
+}
+
+impl RunError {
+    /// A bounded label for logs and metrics, saying what the user fixes: a flag (`flag`),
+    /// the configuration (its [`ConfigError::category`]), the client configuration (its
+    /// [`volcano_kube::ClientError::category`]), the cluster's objects (`snapshot`), a
+    /// listening address (`listen`), or the API server's reachability and RBAC
+    /// (`sync_timeout`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            RunError::Options(_) => "flag",
+            RunError::Config(e) => e.category(),
+            RunError::Client(e) => e.category(),
+            RunError::Snapshot(_) => "snapshot",
+            RunError::Listen { .. } => "listen",
+            RunError::SyncTimeout(_) => "sync_timeout",
+        }
+    }
 }
 
 /// A running scheduler's shared state, for tests and embedding.
@@ -85,7 +106,7 @@ pub struct Handle {
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
 pub async fn client(opts: &SchedulerOptions) -> Result<Client, RunError> {
-    volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(RunError::Kube)
+    Ok(volcano_kube::client(opts.kubeconfig.as_deref()).await?)
 }
 
 fn identity(opts: &SchedulerOptions) -> String {
@@ -252,7 +273,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     // Everything that can be checked before watching.
     opts.validate()?;
-    let registries = crate::registries();
+    let registries = volcano_builtin::registries();
     let mut profile = ProfileHolder::new(opts.scheduler_conf.clone(), &registries)?;
     let node_selector = opts.node_selector_labels()?;
     let metrics = Metrics::new();

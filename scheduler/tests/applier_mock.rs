@@ -157,7 +157,7 @@ fn cache(nodes: Vec<Node>, pods: Vec<Pod>, groups: Vec<PodGroup>) -> Arc<Mutex<C
 /// Runs one cycle of the built-in configuration on the cache's snapshot.
 fn cycle(cache: &Arc<Mutex<ClusterCache>>, n: u64) -> Vec<Effect> {
     let snap = cache.lock().unwrap().snapshot().expect("a snapshot");
-    let profile = Profile::builtin_default(&volcano_scheduler::registries()).unwrap();
+    let profile = Profile::builtin_default(&volcano_builtin::registries()).unwrap();
     let cx = CycleContext { cycle: n, now_ms: 1_780_000_000_000, options: Default::default() };
     run_cycle(snap, &profile, &cx, &mut NoObserver).effects
 }

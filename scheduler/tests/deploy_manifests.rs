@@ -404,7 +404,7 @@ fn deployment_runs_the_scheduler_as_documented() {
     let text = m.config_map.data.as_ref().and_then(|d| d.get(key)).unwrap_or_else(|| panic!("ConfigMap key {key}"));
     let file = std::env::temp_dir().join(format!("volcano-rs-deploy-conf-{}.conf", std::process::id()));
     std::fs::write(&file, text).unwrap();
-    let loaded = volcano_scheduler::config::load_profile(&file, &volcano_scheduler::registries());
+    let loaded = volcano_scheduler::config::load_profile(&file, &volcano_builtin::registries());
     let _ = std::fs::remove_file(&file);
     loaded.unwrap_or_else(|e| panic!("the ConfigMap's {key}: {e}"));
 

@@ -390,7 +390,7 @@ async fn unschedulable_gang(server: &ApiServer) {
 
     // `volcano-rs explain` on the cluster: the same caches, one cycle in memory, nothing
     // written. Two members fit the node's 4 GPUs, the third fits nowhere.
-    let registries = volcano_scheduler::registries();
+    let registries = volcano_builtin::registries();
     let profile = std::sync::Arc::new(volcano_framework::Profile::builtin_default(&registries).unwrap());
     let selector: BTreeMap<String, Vec<String>> =
         [("envtest-scenario".to_string(), vec![ns.to_string()])].into_iter().collect();

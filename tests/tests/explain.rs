@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::scenarios_dir;
-use volcano_framework::{Explanation, Profile, Registries};
+use volcano_framework::{Explanation, Profile};
 use volcano_sim::{Manifest, Simulator};
 
 /// The scenario simulated as its file says; `None` when its input is refused on purpose.
@@ -100,7 +100,7 @@ fn a_volcano_job_is_found_by_its_own_name() {
         let text = std::fs::read_to_string(path.join(f)).unwrap();
         manifest.load_str(f, &text).unwrap();
     }
-    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    let reg = volcano_builtin::registries();
     let mut sim = Simulator::new(manifest, Profile::builtin_default(&reg).unwrap()).unwrap();
     sim.run(None).unwrap();
     let e = sim.explain("default/tf-dist-mnist").unwrap().expect("the job's PodGroup");

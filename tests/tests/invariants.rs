@@ -13,7 +13,7 @@ use volcano_sim::{Manifest, Simulator};
 use volcano_testkit::scenario::{Cluster, JobSpec, NodeSpec, PodShape, Quantity, QueueSpec};
 
 fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
+    volcano_builtin::registries()
 }
 
 const CONFIGS: [&str; 3] = [

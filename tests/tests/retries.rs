@@ -9,8 +9,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeCondition, PodCondition};
 use volcano_framework::{
-    run_cycle, Changes, ClusterObjects, CycleContext, CycleOutcome, NoObserver, Profile, Registries, SessionOptions,
-    Snapshot,
+    run_cycle, Changes, ClusterObjects, CycleContext, CycleOutcome, NoObserver, Profile, SessionOptions, Snapshot,
 };
 use volcano_testkit::{node, pod, pod_group, queue, SCHEDULER_NAME};
 
@@ -77,7 +76,7 @@ fn every_scenario_says_the_same_when_its_cycles_skip_what_failed_before() {
 }
 
 fn profile(yaml: &str) -> Profile {
-    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    let reg = volcano_builtin::registries();
     Profile::from_yaml(yaml, &reg).expect("a valid configuration")
 }
 

@@ -16,7 +16,7 @@ use volcano_testkit::scenario::Scenario;
 mod common;
 
 fn registries() -> Registries {
-    Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() }
+    volcano_builtin::registries()
 }
 
 fn list(v: &Value) -> String {

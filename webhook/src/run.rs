@@ -97,17 +97,64 @@ pub enum WebhookError {
     /// The certificate.
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The API server.
-    #[error("{0}")]
-    Kube(String),
+    /// The kubeconfig or in-cluster configuration cannot be used.
+    #[error("cannot configure the Kubernetes client: {0}")]
+    Client(#[from] volcano_kube::ClientError),
+    /// A request to the API server about an object failed.
+    #[error("{object}: {source}")]
+    Api {
+        /// The object (`Secret ns/name`, `MutatingWebhookConfiguration name`).
+        object: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// The certificate Secret exists but does not hold a usable certificate.
+    #[error("{secret}: {problem}")]
+    BadSecret {
+        /// The Secret (`Secret ns/name`).
+        secret: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// An object this process builds does not encode (a bug).
+    #[error("{what}: {source}")]
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The watch of the Queues stopped before its first list.
+    #[error("queue watch: {0}")]
+    QueueWatch(#[source] kube::runtime::reflector::store::WriterDropped),
     /// Serving.
     #[error("serving on {addr}: {source}")]
     Serve {
         /// The address.
         addr: String,
         /// Why.
+        #[source]
         source: std::io::Error,
     },
+}
+
+impl WebhookError {
+    /// A bounded label for logs and metrics, saying what the user fixes: a flag, the
+    /// certificate files or Secret, the client configuration, the API server's answers
+    /// (RBAC, reachability), or the listening address.
+    pub fn category(&self) -> &'static str {
+        match self {
+            WebhookError::Flag { .. } => "flag",
+            WebhookError::Tls(e) => e.category(),
+            WebhookError::BadSecret { .. } => "certificate",
+            WebhookError::Client(e) => e.category(),
+            WebhookError::Api { .. } | WebhookError::QueueWatch(_) => "api",
+            WebhookError::Encode { .. } => "internal",
+            WebhookError::Serve { .. } => "serve",
+        }
+    }
 }
 
 impl WebhookOptions {
@@ -194,7 +241,7 @@ impl WebhookOptions {
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
 pub async fn client(kubeconfig: Option<&PathBuf>) -> Result<Client, WebhookError> {
-    volcano_kube::client(kubeconfig.map(PathBuf::as_path)).await.map_err(WebhookError::Kube)
+    Ok(volcano_kube::client(kubeconfig.map(PathBuf::as_path)).await?)
 }
 
 /// The certificate: from the files, or the one kept in the Secret, or a new one stored
@@ -211,11 +258,15 @@ pub async fn certificates(opts: &WebhookOptions, client: &Client) -> Result<Cert
         Some(Certificates { cert_pem: text("tls.crt")?, key_pem: text("tls.key")?, ca_pem: text("ca.crt")? })
     };
     let where_ = format!("Secret {}/{name}", opts.webhook_namespace);
-    if let Some(s) = api.get_opt(name).await.map_err(|e| WebhookError::Kube(format!("{where_}: {e}")))? {
+    let api_error = |source| WebhookError::Api { object: where_.clone(), source };
+    if let Some(s) = api.get_opt(name).await.map_err(api_error)? {
         if let Some(c) = from_secret(&s).filter(|c| c.server_config().is_ok()) {
             return Ok(c);
         }
-        return Err(WebhookError::Kube(format!("{where_}: exists but has no valid tls.crt, tls.key and ca.crt")));
+        return Err(WebhookError::BadSecret {
+            secret: where_,
+            problem: "exists but has no valid tls.crt, tls.key and ca.crt",
+        });
     }
     let c = Certificates::generate(&opts.certificate_names())?;
     let data: BTreeMap<String, ByteString> = [("tls.crt", &c.cert_pem), ("tls.key", &c.key_pem), ("ca.crt", &c.ca_pem)]
@@ -234,10 +285,13 @@ pub async fn certificates(opts: &WebhookOptions, client: &Client) -> Result<Cert
             Ok(c)
         }
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            let s = api.get(name).await.map_err(|e| WebhookError::Kube(format!("{where_}: {e}")))?;
-            from_secret(&s).ok_or_else(|| WebhookError::Kube(format!("{where_}: has no tls.crt, tls.key and ca.crt")))
+            let s = api.get(name).await.map_err(api_error)?;
+            from_secret(&s).ok_or_else(|| WebhookError::BadSecret {
+                secret: where_.clone(),
+                problem: "has no tls.crt, tls.key and ca.crt",
+            })
         }
-        Err(e) => Err(WebhookError::Kube(format!("{where_}: {e}"))),
+        Err(e) => Err(api_error(e)),
     }
 }
 
@@ -324,7 +378,7 @@ pub fn configurations(
             "timeoutSeconds": opts.admission_timeout,
             "rules": [rule(e)],
         });
-        let invalid = |err: serde_json::Error| WebhookError::Kube(format!("webhook {}: {err}", e.path()));
+        let invalid = |source| WebhookError::Encode { what: format!("webhook {}", e.path()), source };
         if e.mutates() {
             let webhooks = Some(vec![serde_json::from_value::<MutatingWebhook>(hook).map_err(invalid)?]);
             mutating.push(MutatingWebhookConfiguration { metadata, webhooks });
@@ -347,7 +401,7 @@ pub async fn register(opts: &WebhookOptions, client: &Client, ca: &str) -> Resul
         let value = apply_body(&c, "MutatingWebhookConfiguration")?;
         m.patch(&name, &params, &Patch::Apply(value))
             .await
-            .map_err(|e| WebhookError::Kube(format!("MutatingWebhookConfiguration {name}: {e}")))?;
+            .map_err(|source| WebhookError::Api { object: format!("MutatingWebhookConfiguration {name}"), source })?;
     }
     let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     for c in validating {
@@ -355,13 +409,13 @@ pub async fn register(opts: &WebhookOptions, client: &Client, ca: &str) -> Resul
         let value = apply_body(&c, "ValidatingWebhookConfiguration")?;
         v.patch(&name, &params, &Patch::Apply(value))
             .await
-            .map_err(|e| WebhookError::Kube(format!("ValidatingWebhookConfiguration {name}: {e}")))?;
+            .map_err(|source| WebhookError::Api { object: format!("ValidatingWebhookConfiguration {name}"), source })?;
     }
     Ok(())
 }
 
 fn apply_body<T: serde::Serialize>(obj: &T, kind: &str) -> Result<serde_json::Value, WebhookError> {
-    let mut v = serde_json::to_value(obj).map_err(|e| WebhookError::Kube(e.to_string()))?;
+    let mut v = serde_json::to_value(obj).map_err(|source| WebhookError::Encode { what: kind.to_string(), source })?;
     v["apiVersion"] = "admissionregistration.k8s.io/v1".into();
     v["kind"] = kind.into();
     Ok(v)
@@ -418,7 +472,7 @@ pub async fn run(opts: WebhookOptions, shutdown: impl Future<Output = ()>) -> Re
             }
         });
     let watch = tokio::spawn(watch);
-    store.wait_until_ready().await.map_err(|e| WebhookError::Kube(format!("queue watch: {e}")))?;
+    store.wait_until_ready().await.map_err(WebhookError::QueueWatch)?;
 
     let addr = opts.socket_addr()?;
     let listener = tokio::net::TcpListener::bind(addr)

@@ -56,6 +56,19 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
+impl TlsError {
+    /// A bounded label, saying what the user fixes: a file that cannot be read (`read`), a
+    /// file's contents (`pem`, `config`), or nothing (`generate`: a bug or the system).
+    pub fn category(&self) -> &'static str {
+        match self {
+            TlsError::Read { .. } => "read",
+            TlsError::Pem { .. } => "pem",
+            TlsError::Generate(_) => "generate",
+            TlsError::Config(_) => "config",
+        }
+    }
+}
+
 impl Certificates {
     /// Reads the certificate, key and CA files.
     pub fn from_files(cert: &Path, key: &Path, ca: &Path) -> Result<Self, TlsError> {

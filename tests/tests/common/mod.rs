@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use volcano_framework::{Profile, Registries};
+use volcano_framework::Profile;
 use volcano_sim::{Manifest, Simulator};
 use volcano_testkit::scenario::Scenario;
 
@@ -18,7 +18,7 @@ pub(crate) fn scenarios_dir() -> PathBuf {
 pub(crate) fn load(path: &Path) -> Option<(Simulator, Option<u32>)> {
     let text = std::fs::read_to_string(path).expect("scenario file");
     let scenario: Scenario = serde_yaml_ng::from_str(&text).expect("scenario");
-    let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+    let reg = volcano_builtin::registries();
     let profile = match &scenario.config {
         Some(c) => Profile::from_yaml(c, &reg).ok()?,
         None => Profile::builtin_default(&reg).expect("the built-in configuration"),

@@ -10,11 +10,18 @@
 //!   and times, as observed through the API: process start → first bind, first → last bind
 //!   (binds per second), and, for volcano-rs, the cycle time once everything is bound (from
 //!   its `/metrics`).
+//!
+//! It builds its objects with the bench harness's builders (`volcano_benches::workloads`)
+//! and lives in the command, on the kube side: the harness itself links no Kubernetes
+//! client.
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+use clap::Subcommand;
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -23,22 +30,112 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, ResourceExt};
 use volcano_api::crd::{PodGroup, Queue};
+use volcano_benches::workloads::{gang, gpu_node, queues};
 
-use crate::workloads::{gang, gpu_node, queues};
+/// `volcano-rs bench-cluster`'s subcommands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum BenchCluster {
+    /// Create cluster gpu-N as Node objects, bound pods and a pending gang-P workload.
+    Load {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Nodes (cluster gpu-N).
+        #[arg(long, default_value_t = 5000)]
+        nodes: usize,
+        /// Pods already bound to the nodes (cpu 1, memory 1Gi each).
+        #[arg(long, default_value_t = 0)]
+        running: usize,
+        /// Pending pods (gang-P).
+        #[arg(long, default_value_t = 0)]
+        pending: usize,
+        /// schedulerName of the pending pods.
+        #[arg(long, default_value = "volcano-rs")]
+        scheduler_name: String,
+        /// Requests in flight.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+    },
+    /// Start a scheduler command and time its binds in namespace bench.
+    Measure {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Pods to wait for (default: every pod in namespace bench).
+        #[arg(long)]
+        expect: Option<usize>,
+        /// Give up after this long (Go duration).
+        #[arg(long, default_value = "10m", value_parser = volcano_scheduler::options::parse_duration)]
+        timeout: std::time::Duration,
+        /// volcano-rs's metrics address (HOST:PORT): measure idle cycles after the binds.
+        #[arg(long)]
+        metrics: Option<String>,
+        /// Idle window.
+        #[arg(long, default_value = "10s", value_parser = volcano_scheduler::options::parse_duration)]
+        idle: std::time::Duration,
+        /// The scheduler command and its arguments (after --).
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The API server's bind ceiling: bind every pending pod of namespace bench directly,
+    /// without scheduling, and report binds per second.
+    Bind {
+        /// kubeconfig of the API server.
+        #[arg(long, value_name = "FILE")]
+        kubeconfig: PathBuf,
+        /// Requests in flight (volcano-rs's --bind-concurrency for a like-for-like figure).
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Also record a Scheduled event per pod, as a scheduler does.
+        #[arg(long)]
+        events: bool,
+    },
+}
+
+/// Runs `volcano-rs bench-cluster …`.
+pub(crate) fn run(cmd: &BenchCluster) -> anyhow::Result<String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        match cmd {
+            BenchCluster::Load { kubeconfig, nodes, running, pending, scheduler_name, concurrency } => {
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
+                let spec = LoadSpec {
+                    nodes: *nodes,
+                    running: *running,
+                    pending: *pending,
+                    scheduler_name: scheduler_name.clone(),
+                    concurrency: *concurrency,
+                };
+                let took = load(&client, &spec).await?;
+                Ok(format!("loaded in {:.1} s\n", took.as_secs_f64()))
+            }
+            BenchCluster::Measure { kubeconfig, expect, timeout, metrics, idle, command } => {
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
+                let m = measure(&client, command, *expect, *timeout, metrics.as_deref(), *idle).await?;
+                Ok(serde_json::to_string_pretty(&m)? + "\n")
+            }
+            BenchCluster::Bind { kubeconfig, concurrency, events } => {
+                let client = volcano_kube::client(Some(kubeconfig)).await?;
+                let c = bind_ceiling(&client, *concurrency, *events).await?;
+                Ok(serde_json::to_string_pretty(&c)? + "\n")
+            }
+        }
+    })
+}
 
 /// What to create.
 #[derive(Clone, Debug)]
-pub struct LoadSpec {
+pub(crate) struct LoadSpec {
     /// Nodes of cluster `gpu-N`.
-    pub nodes: usize,
+    pub(crate) nodes: usize,
     /// Pods already bound (spread evenly over the nodes).
-    pub running: usize,
+    pub(crate) running: usize,
     /// Pending pods (`gang-P`).
-    pub pending: usize,
+    pub(crate) pending: usize,
     /// `schedulerName` of the pending pods.
-    pub scheduler_name: String,
+    pub(crate) scheduler_name: String,
     /// Requests in flight at once.
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
 }
 
 fn q(s: &str) -> Quantity {
@@ -90,10 +187,10 @@ fn running_pod(i: usize, nodes: usize) -> Pod {
 }
 
 /// Installs volcano-rs's CRDs (as in deploy/crds) when missing and waits until they serve.
-pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
+pub(crate) async fn install_crds(client: &Client) -> Result<(), kube::Error> {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for crd in [volcano_api::crd::crds::pod_group(), volcano_api::crd::crds::queue()] {
+    for crd in [volcano_api::crds::pod_group(), volcano_api::crds::queue()] {
         create_or_exists(&api, &crd).await?;
         let name = crd.name_any();
         for _ in 0..300 {
@@ -113,7 +210,7 @@ pub async fn install_crds(client: &Client) -> Result<(), kube::Error> {
 }
 
 /// Creates the cluster, printing progress on stderr; returns the time it took.
-pub async fn load(client: &Client, spec: &LoadSpec) -> Result<Duration, kube::Error> {
+pub(crate) async fn load(client: &Client, spec: &LoadSpec) -> Result<Duration, kube::Error> {
     let start = Instant::now();
     let c = spec.concurrency.max(1);
     install_crds(client).await?;
@@ -237,59 +334,59 @@ where
 
 /// What [`measure`] saw.
 #[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct Measurement {
+pub(crate) struct Measurement {
     /// Process start → the first pod of namespace `bench` seen bound, seconds.
-    pub first_bind_s: Option<f64>,
+    pub(crate) first_bind_s: Option<f64>,
     /// Process start → the last expected pod seen bound, seconds.
-    pub all_bound_s: Option<f64>,
+    pub(crate) all_bound_s: Option<f64>,
     /// Pods seen bound.
-    pub bound: usize,
+    pub(crate) bound: usize,
     /// Binds per second between the first and the last bind.
-    pub binds_per_second: Option<f64>,
+    pub(crate) binds_per_second: Option<f64>,
     /// Mean cycle time (ms) once everything was bound, from `/metrics` (volcano-rs only).
-    pub idle_cycle_ms: Option<f64>,
+    pub(crate) idle_cycle_ms: Option<f64>,
     /// Cycles in that window.
-    pub idle_cycles: Option<f64>,
+    pub(crate) idle_cycles: Option<f64>,
     /// From start to the last expected bind (volcano-rs only): cycles run.
-    pub busy_cycles: Option<f64>,
+    pub(crate) busy_cycles: Option<f64>,
     /// The mean time of their snapshots (ms), whichever way they were taken.
-    pub busy_snapshot_ms: Option<f64>,
+    pub(crate) busy_snapshot_ms: Option<f64>,
     /// Snapshots updated in place.
-    pub busy_snapshot_updates: Option<f64>,
+    pub(crate) busy_snapshot_updates: Option<f64>,
     /// Their mean time (ms).
-    pub busy_update_ms: Option<f64>,
+    pub(crate) busy_update_ms: Option<f64>,
     /// Snapshots rebuilt.
-    pub busy_snapshot_rebuilds: Option<f64>,
+    pub(crate) busy_snapshot_rebuilds: Option<f64>,
     /// Their mean time (ms).
-    pub busy_rebuild_ms: Option<f64>,
+    pub(crate) busy_rebuild_ms: Option<f64>,
     /// The scheduler process's CPU time (s).
-    pub busy_cpu_seconds: Option<f64>,
+    pub(crate) busy_cpu_seconds: Option<f64>,
     /// Over the idle window: the mean snapshot time (ms).
-    pub idle_snapshot_ms: Option<f64>,
+    pub(crate) idle_snapshot_ms: Option<f64>,
 }
 
 /// The volcano-rs metrics [`measure`] reads, from one scrape of `/metrics`.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Scrape {
+pub(crate) struct Scrape {
     /// `volcano_e2e_scheduling_latency_milliseconds` sum and count.
-    pub cycle_ms: (f64, f64),
+    pub(crate) cycle_ms: (f64, f64),
     /// `volcano_rs_snapshot_duration_milliseconds` sum and count.
-    pub snapshot_ms: (f64, f64),
+    pub(crate) snapshot_ms: (f64, f64),
     /// `volcano_rs_snapshot_update_duration_milliseconds` sum and count.
-    pub update_ms: (f64, f64),
+    pub(crate) update_ms: (f64, f64),
     /// `volcano_rs_snapshot_rebuild_duration_milliseconds` sum and count.
-    pub rebuild_ms: (f64, f64),
+    pub(crate) rebuild_ms: (f64, f64),
     /// `volcano_rs_snapshot_updates_total`.
-    pub updates: f64,
+    pub(crate) updates: f64,
     /// `volcano_rs_snapshot_rebuilds_total`.
-    pub rebuilds: f64,
+    pub(crate) rebuilds: f64,
     /// `process_cpu_seconds_total`.
-    pub cpu_seconds: f64,
+    pub(crate) cpu_seconds: f64,
 }
 
 /// Reads `/metrics` from `addr` (`127.0.0.1:PORT`); `None` if it cannot, or if the cycle
 /// latency is missing (not a volcano-rs scheduler).
-pub fn scrape(addr: &str) -> Option<Scrape> {
+pub(crate) fn scrape(addr: &str) -> Option<Scrape> {
     let mut s = std::net::TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
@@ -321,19 +418,19 @@ pub fn scrape(addr: &str) -> Option<Scrape> {
 /// pods (default: every pod of the namespace) are bound or `timeout` passes; then, if `metrics` names volcano-rs's metrics
 /// address, measures the cycle time over `idle` with nothing left to do. The process is
 /// killed at the end.
-pub async fn measure(
+pub(crate) async fn measure(
     client: &Client,
     command: &[String],
     expect: Option<usize>,
     timeout: Duration,
     metrics: Option<&str>,
     idle: Duration,
-) -> Result<Measurement, String> {
-    let (program, args) = command.split_first().ok_or("an empty scheduler command")?;
+) -> anyhow::Result<Measurement> {
+    let (program, args) = command.split_first().context("an empty scheduler command")?;
     let api: Api<Pod> = Api::namespaced(client.clone(), "bench");
     let expect = match expect {
         Some(n) => n,
-        None => api.list_metadata(&Default::default()).await.map_err(|e| e.to_string())?.items.len(),
+        None => api.list_metadata(&Default::default()).await?.items.len(),
     };
     // Start the watch first, so that no bind is missed.
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff().applied_objects();
@@ -343,7 +440,7 @@ pub async fn measure(
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .with_context(|| format!("cannot start {program}"))?;
     let mut bound = std::collections::HashSet::new();
     let mut m = Measurement::default();
     let mut first: Option<Instant> = None;
@@ -407,17 +504,17 @@ pub async fn measure(
 
 /// What [`bind_ceiling`] saw.
 #[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct Ceiling {
+pub(crate) struct Ceiling {
     /// Pods bound.
-    pub bound: usize,
+    pub(crate) bound: usize,
     /// Binds that failed.
-    pub failed: usize,
+    pub(crate) failed: usize,
     /// Seconds from the first request to the last answer.
-    pub seconds: f64,
+    pub(crate) seconds: f64,
     /// Binds per second.
-    pub binds_per_second: f64,
+    pub(crate) binds_per_second: f64,
     /// Whether each bind was followed by a `Scheduled` event, as a scheduler records.
-    pub with_events: bool,
+    pub(crate) with_events: bool,
 }
 
 /// The API server's own ceiling for binds: binds every pending pod of namespace `bench`
@@ -426,7 +523,7 @@ pub struct Ceiling {
 /// `Scheduled` event per pod as a scheduler writes. A scheduler whose binds per second
 /// (from [`measure`], same pods, same API server) come close to this is limited by the API
 /// server, not by its own work.
-pub async fn bind_ceiling(client: &Client, concurrency: usize, events: bool) -> Result<Ceiling, kube::Error> {
+pub(crate) async fn bind_ceiling(client: &Client, concurrency: usize, events: bool) -> Result<Ceiling, kube::Error> {
     use k8s_openapi::api::core::v1::{Binding, Event as CoreEvent, ObjectReference};
     let api: Api<Pod> = Api::namespaced(client.clone(), "bench");
     let mut pods: Vec<(String, String)> = api
@@ -502,13 +599,4 @@ pub async fn bind_ceiling(client: &Client, concurrency: usize, events: bool) -> 
         binds_per_second: if seconds > 0.0 { bound as f64 / seconds } else { 0.0 },
         with_events: events,
     })
-}
-
-/// Convenience for the CLI: a client from a kubeconfig file.
-pub async fn client(kubeconfig: &std::path::Path) -> Result<Client, String> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    Client::try_from(config).map_err(|e| e.to_string())
 }
