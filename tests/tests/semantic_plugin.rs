@@ -16,8 +16,8 @@ use proptest::strategy::ValueTree;
 use serde_json::Value;
 use volcano_api::conf::PluginOption;
 use volcano_framework::{
-    ArgsError, Hooks, Incremental, JobId, NodeId, Plugin, PluginBuilder, Profile, Registries, SessionContext,
-    SessionOptions, Snapshot, Status, TaskId,
+    ArgsError, Hooks, Incremental, JobId, NodeId, Plugin, PluginBuilder, Profile, SessionContext, SessionOptions,
+    Snapshot, Status, TaskId,
 };
 use volcano_sim::{Manifest, Simulator};
 use volcano_testkit::scenario::{Cluster, JobSpec, NodeSpec, PodShape, Quantity};
@@ -137,10 +137,9 @@ tiers:
 }
 
 fn simulate(yaml: &str, plugin: &str, node_index: bool) -> Value {
-    let mut plugins = volcano_plugins::in_tree();
-    plugins.register("job-spread", semantic).expect("new name");
-    plugins.register("job-spread-promising", promising).expect("new name");
-    let reg = Registries { plugins, actions: volcano_actions::in_tree() };
+    let mut reg = volcano_builtin::registries();
+    reg.plugins.register("job-spread", semantic).expect("new name");
+    reg.plugins.register("job-spread-promising", promising).expect("new name");
     let profile = Profile::from_yaml(&config(plugin), &reg).expect("valid configuration");
     let mut manifest = Manifest::new();
     manifest.load_str("generated.yaml", yaml).expect("valid manifests");

@@ -370,7 +370,7 @@ impl<E: Evaluate> Query<'_, E> {
             class.view = None;
         }
         // Buffers reused from class to class: a class's build would otherwise fault in
-        // about 0.5 MB of fresh pages at 10,000 nodes.
+        // fresh pages for a result per node.
         let mut results = std::mem::take(&mut self.index.build_results);
         let mut fits = std::mem::take(&mut self.index.build_fits);
         let this = &*self;
