@@ -6,6 +6,12 @@ use std::fmt;
 
 use thiserror::Error;
 
+/// The kinds the simulator reads, in words (for error messages).
+pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume, Service, \
+     ReplicationController and List, apps/v1 ReplicaSet and StatefulSet, scheduling.k8s.io/v1 PriorityClass, \
+     storage.k8s.io/v1 StorageClass and CSINode, \
+     scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
+
 /// Where an object was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Origin {
@@ -90,7 +96,7 @@ pub enum InputError {
     #[error(
         "{origin}: {}unknown kind {kind:?} of apiVersion {api_version:?}: the simulator reads {}",
         object_prefix(.object),
-        crate::manifest::SUPPORTED_KINDS
+        SUPPORTED_KINDS
     )]
     UnknownKind {
         /// Where.

@@ -24,13 +24,7 @@ use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
 
 use crate::error::InputError;
-pub use crate::error::Origin;
-
-/// The kinds the simulator reads, in words (for error messages).
-pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume, Service, \
-     ReplicationController and List, apps/v1 ReplicaSet and StatefulSet, scheduling.k8s.io/v1 PriorityClass, \
-     storage.k8s.io/v1 StorageClass and CSINode, \
-     scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
+pub use crate::error::{Origin, SUPPORTED_KINDS};
 
 /// The kinds of object the simulator reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -417,7 +417,7 @@ fn find_cycle(edges: &Edges) -> Option<Vec<String>> {
 /// Crates whose modules still import each other in a cycle, being untangled (issue 33).
 /// This list only shrinks: a crate listed here without a cycle fails the check too, so that
 /// it is removed from the list as soon as its cycle is gone.
-const MODULE_CYCLES_ALLOWED: &[&str] = &["controller", "plugins", "simulator"];
+const MODULE_CYCLES_ALLOWED: &[&str] = &[];
 
 /// No crate's modules form an import cycle: a module is a file or directory directly under
 /// `src`, and `use crate::x` (or `crate::x::…` anywhere outside tests and comments) is an

@@ -51,6 +51,10 @@ use volcano_framework::{NodeDomains, NodeId, Snapshot, Status, TaskId, TaskInfo,
 use crate::matching;
 pub use selector::{Namespaces, PodMatcher, Selector};
 
+/// The plugin whose predicate these rules are, as a failure names it (the `predicates`
+/// plugin's name; a test keeps the two equal).
+pub const PLUGIN: &str = "predicates";
+
 /// InterPodAffinity: the node's domain lacks a pod the affinity terms need.
 pub const REASON_AFFINITY: &str = "node(s) didn't match pod affinity rules";
 /// InterPodAffinity: a pod the anti-affinity terms exclude is in the node's domain.
@@ -1032,8 +1036,8 @@ impl Topology {
     fn status(refusal: Option<Refusal>) -> Result<(), Status> {
         match refusal {
             None => Ok(()),
-            Some((reason, true)) => Err(Status::unresolvable(crate::predicates::NAME, reason)),
-            Some((reason, false)) => Err(Status::unschedulable(crate::predicates::NAME, reason)),
+            Some((reason, true)) => Err(Status::unresolvable(PLUGIN, reason)),
+            Some((reason, false)) => Err(Status::unschedulable(PLUGIN, reason)),
         }
     }
 

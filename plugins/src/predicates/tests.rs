@@ -679,3 +679,8 @@ fn evaluation_keys_join_only_tasks_whose_answers_agree_past_the_fixed_failures()
     }
     assert_eq!(compared, 2, "n1 (full for both) and n3");
 }
+
+#[test]
+fn inter_pod_failures_name_this_plugin() {
+    assert_eq!(crate::interpod::PLUGIN, super::NAME);
+}
