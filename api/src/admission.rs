@@ -27,7 +27,7 @@ use crate::job::{
     PLUGINS_NEEDING_SVC,
 };
 use crate::names::ROOT_QUEUE;
-use crate::{quantity, validation};
+use crate::{job_plugins, quantity, validation};
 
 /// The rules of job admission, one per check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +81,19 @@ pub enum JobRule {
     JobMinAvailable,
     /// Job plugins are known ([`JOB_PLUGINS`]).
     UnknownPlugin,
+    /// The job plugins' arguments and role tasks are what the job controller accepts
+    /// ([`job_plugins::check`]: known flags, values of their type, role tasks that exist,
+    /// flags that go together; `ray` and `hcclrank` are not implemented). Volcano logs a bad
+    /// argument and goes on with the default; volcano-rs refuses the job at admission, as
+    /// its controller would refuse to plan it.
+    PluginArguments,
+    /// The resize annotations (`volcano.sh/scale-in-grace-seconds`,
+    /// `volcano.sh/scale-out-timeout-seconds`) are whole seconds in range
+    /// ([`crate::job::scale_seconds`]; volcano-rs's own).
+    ScaleAnnotation,
+    /// An update does not lower a task's `replicas` below its `minAvailable`, nor the tasks'
+    /// replicas in total below the job's `minAvailable` (a resize never goes below them).
+    ScaleBelowMinAvailable,
     /// Volumes: a mount path, unique; a claim name or a claim spec, not both; a valid claim
     /// name.
     Volume,
@@ -345,10 +358,29 @@ pub fn validate_job_create(job: &Job, queues: &(impl QueueLookup + ?Sized)) -> R
             );
         }
     }
+    if spec.plugins.keys().all(|n| JOB_PLUGINS.contains(&n.as_str())) {
+        if let Err(e) = job_plugins::check(job) {
+            // A missing mpi master is Volcano's own rule, reported above.
+            let reported = e.plugin() == "mpi"
+                && e.detail().starts_with("no master task")
+                && errs.0.iter().any(|x| x.rule == JobRule::MpiMasterMissing);
+            if !reported {
+                errs.add(JobRule::PluginArguments, format!("spec.plugins[{}]", e.plugin()), e.detail());
+            }
+        }
+    }
+    scale_annotations(job, &mut errs);
     volumes(job, &mut errs);
     queue(job, queues, &mut errs);
     depends_on(job, &mut errs);
     errs.finish(job)
+}
+
+/// The resize annotations ([`crate::job::scale_seconds`]).
+fn scale_annotations(job: &Job, errs: &mut Errors) {
+    if let Err((field, message)) = crate::job::scale_seconds(job) {
+        errs.add(JobRule::ScaleAnnotation, field, message);
+    }
 }
 
 /// What Volcano's CRD schema checks and its webhook leaves to it.
@@ -668,12 +700,27 @@ fn depends_on(job: &Job, errs: &mut Errors) {
 pub fn validate_job_update(old: &Job, new: &Job) -> Result<(), JobErrors> {
     let mut errs = Errors(Vec::new());
     let mut total = 0;
+    // The first task whose replicas went down (a scale-in), for the job-level message.
+    let mut shrunk: Option<usize> = None;
     for (i, t) in new.spec.tasks.iter().enumerate() {
         let path = format!("spec.tasks[{i}]");
         if t.replicas < 0 {
             errs.add(JobRule::Schema, format!("{path}.replicas"), format!("{} is below 0", t.replicas));
         }
+        let was = old.spec.tasks.get(i).map(|o| o.replicas);
+        if was.is_some_and(|w| t.replicas < w) {
+            shrunk.get_or_insert(i);
+        }
         match t.min_available {
+            Some(m) if t.replicas >= 0 && m > t.replicas && was.is_some_and(|w| t.replicas < w) => errs.add(
+                JobRule::ScaleBelowMinAvailable,
+                format!("{path}.replicas"),
+                format!(
+                    "{} is below the task's minAvailable ({m}): a job is not scaled in below its minAvailable \
+                     (lower {path}.minAvailable in the same update to allow it)",
+                    t.replicas
+                ),
+            ),
             Some(m) if m < 0 => errs.add(JobRule::Schema, format!("{path}.minAvailable"), format!("{m} is below 0")),
             Some(m) if m > t.replicas => errs.add(
                 JobRule::TaskMinAvailable,
@@ -685,13 +732,24 @@ pub fn validate_job_update(old: &Job, new: &Job) -> Result<(), JobErrors> {
         partition_policy(&path, t, &mut errs);
         total += t.replicas;
     }
-    if new.spec.min_available > total {
-        errs.add(
+    match shrunk {
+        Some(i) if new.spec.min_available > total => errs.add(
+            JobRule::ScaleBelowMinAvailable,
+            format!("spec.tasks[{i}].replicas"),
+            format!(
+                "the tasks' replicas in total ({total}) would be below the job's minAvailable ({}): a job is not \
+                 scaled in below its minAvailable (lower spec.minAvailable in the same update to allow it)",
+                new.spec.min_available
+            ),
+        ),
+        _ if new.spec.min_available > total => errs.add(
             JobRule::JobMinAvailable,
             "spec.minAvailable",
             format!("{} is greater than the tasks' replicas in total ({total})", new.spec.min_available),
-        );
+        ),
+        _ => {}
     }
+    scale_annotations(new, &mut errs);
     if new.spec.min_available < 0 {
         errs.add(JobRule::Schema, "spec.minAvailable", format!("{} is below 0", new.spec.min_available));
     }

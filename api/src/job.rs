@@ -33,6 +33,39 @@ pub const JOB_PLUGINS: [&str; 9] = ["env", "svc", "ssh", "tensorflow", "pytorch"
 /// The job plugins that need the `svc` plugin (the webhook adds it when missing).
 pub const PLUGINS_NEEDING_SVC: [&str; 5] = ["tensorflow", "mpi", "pytorch", "mxnet", "ray"];
 
+/// Job annotation (volcano-rs): seconds between removing a resized job's hosts from its
+/// host lists and deleting their pods (an integer ≥ 0; default
+/// [`DEFAULT_SCALE_IN_GRACE_SECONDS`]).
+pub const SCALE_IN_GRACE_ANNOTATION: &str = "volcano.sh/scale-in-grace-seconds";
+/// Job annotation (volcano-rs): seconds the pods a scale-out adds have to become Ready before
+/// the scale-out is rolled back (an integer ≥ 1; default
+/// [`DEFAULT_SCALE_OUT_TIMEOUT_SECONDS`]).
+pub const SCALE_OUT_TIMEOUT_ANNOTATION: &str = "volcano.sh/scale-out-timeout-seconds";
+/// The grace period of a scale-in when the job does not set one.
+pub const DEFAULT_SCALE_IN_GRACE_SECONDS: i64 = 30;
+/// The ready timeout of a scale-out when the job does not set one.
+pub const DEFAULT_SCALE_OUT_TIMEOUT_SECONDS: i64 = 600;
+
+/// A job's resize waits, in seconds: (scale-in grace period, scale-out ready timeout), from
+/// its annotations or the defaults; a malformed value is `Err((field, message))`.
+pub fn scale_seconds(job: &Job) -> Result<(i64, i64), (String, String)> {
+    let annotations = job.metadata.annotations.as_ref();
+    let read = |key: &str, default: i64, least: i64| -> Result<i64, (String, String)> {
+        let Some(v) = annotations.and_then(|a| a.get(key)) else { return Ok(default) };
+        match v.trim().parse::<i64>() {
+            Ok(n) if (least..=7 * 24 * 3600).contains(&n) => Ok(n),
+            _ => Err((
+                format!("metadata.annotations[{key}]"),
+                format!("{v:?} is not a whole number of seconds from {least} to 604800"),
+            )),
+        }
+    };
+    Ok((
+        read(SCALE_IN_GRACE_ANNOTATION, DEFAULT_SCALE_IN_GRACE_SECONDS, 0)?,
+        read(SCALE_OUT_TIMEOUT_ANNOTATION, DEFAULT_SCALE_OUT_TIMEOUT_SECONDS, 1)?,
+    ))
+}
+
 /// The pattern of a DNS-1123 subdomain, as Volcano's schema checks `queue` and
 /// `priorityClassName`.
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";

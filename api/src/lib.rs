@@ -19,6 +19,7 @@ pub mod conf;
 pub mod crd;
 pub mod crds;
 pub mod job;
+pub mod job_plugins;
 pub mod names;
 mod open_enum;
 pub mod quantity;

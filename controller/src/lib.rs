@@ -13,6 +13,9 @@
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires;
+//! - [`scale`] resizes a group of indexed pods in the safe order (new pods Ready before they
+//!   join the host list; hosts out of the list a grace period before their pods go), a pure
+//!   state machine independent of the Job type, which `plan` drives per task;
 //! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
 //!   PodGroup counts and the hierarchy rules; `queue_reconcile` (feature `shell`) applies
 //!   them;
@@ -49,6 +52,7 @@ pub mod reconcile;
 pub mod recorder;
 #[cfg(feature = "shell")]
 pub mod run;
+pub mod scale;
 #[cfg(feature = "shell")]
 pub mod server;
 pub mod state;

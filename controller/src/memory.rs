@@ -7,7 +7,9 @@
 //! 2. take [`JobMemory::next`] until `None`: a [`Next::Run`] is one step of the state
 //!    machine ([`crate::plan::step`]), applied and then [`JobMemory::finished`] (a step that
 //!    failed leaves its request for the next reconcile);
-//! 3. when no request ran a step, one `SyncJob` step.
+//! 3. when no request ran a step, one `SyncJob` step;
+//! 4. keep each applied step's [`crate::plan::Desired::scale`] in [`JobMemory::scale`], and
+//!    look again at its `wake_at` (a resize's grace period or timeout).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,6 +22,7 @@ use volcano_api::job::Job;
 
 use crate::events::{self, Request};
 use crate::policies::{self, DelayedActions};
+use crate::scale::ScaleState;
 use crate::state::Target;
 
 /// What the controller remembers of one job.
@@ -37,6 +40,9 @@ pub struct JobMemory {
     pub delayed: DelayedActions,
     /// Consecutive failed reconciles (for the back-off).
     pub failures: u32,
+    /// Each task's resize state, by task name, as the last applied step left it
+    /// ([`crate::plan::Desired::scale`]).
+    pub scale: BTreeMap<String, ScaleState>,
 }
 
 /// What to do next for a job.

@@ -31,6 +31,29 @@ pub struct JobResources {
     pub controlled_resources: BTreeMap<String, String>,
 }
 
+/// The names of the plugin objects a kill removes (Volcano's `OnJobDelete`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ObjectNames {
+    /// Services.
+    pub services: Vec<String>,
+    /// ConfigMaps.
+    pub config_maps: Vec<String>,
+    /// Secrets.
+    pub secrets: Vec<String>,
+    /// NetworkPolicies.
+    pub network_policies: Vec<String>,
+}
+
+impl ObjectNames {
+    /// Whether there is nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        self.services.is_empty()
+            && self.config_maps.is_empty()
+            && self.secrets.is_empty()
+            && self.network_policies.is_empty()
+    }
+}
+
 /// The controller reference to the job that every planned object carries.
 pub fn owner_reference(job: &Job) -> OwnerReference {
     OwnerReference {

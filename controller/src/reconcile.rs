@@ -12,8 +12,14 @@
 //!    wait in the job's memory until handled, so a failed reconcile handles them again;
 //! 3. for each request ([`JobMemory::next`]: the policies, a delayed action kept for later),
 //!    one step of the state machine, planned whole by [`plan::step`] and applied in
-//!    Volcano's order: plugin objects, volume claims, PodGroup, pods, the status, the
-//!    PodGroup's deletion; with no request, one `SyncJob` step.
+//!    Volcano's order: plugin objects, host lists, volume claims, PodGroup, pods, the plugin
+//!    objects a kill removes, the status, the PodGroup's deletion; with no request, one
+//!    `SyncJob` step. A resize in flight ([`crate::scale`]) requeues the job at its grace
+//!    period's end or its ready timeout, and its steps are Kubernetes Events.
+//!
+//! A host list ConfigMap (`<job>-svc`, `<job>-mpi-hostfile`) is read on every sync and
+//! created when missing or patched when its data differ from the plan, as Volcano's
+//! `OnJobUpdate` does, so one that was deleted comes back at the job's next sync.
 //!
 //! Every create treats 409 AlreadyExists as success (names are deterministic), every delete
 //! treats 404 as success; another API error ends the reconcile with an error, and the job is
@@ -51,9 +57,12 @@ use volcano_metrics::ControllerMetrics;
 
 use crate::events::{self, OUT_OF_SYNC_KEY};
 use crate::memory::{JobMemory, Next};
-use crate::plan::{self, Desired, JobResources, PlanError, PodDeletion, PodGroupChange, Stage, StepError, VolumeClaim};
+use crate::plan::{
+    self, Desired, JobResources, ObjectNames, PlanError, PodDeletion, PodGroupChange, Stage, StepError, VolumeClaim,
+};
 use crate::plugins::{ssh, PluginError};
 use crate::recorder::{self, JobEvent, Recorder};
+use crate::scale::ScaleState;
 use crate::state::{Target, Work};
 use crate::status;
 
@@ -271,7 +280,11 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
     if let Err(e) = &result {
         tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
     }
-    let due = mem.delayed.next_due();
+    let wake = match &result {
+        Ok(w) => *w,
+        Err(_) => None,
+    };
+    let due = [mem.delayed.next_due(), wake].into_iter().flatten().min();
     ctx.put_memory(key, mem);
     result?;
     if let Some(due) = due {
@@ -293,7 +306,13 @@ pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Re
 
 /// One reconcile of a job; counts its failures in `mem`, and after `--max-requeue-num` of
 /// them in a row terminates the job instead of failing again (Volcano's `handleJobError`).
-async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut JobMemory, now: Timestamp) -> Result<(), ReconcileError> {
+/// Returns when a resize in flight wants the job reconciled again.
+async fn reconcile_with(
+    job: &Job,
+    ctx: &Context,
+    mem: &mut JobMemory,
+    now: Timestamp,
+) -> Result<Option<Timestamp>, ReconcileError> {
     let ns = job.namespace().unwrap_or_default();
     let name = job.name_any();
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -348,11 +367,21 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut JobMemory, now: Time
     if job.spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
         job.spec.scheduler_name = Some(ctx.scheduler_name.clone());
     }
-    let mut stepper = Stepper { ctx, pods, pod_group: pg, stored_status: job.status.clone() };
+    let mut stepper = Stepper {
+        ctx,
+        pods,
+        pod_group: pg,
+        stored_status: job.status.clone(),
+        scale: std::mem::take(&mut mem.scale),
+        wake_at: None,
+    };
     let mut failing = Failing { action: Action::SyncJob, request: false };
-    let Err(e) = handle_requests(&mut job, &mut stepper, mem, now, &mut failing).await else {
+    let handled = handle_requests(&mut job, &mut stepper, mem, now, &mut failing).await;
+    // What the applied steps left, even when a later one failed.
+    mem.scale = std::mem::take(&mut stepper.scale);
+    let Err(e) = handled else {
         mem.failures = 0;
-        return Ok(());
+        return Ok(stepper.wake_at);
     };
     mem.failures += 1;
     let limit = ctx.max_requeue_num;
@@ -370,7 +399,8 @@ async fn reconcile_with(job: &Job, ctx: &Context, mem: &mut JobMemory, now: Time
         mem.pending.remove(0);
     }
     mem.failures = 0;
-    Ok(())
+    mem.scale = std::mem::take(&mut stepper.scale);
+    Ok(None)
 }
 
 /// The action a reconcile was running when it failed, and whether it came from the first
@@ -416,6 +446,10 @@ struct Stepper<'a> {
     pod_group: Option<PodGroup>,
     /// The status as the API server has it.
     stored_status: Option<volcano_api::job::JobStatus>,
+    /// Each task's resize state as the applied steps left it.
+    scale: BTreeMap<String, ScaleState>,
+    /// When the last applied sync's resize in flight wants another step.
+    wake_at: Option<Timestamp>,
 }
 
 impl Stepper<'_> {
@@ -450,6 +484,7 @@ impl Stepper<'_> {
             admitted: plan::admitted(self.pod_group.as_ref()),
             priority_class_values: &values,
             ssh_key: ssh_key.as_ref(),
+            scale: &self.scale,
         };
         let desired = match plan::step(job, &observed, action, target, now) {
             Ok(Some(d)) => d,
@@ -480,6 +515,10 @@ impl Stepper<'_> {
                 return Err(e);
             }
         }
+        if let Err(e) = self.apply_host_lists(&ns, &desired.host_lists).await {
+            self.record(job, recorder::plugin_error(&e));
+            return Err(e);
+        }
         if let Err(e) = self.ensure_volumes(job, &desired.volumes).await {
             self.record(job, recorder::pvc_error(&e));
             return Err(e);
@@ -496,6 +535,18 @@ impl Stepper<'_> {
         match &desired.work {
             Work::Sync => self.sync_pods(job, &desired).await?,
             _ => self.kill(job, &desired.delete).await?,
+        }
+        if let Err(e) = self.delete_resources(&ns, &desired.delete_resources).await {
+            self.record(job, recorder::plugin_error(&e));
+            return Err(e);
+        }
+        let now_ms = Timestamp::now().as_millisecond();
+        for (task, ev) in &desired.scale_events {
+            self.record(job, recorder::scale_event(task, ev, now_ms));
+        }
+        if matches!(desired.work, Work::Sync) {
+            self.scale = desired.scale.clone();
+            self.wake_at = desired.wake_at;
         }
         job.status = Some(desired.status.clone());
         let written = self.write_status(job).await?;
@@ -662,6 +713,56 @@ impl Stepper<'_> {
         Ok(())
     }
 
+    /// The host lists as planned: each read, created when missing, its `data` patched when
+    /// it differs (keys the plan no longer has set to null).
+    async fn apply_host_lists(&self, ns: &str, lists: &[ConfigMap]) -> Result<(), ReconcileError> {
+        let api: Api<ConfigMap> = Api::namespaced(self.client(), ns);
+        for cm in lists {
+            let name = cm.name_any();
+            let existing = api.get_opt(&name).await.map_err(api_err(format!("get ConfigMap {ns}/{name}")))?;
+            let Some(existing) = existing else {
+                create(&api, cm).await?;
+                continue;
+            };
+            let (have, want) = (existing.data.unwrap_or_default(), cm.data.clone().unwrap_or_default());
+            if have == want {
+                continue;
+            }
+            let mut data = serde_json::Map::new();
+            for k in have.keys().filter(|k| !want.contains_key(*k)) {
+                data.insert(k.clone(), serde_json::Value::Null);
+            }
+            for (k, v) in &want {
+                data.insert(k.clone(), serde_json::Value::String(v.clone()));
+            }
+            let patch = serde_json::json!({ "data": data });
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(api_err(format!("update ConfigMap {ns}/{name}")))?;
+            tracing::info!(configmap = %format!("{ns}/{name}"), "host list updated");
+        }
+        Ok(())
+    }
+
+    /// The plugin objects a kill removes (Volcano's `OnJobDelete`); one already gone counts
+    /// as deleted.
+    async fn delete_resources(&self, ns: &str, gone: &ObjectNames) -> Result<(), ReconcileError> {
+        let c = self.client();
+        for n in &gone.config_maps {
+            delete_named(&Api::<ConfigMap>::namespaced(c.clone(), ns), n).await?;
+        }
+        for n in &gone.services {
+            delete_named(&Api::<Service>::namespaced(c.clone(), ns), n).await?;
+        }
+        for n in &gone.network_policies {
+            delete_named(&Api::<NetworkPolicy>::namespaced(c.clone(), ns), n).await?;
+        }
+        for n in &gone.secrets {
+            delete_named(&Api::<Secret>::namespaced(c.clone(), ns), n).await?;
+        }
+        Ok(())
+    }
+
     /// The key pair kept in the job's ssh Secret, or a new one when there is no Secret.
     async fn ssh_key(&self, job: &Job) -> Result<ssh::SshKeyPair, ReconcileError> {
         let ns = job.namespace().unwrap_or_default();
@@ -772,6 +873,18 @@ async fn delete_pod(api: &Api<Pod>, name: &str, uid: Option<String>) -> Result<(
         Ok(_) => Ok(()),
         Err(e) if matches!(code(&e), Some(404 | 409)) => Ok(()),
         Err(e) => Err(api_err(format!("delete pod {name}"))(e)),
+    }
+}
+
+async fn delete_named<K>(api: &Api<K>, name: &str) -> Result<(), ReconcileError>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(e) if code(&e) == Some(404) => Ok(()),
+        Err(e) => Err(api_err(format!("delete {} {name}", K::kind(&Default::default())))(e)),
     }
 }
 

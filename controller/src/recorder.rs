@@ -31,6 +31,7 @@ use volcano_api::bus::Action;
 use volcano_api::crd::PodGroup;
 use volcano_api::job::Job;
 
+use crate::scale::ScaleEvent;
 use crate::status::go_duration;
 
 /// The reporting controller of the job controller's events.
@@ -88,6 +89,18 @@ fn warning(reason: &'static str, action: &str, message: String) -> JobEvent {
 
 fn action_name(action: Option<&Action>) -> &str {
     action.map_or("", Action::as_str)
+}
+
+/// A step of a resize of task `task` ([`crate::scale`]; volcano-rs's own events: `ScaleOut`,
+/// `ScaleIn`, and the warnings `ScaleOutRolledBack` and `ScaleRefused`).
+pub fn scale_event(task: &str, event: &ScaleEvent, now_ms: i64) -> JobEvent {
+    let message = event.message(&format!("task {task}"), now_ms);
+    let action = format!("{}-{task}", event.kind());
+    if event.warning() {
+        warning(event.reason(), &action, message)
+    } else {
+        normal(event.reason(), action, message)
+    }
 }
 
 /// A Command was deleted: its action runs next (`processNextCommand`).

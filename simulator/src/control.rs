@@ -131,6 +131,7 @@ fn step(
         admitted: at.pass == Pass::Load || plan::admitted(pg.as_deref()),
         priority_class_values: &values,
         ssh_key: ssh_key.as_ref(),
+        scale: &sj.memory.scale,
     };
     let desired = match plan::step(&sj.job, &observed, action, target, now) {
         Ok(Some(d)) => d,
@@ -157,6 +158,21 @@ fn apply(
     if let Some(res) = desired.resources {
         sj.resources = res;
     }
+    // The plugin objects a kill removes, then the host lists as the step leaves them.
+    let gone = &desired.delete_resources;
+    sj.resources.services.retain(|o| !gone.services.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    sj.resources.config_maps.retain(|o| !gone.config_maps.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    sj.resources.secrets.retain(|o| !gone.secrets.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    sj.resources
+        .network_policies
+        .retain(|o| !gone.network_policies.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    for cm in desired.host_lists {
+        match sj.resources.config_maps.iter_mut().find(|c| c.metadata.name == cm.metadata.name) {
+            Some(c) => *c = cm,
+            None => sj.resources.config_maps.push(cm),
+        }
+    }
+    sj.memory.scale = desired.scale;
     match desired.pod_group {
         PodGroupChange::Keep => {}
         PodGroupChange::Create(pg) => {

@@ -168,7 +168,7 @@ fn master_addr_and_hostfile_are_in_the_report() {
     let master = &job["pods"][0];
     assert_eq!(master["task"], "mpimaster");
     let mounts = master["containers"][0]["volumeMounts"].as_array().unwrap();
-    assert!(mounts.iter().any(|m| m["mountPath"] == "/etc/mpi/hostfile"), "{mounts:?}");
+    assert!(mounts.iter().any(|m| m["mountPath"] == "/etc/mpi"), "{mounts:?}");
     assert_eq!(master["initContainers"].as_array().unwrap().last().unwrap()["name"], "wait-for-workers");
 }
 

@@ -287,13 +287,47 @@ fn job_min_available_is_at_most_the_replicas() {
 
 #[test]
 fn job_plugins_are_known() {
-    let mut j = job(vec![task("master", 1), task("worker", 1)]);
-    for p in JOB_PLUGINS {
+    let mut j = job(vec![task("master", 1), task("worker", 1), task("scheduler", 1)]);
+    for p in crate::job_plugins::ORDER {
         j.spec.plugins.insert(p.into(), vec![]);
     }
     accepts(&j);
     j.spec.plugins.insert("horovod".into(), vec![]);
     assert_eq!(rejects(&j, JobRule::UnknownPlugin).field, "spec.plugins[horovod]");
+}
+
+#[test]
+fn plugin_arguments_are_checked_as_the_controller_checks_them() {
+    let mut j = job(vec![task("master", 1), task("worker", 1)]);
+    j.spec.plugins.insert("mpi".into(), vec!["--worker=slave".into()]);
+    let e = rejects(&j, JobRule::PluginArguments);
+    assert_eq!((e.field.as_str(), e.message.as_str()), ("spec.plugins[mpi]", "no worker task \"slave\" (--worker)"));
+    j.spec.plugins.insert("mpi".into(), vec!["--slots=zero".into()]);
+    assert!(rejects(&j, JobRule::PluginArguments).message.contains("\"zero\" is not a positive integer"));
+    j.spec.plugins.clear();
+    j.spec.plugins.insert("ssh".into(), vec!["--ssh-public-key=k".into()]);
+    assert_eq!(
+        rejects(&j, JobRule::PluginArguments).message,
+        "--ssh-private-key and --ssh-public-key go together"
+    );
+    j.spec.plugins.clear();
+    j.spec.plugins.insert("ray".into(), vec![]);
+    assert_eq!(rejects(&j, JobRule::PluginArguments).message, "job plugin \"ray\" is not implemented by volcano-rs");
+}
+
+#[test]
+fn resize_annotations_are_whole_seconds() {
+    let mut j = base();
+    j.metadata.annotations =
+        Some([(crate::job::SCALE_IN_GRACE_ANNOTATION.to_string(), "soon".to_string())].into_iter().collect());
+    let e = rejects(&j, JobRule::ScaleAnnotation);
+    assert_eq!(e.field, "metadata.annotations[volcano.sh/scale-in-grace-seconds]");
+    assert!(e.message.contains("\"soon\" is not a whole number of seconds"), "{}", e.message);
+    j.metadata.annotations =
+        Some([(crate::job::SCALE_OUT_TIMEOUT_ANNOTATION.to_string(), "0".to_string())].into_iter().collect());
+    rejects(&j, JobRule::ScaleAnnotation);
+    j.metadata.annotations = Some([(crate::job::SCALE_IN_GRACE_ANNOTATION.to_string(), "0".to_string())].into());
+    accepts(&j);
 }
 
 #[test]
@@ -469,6 +503,28 @@ fn an_update_keeps_the_tasks() {
     new.spec.tasks.push(task("chief", 1));
     let e = validate_job_update(&old, &new).unwrap_err();
     assert_eq!(e.errors.iter().map(|e| e.rule).collect::<Vec<_>>(), vec![JobRule::UpdateTaskCount]);
+}
+
+#[test]
+fn an_update_does_not_scale_in_below_min_available() {
+    let old = mutate_job(&base(), "default", "volcano-rs");
+    // worker: 2 replicas, minAvailable 2 (defaulted): 1 is refused, naming the field.
+    let mut new = old.clone();
+    new.spec.tasks[1].replicas = 1;
+    let e = validate_job_update(&old, &new).unwrap_err();
+    assert_eq!(e.errors[0].rule, JobRule::ScaleBelowMinAvailable);
+    assert_eq!(e.errors[0].field, "spec.tasks[1].replicas");
+    assert!(e.errors[0].message.starts_with("1 is below the task's minAvailable (2)"), "{e}");
+    // Lowering the task's and the job's minAvailable with it is a scale-in.
+    new.spec.tasks[1].min_available = Some(1);
+    new.spec.min_available = 2;
+    assert_eq!(validate_job_update(&old, &new), Ok(()));
+    // The job's minAvailable bounds the total.
+    new.spec.min_available = 3;
+    let e = validate_job_update(&old, &new).unwrap_err();
+    assert_eq!(e.errors[0].rule, JobRule::ScaleBelowMinAvailable);
+    assert_eq!(e.errors[0].field, "spec.tasks[1].replicas");
+    assert!(e.errors[0].message.contains("would be below the job's minAvailable (3)"), "{e}");
 }
 
 #[test]

@@ -32,7 +32,7 @@ pub use step::{
 };
 
 use crate::objects::owned_meta;
-pub use crate::objects::{owner_reference, JobResources, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
+pub use crate::objects::{owner_reference, JobResources, ObjectNames, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
 use crate::plugins::ssh::SshKeyPair;
 use crate::plugins::{job_key, job_name, JobAddContext, JobPlugins, PluginError, PodContext};
 
@@ -59,9 +59,12 @@ pub const JDB_MIN_AVAILABLE_KEY: &str = "volcano.sh/jdb-min-available";
 /// Job annotation copied to pods: the disruption budget's maximum unavailable.
 pub const JDB_MAX_UNAVAILABLE_KEY: &str = "volcano.sh/jdb-max-unavailable";
 
-/// The job annotations copied to every pod.
-pub const COPIED_ANNOTATIONS: [&str; 5] =
-    [PREEMPTABLE_KEY, COOLDOWN_TIME_KEY, REVOCABLE_ZONE_KEY, JDB_MIN_AVAILABLE_KEY, JDB_MAX_UNAVAILABLE_KEY];
+/// The job annotations copied to every pod, besides one disruption-budget annotation
+/// ([`JDB_ANNOTATIONS`]).
+pub const COPIED_ANNOTATIONS: [&str; 3] = [PREEMPTABLE_KEY, COOLDOWN_TIME_KEY, REVOCABLE_ZONE_KEY];
+/// The disruption-budget annotations, in order of precedence: the first the job has is copied
+/// to its pods, the other not (Volcano's `createJobPod`).
+pub const JDB_ANNOTATIONS: [&str; 2] = [JDB_MIN_AVAILABLE_KEY, JDB_MAX_UNAVAILABLE_KEY];
 /// The job labels copied to every pod.
 pub const COPIED_LABELS: [&str; 2] = [PREEMPTABLE_KEY, COOLDOWN_TIME_KEY];
 
@@ -86,6 +89,16 @@ pub enum PlanError {
         /// The index asked for.
         index: usize,
     },
+    /// A job annotation with a malformed value (the resize waits).
+    #[error("job {job}: {field}: {message}")]
+    Annotation {
+        /// The job, `namespace/name`.
+        job: String,
+        /// The field (`metadata.annotations[volcano.sh/scale-in-grace-seconds]`).
+        field: String,
+        /// What was expected.
+        message: String,
+    },
     /// A quantity in a pod template that does not parse.
     #[error("job {job}: {field}: {source}")]
     Quantity {
@@ -106,6 +119,7 @@ impl PlanError {
             PlanError::Plugin(_) => "plugin",
             PlanError::NoUid { .. } => "no_uid",
             PlanError::NoTask { .. } => "no_task",
+            PlanError::Annotation { .. } => "annotation",
             PlanError::Quantity { .. } => "quantity",
         }
     }
@@ -452,6 +466,9 @@ pub fn pod(job: &Job, plugins: &JobPlugins, task_index: usize, replica: i32) -> 
             set(k, v.clone());
         }
     }
+    if let Some((k, v)) = JDB_ANNOTATIONS.iter().find_map(|k| Some((*k, job_annotations.get(*k)?))) {
+        set(k, v.clone());
+    }
 
     let mut labels = tmeta.labels.unwrap_or_default();
     let mut label = |k: &str, v: String| {
@@ -703,6 +720,14 @@ spec:
             assert_eq!(a.get(k).map(String::as_str), Some(v), "annotation {k}");
         }
         assert!(!a.contains_key("other"), "only the listed job annotations are copied");
+        // One disruption-budget annotation: min-available wins over max-unavailable.
+        let mut both = j.clone();
+        both.metadata.annotations.get_or_insert_with(Default::default).insert(JDB_MAX_UNAVAILABLE_KEY.into(), "2".into());
+        let pa = pod(&both, &plugins, 1, 0).unwrap().metadata.annotations.unwrap();
+        assert_eq!((pa.get(JDB_MIN_AVAILABLE_KEY), pa.get(JDB_MAX_UNAVAILABLE_KEY)), (Some(&"1".to_string()), None));
+        both.metadata.annotations.as_mut().unwrap().remove(JDB_MIN_AVAILABLE_KEY);
+        let pa = pod(&both, &plugins, 1, 0).unwrap().metadata.annotations.unwrap();
+        assert_eq!(pa.get(JDB_MAX_UNAVAILABLE_KEY).map(String::as_str), Some("2"));
         let l = p.metadata.labels.as_ref().unwrap();
         for (k, v) in [
             ("volcano.sh/task-index", "3"),

@@ -8,23 +8,31 @@
 //! A step is Volcano's `state.Execute(action)`: the state machine's work ([`state::work`]:
 //! sync, kill, kill targets), the counts the work leaves, the update function
 //! ([`state::decide`]) and the status it writes ([`status::next_status`]).
+//!
+//! A sync also resizes: each task is a group of [`crate::scale`], whose desired members are
+//! `0..replicas`; its outcome says which pods to create and delete, and which members the
+//! host lists (`<job>-svc`, the MPI hostfile) name, so that a changed `replicas` adds pods
+//! before publishing them and unpublishes hosts before deleting their pods.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::bus::Action;
 use volcano_api::crd::{PodGroup, PodGroupPhase};
+use volcano_api::crd::TASK_SPEC_KEY;
 use volcano_api::job::{Job, JobPhase, JobStatus};
 
 use super::{
-    job_resources, pod, pod_group, pod_group_update, ready_to_create, task_readiness, volume_claims,
-    volume_controlled_resource, JobResources, PlanError, VolumeClaim,
+    job_resources, pod, pod_group, pod_group_update, ready_to_create, task_min_available, task_readiness,
+    volume_claims, volume_controlled_resource, JobResources, PlanError, VolumeClaim, TASK_INDEX_KEY,
 };
 use crate::events::{is_out_of_sync, pod_phase};
+use crate::objects::ObjectNames;
 use crate::plugins::ssh::SshKeyPair;
-use crate::plugins::{pod_name, JobPlugins};
+use crate::plugins::{job_key, pod_name, Hosts, JobPlugins};
+use crate::scale::{self, Member, MemberPod, ScaleEvent, ScaleState};
 use crate::state::{self, Counts, Decision, Retain, Target, Work};
 use crate::status;
 
@@ -42,6 +50,10 @@ pub struct Observed<'a> {
     pub priority_class_values: &'a BTreeMap<String, i32>,
     /// The ssh key pair for the `ssh` plugin, when [`wants_ssh_key`] says the step needs one.
     pub ssh_key: Option<&'a SshKeyPair>,
+    /// Each task's resize state as the last applied step left it
+    /// ([`crate::memory::JobMemory::scale`]); a task without one is resumed from its pods
+    /// ([`ScaleState::resume`]).
+    pub scale: &'a BTreeMap<String, ScaleState>,
 }
 
 /// Whether a PodGroup has a phase and it is not Pending (Volcano's `syncJob` creates pods
@@ -137,6 +149,21 @@ pub struct Desired {
     pub status: JobStatus,
     /// Delete the PodGroup after writing the status (a full kill of a job that has one).
     pub delete_pod_group: bool,
+    /// The host-list ConfigMaps as the step leaves them (every sync, Volcano's
+    /// `OnJobUpdate`): created when missing, updated when their data differ, before the pods.
+    pub host_lists: Vec<ConfigMap>,
+    /// The plugin objects a kill removes (Volcano's `OnJobDelete`), before the status is
+    /// written; the status no longer lists the plugins, so the next sync in Pending makes them
+    /// again.
+    pub delete_resources: ObjectNames,
+    /// Each task's resize state once the step is applied (to keep in
+    /// [`crate::memory::JobMemory::scale`]).
+    pub scale: BTreeMap<String, ScaleState>,
+    /// What the resizes did, by task.
+    pub scale_events: Vec<(String, ScaleEvent)>,
+    /// When a resize in flight needs another step even if nothing changes (the end of its
+    /// grace period, or its ready timeout).
+    pub wake_at: Option<Timestamp>,
 }
 
 impl Desired {
@@ -156,6 +183,20 @@ pub fn wants_ssh_key(job: &Job) -> bool {
 fn resources_recorded(job: &Job, plugins: &JobPlugins) -> bool {
     let recorded = job.status.as_ref().map(|s| &s.controlled_resources);
     plugins.names().iter().all(|n| recorded.is_some_and(|r| r.contains_key(&format!("plugin-{n}"))))
+}
+
+/// Volcano's `OnJobDelete` on a kill: the objects of the plugins the status lists, and the
+/// status no longer listing them. A job whose plugins do not parse has none.
+fn unrecord_plugins(job: &mut Job) -> ObjectNames {
+    let Ok(plugins) = JobPlugins::from_job(job) else { return ObjectNames::default() };
+    let Some(status) = job.status.as_mut() else { return ObjectNames::default() };
+    let mut out = ObjectNames::default();
+    for p in plugins.iter() {
+        if status.controlled_resources.remove(&format!("plugin-{}", p.name())).is_some() {
+            p.on_job_delete(job, &mut out);
+        }
+    }
+    out
 }
 
 fn at(stage: Stage) -> impl Fn(PlanError) -> StepError {
@@ -197,7 +238,15 @@ pub fn step(
         decision: state::decide(&job, &Counts::default(), action, target),
         status: JobStatus::default(),
         delete_pod_group: false,
+        host_lists: Vec::new(),
+        delete_resources: ObjectNames::default(),
+        scale: observed.scale.clone(),
+        scale_events: Vec::new(),
+        wake_at: None,
     };
+    if matches!(work, Work::Kill { .. } | Work::KillTargets(_)) {
+        plan.delete_resources = unrecord_plugins(&mut job);
+    }
     match &work {
         Work::None => return Ok(None),
         Work::Sync => sync(&mut job, observed, &mut plan, now)?,
@@ -233,12 +282,34 @@ fn deletion(p: &Pod, mark_out_of_sync: bool) -> PodDeletion {
 /// SyncJob (Volcano's `syncJob`, after `initiateJob`).
 fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timestamp) -> Result<(), StepError> {
     let plugins = JobPlugins::from_job(job).map_err(|e| StepError { stage: Stage::Resources, error: e.into() })?;
-    if !resources_recorded(job, &plugins) {
+    // The resize of every task, once the PodGroup is admitted; before, the host lists name
+    // what they named (every replica, for a new job).
+    let outcomes = if observed.admitted { Some(resize(job, observed, now).map_err(at(Stage::Pods))?) } else { None };
+    let mut hosts = Hosts::all(job);
+    for task in &job.spec.tasks {
+        let published = match &outcomes {
+            Some(o) => o.get(task.name()).map(|o| o.publish.clone()),
+            None => observed.scale.get(task.name()).map(|s| s.published.clone()),
+        };
+        if let Some(p) = published {
+            hosts.set(task.name(), p);
+        }
+    }
+    if let Some(o) = &outcomes {
+        plan.scale = o.iter().map(|(t, o)| (t.clone(), o.state.clone())).collect();
+        plan.scale_events =
+            o.iter().flat_map(|(t, o)| o.events.iter().map(move |e| (t.clone(), e.clone()))).collect();
+        plan.wake_at = o.values().filter_map(|o| o.wake_at_ms).min().and_then(|ms| Timestamp::from_millisecond(ms).ok());
+    }
+    // The plugin objects, made when the job is Pending and the status does not list them
+    // (Volcano's `initiateJob`: at the first sync, and again after a kill removed them).
+    if !resources_recorded(job, &plugins) && plan.from == JobPhase::Pending {
         let res = job_resources(job, &plugins, observed.ssh_key).map_err(at(Stage::Resources))?;
         let status = job.status.get_or_insert_with(Default::default);
         status.controlled_resources.extend(res.controlled_resources.clone());
         plan.resources = Some(res);
     }
+    plan.host_lists = plugins.host_lists(job, &hosts);
     if !job.spec.volumes.is_empty() {
         let claims = volume_claims(job);
         let status = job.status.get_or_insert_with(Default::default);
@@ -257,25 +328,31 @@ fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timesta
             None => PodGroupChange::Keep,
         },
     };
-    if !observed.admitted {
+    let Some(outcomes) = outcomes else {
         plan.counts = job.status.as_ref().map(Counts::from_status).unwrap_or_default();
         return Ok(());
-    }
+    };
     let job_name = job.metadata.name.clone().unwrap_or_default();
     let existing: BTreeMap<&str, &Pod> =
         observed.pods.iter().map(|p| (p.metadata.name.as_deref().unwrap_or_default(), p)).collect();
     let readiness = task_readiness(observed.pods);
-    let mut expected: Vec<String> = Vec::new();
+    // The pods every task keeps (its published members and those of a resize in flight).
+    let mut expected: BTreeSet<String> = BTreeSet::new();
+    // Pods of a resize, highest index first, then the other surplus pods.
+    let mut doomed: Vec<String> = Vec::new();
     for (ti, task) in job.spec.tasks.iter().enumerate() {
-        let ready = ready_to_create(job, task.name(), &readiness);
-        for i in 0..task.replicas.max(0) {
-            let name = pod_name(&job_name, task.name(), i);
-            let missing = !existing.contains_key(name.as_str());
-            expected.push(name);
-            if missing && ready {
-                let pod = pod(job, &plugins, ti, i).map_err(at(Stage::Pods))?;
-                plan.create.push(NewPod { task_index: ti, replica: i, pod });
+        let Some(outcome) = outcomes.get(task.name()) else { continue };
+        expected.extend(outcome.state.holding().into_iter().map(|m| pod_name(&job_name, task.name(), m)));
+        doomed.extend(outcome.delete.iter().map(|m| pod_name(&job_name, task.name(), *m)));
+        if !ready_to_create(job, task.name(), &readiness) {
+            continue;
+        }
+        for &i in &outcome.create {
+            if existing.contains_key(pod_name(&job_name, task.name(), i).as_str()) {
+                continue;
             }
+            let pod = pod(job, &plugins, ti, i).map_err(at(Stage::Pods))?;
+            plan.create.push(NewPod { task_index: ti, replica: i, pod });
         }
     }
     // Created pods are Pending, as the API server returns them.
@@ -288,14 +365,24 @@ fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timesta
             p
         })
         .collect();
-    // Surplus pods (beyond replicas, of tasks no longer in the spec) and pods marked out of
-    // sync are deleted.
+    // Surplus pods (not kept by their task's resize, of tasks no longer in the spec) and
+    // pods marked out of sync are deleted.
+    for p in observed.pods {
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        let surplus = !expected.contains(name) || is_out_of_sync(p);
+        if surplus && p.metadata.deletion_timestamp.is_none() && !doomed.iter().any(|d| d == name) {
+            doomed.push(name.to_string());
+        }
+    }
+    for name in &doomed {
+        if let Some(p) = existing.get(name.as_str()).filter(|p| p.metadata.deletion_timestamp.is_none()) {
+            plan.delete.push(deletion(p, false));
+        }
+    }
     for p in observed.pods {
         let mut p = p.clone();
         let name = p.metadata.name.as_deref().unwrap_or_default();
-        let surplus = !expected.iter().any(|e| e == name) || is_out_of_sync(&p);
-        if surplus && p.metadata.deletion_timestamp.is_none() {
-            plan.delete.push(deletion(&p, false));
+        if doomed.iter().any(|d| d == name) && p.metadata.deletion_timestamp.is_none() {
             p.metadata.deletion_timestamp = Some(Time(now));
         }
         after.push(p);
@@ -303,6 +390,68 @@ fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timesta
     plan.counts = Counts::after(job, &Work::Sync, after.iter(), false);
     plan.pods_after = after;
     Ok(())
+}
+
+/// Running with every container ready.
+fn pod_ready(p: &Pod) -> bool {
+    let status = p.status.as_ref();
+    let containers = p.spec.as_ref().map_or(0, |s| s.containers.len());
+    let statuses = status.and_then(|s| s.container_statuses.as_ref());
+    status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && statuses.is_some_and(|cs| cs.len() >= containers && cs.iter().all(|c| c.ready))
+}
+
+/// The pods of `task` by member (`volcano.sh/task-index`); a pod being deleted or marked out
+/// of sync counts as terminating.
+fn member_pods(pods: &[Pod], task: &str) -> BTreeMap<Member, MemberPod> {
+    let mut out = BTreeMap::new();
+    for p in pods {
+        let m = &p.metadata;
+        let get = |k: &str| {
+            m.annotations.as_ref().and_then(|a| a.get(k)).or_else(|| m.labels.as_ref().and_then(|l| l.get(k)))
+        };
+        if get(TASK_SPEC_KEY).map(String::as_str) != Some(task) {
+            continue;
+        }
+        let Some(index) = get(TASK_INDEX_KEY).and_then(|i| i.parse::<Member>().ok()) else { continue };
+        let terminating = m.deletion_timestamp.is_some() || is_out_of_sync(p);
+        out.insert(index, MemberPod { ready: !terminating && pod_ready(p), terminating });
+    }
+    out
+}
+
+/// One resize step of every task ([`scale::step`]): desired members `0..replicas`, the
+/// minimum the task's `minAvailable` (or, while the tasks' replicas add up to less than the
+/// job's `minAvailable`, the members each task publishes: no task shrinks), the waits from
+/// the job's annotations ([`volcano_api::job::scale_seconds`]).
+fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap<String, scale::Outcome>, PlanError> {
+    let (grace, timeout) = volcano_api::job::scale_seconds(job)
+        .map_err(|(field, message)| PlanError::Annotation { job: job_key(job), field, message })?;
+    let settings = scale::Settings { grace_ms: grace * 1000, ready_timeout_ms: timeout * 1000 };
+    let total: i32 = job.spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
+    let short = total < job.spec.min_available;
+    let mut out = BTreeMap::new();
+    for (ti, task) in job.spec.tasks.iter().enumerate() {
+        let pods = member_pods(observed.pods, task.name());
+        let desired = scale::first(task.replicas);
+        let state =
+            observed.scale.get(task.name()).cloned().unwrap_or_else(|| ScaleState::resume(&desired, &pods));
+        let (minimum, field) = if short {
+            (state.published.len(), "spec.minAvailable".to_string())
+        } else {
+            (usize::try_from(task_min_available(task)).unwrap_or(0), format!("spec.tasks[{ti}].minAvailable"))
+        };
+        let input = scale::Input {
+            desired: &desired,
+            minimum,
+            minimum_field: &field,
+            pods: &pods,
+            now_ms: now.as_millisecond(),
+            settings,
+        };
+        out.insert(task.name().to_string(), scale::step(&state, &input));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -323,12 +472,21 @@ spec:
     - {name: b, replicas: 1, dependsOn: {name: [a]}, template: {spec: {containers: [{name: c, image: x}]}}}
 "#;
 
+    static NO_SCALE: BTreeMap<String, ScaleState> = BTreeMap::new();
+
     fn now() -> Timestamp {
         "2026-01-01T00:00:00Z".parse().unwrap()
     }
 
     fn observed<'a>(pods: &'a [Pod], pg: Option<&'a PodGroup>, values: &'a BTreeMap<String, i32>) -> Observed<'a> {
-        Observed { pods, pod_group: pg, admitted: admitted(pg), priority_class_values: values, ssh_key: None }
+        Observed {
+            pods,
+            pod_group: pg,
+            admitted: admitted(pg),
+            priority_class_values: values,
+            ssh_key: None,
+            scale: &NO_SCALE,
+        }
     }
 
     fn with_phase(pod: &Pod, phase: &str) -> Pod {

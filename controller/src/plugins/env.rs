@@ -3,8 +3,9 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
-use super::{add_env, env_var, spec_mut, Args, JobPlugin, PluginError, PodContext};
+use super::{add_env, env_var, spec_mut, JobPlugin, PluginError, PodContext};
 
 /// The `env` plugin.
 #[derive(Debug)]
@@ -18,7 +19,7 @@ pub const VC_TASK_INDEX: &str = "VC_TASK_INDEX";
 impl Env {
     /// The plugin with its arguments (it has none).
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        Args::parse(job, "env", args, &[])?;
+        job_plugins::parse(job, &job_plugins::ENV, args)?;
         Ok(Env)
     }
 }

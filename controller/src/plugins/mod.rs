@@ -1,25 +1,25 @@
 //! The job plugins (`spec.plugins`): what each adds to the job's pods (`OnPodCreate`) and
 //! which objects it asks for (`OnJobAdd`), as pure functions of the Job.
 //!
-//! [`JobPlugins::from_job`] parses every enabled plugin's arguments (Go `flag` syntax, as
-//! Volcano reads them: `--port=2222`, `-port 2222`, `--flag` for a boolean) and rejects an
-//! unknown plugin, an unknown argument or a malformed value with a [`PluginError`] that names
-//! the job, the plugin and the argument. Volcano logs such an argument and goes on with the
-//! default; volcano-rs refuses the job instead (STYLE.md §3.3).
+//! [`JobPlugins::from_job`] checks every enabled plugin's arguments with
+//! [`volcano_api::job_plugins::check`] (what the admission webhook checks too, so a job the
+//! planner refuses is refused at admission with the same reason) and refuses an unknown
+//! plugin, an unknown argument, a malformed value or a missing role task with a
+//! [`PluginError`] that names the job, the plugin and the argument.
 //!
 //! The plugins run in a fixed order, [`ORDER`] (Volcano walks a Go map, whose order is
 //! random): `env`, `svc`, `ssh`, then the framework plugins `tensorflow`, `pytorch`, `mxnet`,
 //! `mpi`. docs/jobs.md lists what each one injects.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, Pod, PodSpec};
-use thiserror::Error;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, ContainerPort, EnvVar, Pod, PodSpec};
 use volcano_api::job::{Job, TaskSpec};
+use volcano_api::job_plugins;
 use volcano_api::quantity;
 
-use crate::objects::JobResources;
+use crate::objects::{JobResources, ObjectNames};
 
 pub mod env;
 pub mod launch;
@@ -30,80 +30,10 @@ pub mod ssh;
 pub mod svc;
 pub mod tensorflow;
 
-/// The order in which the enabled plugins mutate a pod and add their objects.
-pub const ORDER: [&str; 7] = ["env", "svc", "ssh", "tensorflow", "pytorch", "mxnet", "mpi"];
-
-/// Job plugins that Volcano has and volcano-rs does not implement yet.
-pub const NOT_IMPLEMENTED: [&str; 2] = ["ray", "hcclrank"];
+pub use volcano_api::job_plugins::{PluginError, NOT_IMPLEMENTED, ORDER};
 
 /// The GPU resource that sizes processes per pod (PyTorch) and MPI slots.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-
-/// A job whose plugins cannot be planned.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum PluginError {
-    /// A plugin name volcano-rs does not know.
-    #[error("job {job}: unknown job plugin {plugin:?}")]
-    UnknownPlugin {
-        /// The job, `namespace/name`.
-        job: String,
-        /// The plugin.
-        plugin: String,
-    },
-    /// A plugin of Volcano's that volcano-rs does not implement ([`NOT_IMPLEMENTED`]).
-    #[error("job {job}: job plugin {plugin:?} is not implemented by volcano-rs")]
-    NotImplemented {
-        /// The job, `namespace/name`.
-        job: String,
-        /// The plugin.
-        plugin: String,
-    },
-    /// An argument the plugin does not have, or one that is not a flag.
-    #[error("job {job}: plugin {plugin}: unknown argument {argument:?}")]
-    UnknownArgument {
-        /// The job, `namespace/name`.
-        job: String,
-        /// The plugin.
-        plugin: String,
-        /// The argument as written.
-        argument: String,
-    },
-    /// A known argument with a value of the wrong shape.
-    #[error("job {job}: plugin {plugin}: argument {argument:?}: {reason}")]
-    BadArgument {
-        /// The job, `namespace/name`.
-        job: String,
-        /// The plugin.
-        plugin: String,
-        /// The argument as written.
-        argument: String,
-        /// What was expected.
-        reason: String,
-    },
-    /// The job does not fit the plugin (a role task missing, no ssh key given).
-    #[error("job {job}: plugin {plugin}: {message}")]
-    Job {
-        /// The job, `namespace/name`.
-        job: String,
-        /// The plugin.
-        plugin: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl PluginError {
-    /// A bounded label for metrics and events.
-    pub fn category(&self) -> &'static str {
-        match self {
-            PluginError::UnknownPlugin { .. } => "unknown_plugin",
-            PluginError::NotImplemented { .. } => "not_implemented",
-            PluginError::UnknownArgument { .. } => "unknown_argument",
-            PluginError::BadArgument { .. } => "bad_argument",
-            PluginError::Job { .. } => "job",
-        }
-    }
-}
 
 /// `namespace/name` of a job, for errors.
 pub(crate) fn job_key(job: &Job) -> String {
@@ -113,117 +43,6 @@ pub(crate) fn job_key(job: &Job) -> String {
 /// The job's name.
 pub(crate) fn job_name(job: &Job) -> &str {
     job.metadata.name.as_deref().unwrap_or_default()
-}
-
-/// Whether a flag takes a value (`--port=2222`) or is a boolean (`--flag`, `--flag=false`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Value,
-    Bool,
-}
-
-/// A plugin's parsed arguments: flag name → value, the last one winning as with Go's `flag`.
-#[derive(Debug)]
-pub(crate) struct Args<'a> {
-    job: &'a Job,
-    plugin: &'static str,
-    values: BTreeMap<&'static str, (String, String)>,
-}
-
-impl<'a> Args<'a> {
-    /// Parses `args` against the plugin's flags.
-    pub(crate) fn parse(
-        job: &'a Job,
-        plugin: &'static str,
-        args: &[String],
-        flags: &[(&'static str, Kind)],
-    ) -> Result<Self, PluginError> {
-        let unknown = |a: &str| PluginError::UnknownArgument {
-            job: job_key(job),
-            plugin: plugin.to_string(),
-            argument: a.to_string(),
-        };
-        let mut values = BTreeMap::new();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            let flag = a.strip_prefix("--").or_else(|| a.strip_prefix('-')).ok_or_else(|| unknown(a))?;
-            let (name, inline) = match flag.split_once('=') {
-                Some((n, v)) => (n, Some(v)),
-                None => (flag, None),
-            };
-            let &(name, kind) = flags.iter().find(|(n, _)| *n == name).ok_or_else(|| unknown(a))?;
-            let value = match (kind, inline) {
-                (_, Some(v)) => v.to_string(),
-                (Kind::Bool, None) => "true".to_string(),
-                (Kind::Value, None) => it.next().cloned().ok_or_else(|| PluginError::BadArgument {
-                    job: job_key(job),
-                    plugin: plugin.to_string(),
-                    argument: a.clone(),
-                    reason: "expected a value (--name=value)".to_string(),
-                })?,
-            };
-            values.insert(name, (a.clone(), value));
-        }
-        Ok(Args { job, plugin, values })
-    }
-
-    fn bad(&self, argument: &str, reason: impl Into<String>) -> PluginError {
-        PluginError::BadArgument {
-            job: job_key(self.job),
-            plugin: self.plugin.to_string(),
-            argument: argument.to_string(),
-            reason: reason.into(),
-        }
-    }
-
-    /// A string flag, or `default`.
-    pub(crate) fn string(&self, name: &str, default: &str) -> String {
-        self.values.get(name).map_or_else(|| default.to_string(), |(_, v)| v.clone())
-    }
-
-    /// A string flag, if given.
-    pub(crate) fn opt_string(&self, name: &str) -> Option<String> {
-        self.values.get(name).map(|(_, v)| v.clone())
-    }
-
-    /// A TCP port (1..=65535), or `default`.
-    pub(crate) fn port(&self, name: &str, default: i32) -> Result<i32, PluginError> {
-        match self.values.get(name) {
-            None => Ok(default),
-            Some((a, v)) => match v.parse::<i32>() {
-                Ok(p) if (1..=65535).contains(&p) => Ok(p),
-                _ => Err(self.bad(a, format!("{v:?} is not a port (1..65535)"))),
-            },
-        }
-    }
-
-    /// A positive integer, if given.
-    pub(crate) fn opt_positive(&self, name: &str) -> Result<Option<i32>, PluginError> {
-        match self.values.get(name) {
-            None => Ok(None),
-            Some((a, v)) => match v.parse::<i32>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(self.bad(a, format!("{v:?} is not a positive integer"))),
-            },
-        }
-    }
-
-    /// A boolean flag (Go's `strconv.ParseBool` spellings), or `default`.
-    pub(crate) fn bool(&self, name: &str, default: bool) -> Result<bool, PluginError> {
-        match self.values.get(name) {
-            None => Ok(default),
-            Some((a, v)) => match v.as_str() {
-                "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-                "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-                _ => Err(self.bad(a, format!("{v:?} is not a boolean"))),
-            },
-        }
-    }
-
-    /// A task name given to a role flag: must be a task of the job when `required`.
-    pub(crate) fn task(&self, name: &str, default: &str) -> String {
-        self.string(name, default)
-    }
 }
 
 /// What a plugin's `OnPodCreate` knows about the pod being made.
@@ -272,6 +91,46 @@ pub trait JobPlugin: fmt::Debug + Send + Sync {
     fn on_job_add(&self, _job: &Job, _ctx: &JobAddContext<'_>, _out: &mut JobResources) -> Result<(), PluginError> {
         Ok(())
     }
+
+    /// The host-list ConfigMaps the plugin keeps, naming the members of `hosts` (Volcano's
+    /// `OnJobUpdate`, where `svc` refreshes its hosts ConfigMap): planned on every sync,
+    /// created when missing and updated when they differ.
+    fn host_lists(&self, _job: &Job, _hosts: &Hosts, _out: &mut Vec<ConfigMap>) {}
+
+    /// The objects the plugin's `OnJobDelete` removes when the job is killed.
+    fn on_job_delete(&self, _job: &Job, _out: &mut ObjectNames) {}
+}
+
+/// The members (pod indices) of each task that the host lists name: every replica for a
+/// new job, then what [`crate::scale`] publishes as the job is resized. A task without an
+/// entry names every replica.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hosts(BTreeMap<String, BTreeSet<i32>>);
+
+impl Hosts {
+    /// Every replica of every task (Volcano's host lists).
+    pub fn all(job: &Job) -> Self {
+        Hosts(job.spec.tasks.iter().map(|t| (t.name().to_string(), (0..t.replicas.max(0)).collect())).collect())
+    }
+
+    /// Sets the members of `task`.
+    pub fn set(&mut self, task: &str, members: BTreeSet<i32>) {
+        self.0.insert(task.to_string(), members);
+    }
+
+    /// The members of `task`: its entry, else every replica.
+    pub fn members(&self, task: &TaskSpec) -> BTreeSet<i32> {
+        self.0.get(task.name()).cloned().unwrap_or_else(|| (0..task.replicas.max(0)).collect())
+    }
+
+    /// The DNS names of the members of `task` ([`domain_name`]); a template with a fixed
+    /// `hostname` gives one name at most, as [`task_hosts`].
+    pub fn of_task(&self, job: &str, task: &TaskSpec) -> Vec<String> {
+        let members = self.members(task);
+        let fixed = task.template.spec.as_ref().and_then(|s| s.hostname.as_deref()).is_some_and(|h| !h.is_empty());
+        let take = if fixed { members.len().min(1) } else { members.len() };
+        members.into_iter().take(take).map(|i| domain_name(job, task, i)).collect()
+    }
 }
 
 /// The enabled plugins of a job, parsed, in [`ORDER`].
@@ -284,14 +143,7 @@ impl JobPlugins {
     /// Parses the job's `spec.plugins`. Unknown plugins, unknown arguments and malformed
     /// values are errors.
     pub fn from_job(job: &Job) -> Result<Self, PluginError> {
-        for name in job.spec.plugins.keys() {
-            if NOT_IMPLEMENTED.contains(&name.as_str()) {
-                return Err(PluginError::NotImplemented { job: job_key(job), plugin: name.clone() });
-            }
-            if !ORDER.contains(&name.as_str()) {
-                return Err(PluginError::UnknownPlugin { job: job_key(job), plugin: name.clone() });
-            }
-        }
+        job_plugins::check(job)?;
         let mut plugins: Vec<Box<dyn JobPlugin>> = Vec::new();
         for name in ORDER {
             let Some(args) = job.spec.plugins.get(name) else { continue };
@@ -314,6 +166,24 @@ impl JobPlugins {
         self.plugins.iter().map(|p| p.as_ref())
     }
 
+    /// Every plugin's host-list ConfigMaps for `hosts` ([`JobPlugin::host_lists`]).
+    pub fn host_lists(&self, job: &Job, hosts: &Hosts) -> Vec<ConfigMap> {
+        let mut out = Vec::new();
+        for p in self.iter() {
+            p.host_lists(job, hosts, &mut out);
+        }
+        out
+    }
+
+    /// The objects the plugins remove when the job is killed ([`JobPlugin::on_job_delete`]).
+    pub fn objects_to_delete(&self, job: &Job) -> ObjectNames {
+        let mut out = ObjectNames::default();
+        for p in self.iter() {
+            p.on_job_delete(job, &mut out);
+        }
+        out
+    }
+
     /// The names of the enabled plugins, in the order they run.
     pub fn names(&self) -> Vec<&'static str> {
         self.plugins.iter().map(|p| p.name()).collect()
@@ -323,7 +193,7 @@ impl JobPlugins {
     /// [`crate::plan::job_resources`] needs a generated key pair.
     pub fn needs_ssh_key(&self, job: &Job) -> bool {
         job.spec.plugins.get("ssh").is_some_and(|args| {
-            Args::parse(job, "ssh", args, ssh::FLAGS).is_ok_and(|a| a.opt_string("ssh-private-key").is_none())
+            job_plugins::parse(job, &job_plugins::SSH, args).is_ok_and(|a| a.opt_string("ssh-private-key").is_none())
         })
     }
 }

@@ -9,18 +9,15 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
-use super::{
-    domain_name, env_var, find_task, job_key, open_port, spec_mut, Args, JobPlugin, Kind, PluginError, PodContext,
-};
+use super::{domain_name, env_var, find_task, open_port, spec_mut, JobPlugin, PluginError, PodContext};
 
 /// The default port of the scheduler.
 pub const DEFAULT_PORT: i32 = 9091;
 /// The name of the opened container port.
 pub const PORT_NAME: &str = "mxnetjob-port";
 
-const FLAGS: &[(&str, Kind)] =
-    &[("scheduler", Kind::Value), ("server", Kind::Value), ("worker", Kind::Value), ("port", Kind::Value)];
 
 /// The `mxnet` plugin.
 #[derive(Debug)]
@@ -38,21 +35,14 @@ pub struct MxNet {
 impl MxNet {
     /// The plugin with its arguments; the scheduler task must exist.
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        let a = Args::parse(job, "mxnet", args, FLAGS)?;
-        let p = MxNet {
+        // The scheduler task exists: `job_plugins::parse` checks the role.
+        let a = job_plugins::parse(job, &job_plugins::MXNET, args)?;
+        Ok(MxNet {
             scheduler: a.task("scheduler", "scheduler"),
             server: a.task("server", "server"),
             worker: a.task("worker", "worker"),
             port: a.port("port", DEFAULT_PORT)?,
-        };
-        if find_task(job, &p.scheduler).is_none() {
-            return Err(PluginError::Job {
-                job: job_key(job),
-                plugin: "mxnet".into(),
-                message: format!("no scheduler task {:?} (--scheduler)", p.scheduler),
-            });
-        }
-        Ok(p)
+        })
     }
 }
 

@@ -15,12 +15,10 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
 use super::launch::{self, wait_container};
-use super::{
-    container_gpus, domain_name, env_var, find_task, job_key, open_port, spec_mut, Args, JobPlugin, Kind, PluginError,
-    PodContext,
-};
+use super::{container_gpus, domain_name, env_var, find_task, open_port, spec_mut, JobPlugin, PluginError, PodContext};
 
 /// The default port of the master's rendezvous.
 pub const DEFAULT_PORT: i32 = 23456;
@@ -29,15 +27,6 @@ pub const PORT_NAME: &str = "pytorchjob-port";
 /// The name of the workers' wait container.
 pub const WAIT_CONTAINER: &str = "wait-for-master";
 
-const FLAGS: &[(&str, Kind)] = &[
-    ("master", Kind::Value),
-    ("worker", Kind::Value),
-    ("port", Kind::Value),
-    ("wait-master-enabled", Kind::Bool),
-    ("wait-master-timeout", Kind::Value),
-    ("wait-master-image", Kind::Value),
-    ("nproc-per-node", Kind::Value),
-];
 
 /// The `pytorch` plugin.
 #[derive(Debug)]
@@ -61,8 +50,9 @@ pub struct PyTorch {
 impl PyTorch {
     /// The plugin with its arguments; the master task must exist.
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        let a = Args::parse(job, "pytorch", args, FLAGS)?;
-        let p = PyTorch {
+        // The master task exists: `job_plugins::parse` checks the role.
+        let a = job_plugins::parse(job, &job_plugins::PYTORCH, args)?;
+        Ok(PyTorch {
             master: a.task("master", "master"),
             worker: a.task("worker", "worker"),
             port: a.port("port", DEFAULT_PORT)?,
@@ -70,15 +60,7 @@ impl PyTorch {
             wait_timeout: a.opt_positive("wait-master-timeout")?.unwrap_or(launch::DEFAULT_TIMEOUT_SECONDS),
             wait_image: a.string("wait-master-image", launch::DEFAULT_IMAGE),
             nproc_per_node: a.opt_positive("nproc-per-node")?,
-        };
-        if find_task(job, &p.master).is_none() {
-            return Err(PluginError::Job {
-                job: job_key(job),
-                plugin: "pytorch".into(),
-                message: format!("no master task {:?} (--master)", p.master),
-            });
-        }
-        Ok(p)
+        })
     }
 }
 
@@ -128,7 +110,11 @@ impl JobPlugin for PyTorch {
             }
             env.push(env_var("PET_NPROC_PER_NODE", nproc.to_string()));
         }
-        if self.wait_master && task == self.worker {
+        // Not when the template has a container of that name already (Volcano checks the init
+        // containers; a container of that name would clash as well).
+        let named = |c: &k8s_openapi::api::core::v1::Container| c.name == WAIT_CONTAINER;
+        let taken = spec.containers.iter().any(named) || spec.init_containers.iter().flatten().any(named);
+        if self.wait_master && task == self.worker && !taken {
             spec.init_containers.get_or_insert_with(Vec::new).push(wait_container(
                 WAIT_CONTAINER,
                 &self.wait_image,
@@ -183,6 +169,18 @@ spec:
         assert_eq!((wait.name.as_str(), wait.image.as_deref()), ("wait-for-master", Some("busybox:1.36.1")));
         let script = &wait.command.as_ref().unwrap()[2];
         assert!(script.contains("for host in pt-master-0.pt; do") && script.contains("+ 60))"), "{script}");
+    }
+
+    #[test]
+    fn a_template_wait_for_master_is_kept_and_not_doubled() {
+        let mut j = job(JOB);
+        let spec = j.spec.tasks[1].template.spec.as_mut().unwrap();
+        spec.init_containers =
+            Some(vec![k8s_openapi::api::core::v1::Container { name: "wait-for-master".into(), ..Default::default() }]);
+        let w = pod(&j, "worker", 0).spec.unwrap();
+        let inits = w.init_containers.unwrap();
+        assert_eq!(inits.len(), 1, "{inits:?}");
+        assert_eq!(inits[0].image, None, "the template's own");
     }
 
     #[test]

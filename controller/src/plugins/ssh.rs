@@ -22,9 +22,10 @@ use rsa::pkcs1::{EncodeRsaPrivateKey, LineEnding};
 use rsa::traits::PublicKeyParts;
 use rsa::{RsaPrivateKey, RsaPublicKey};
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
-use super::{job_key, job_name, spec_mut, task_hosts, Args, JobAddContext, JobPlugin, Kind, PluginError, PodContext};
-use crate::objects::{owned_meta, JobResources};
+use super::{job_key, job_name, spec_mut, task_hosts, JobAddContext, JobPlugin, PluginError, PodContext};
+use crate::objects::{owned_meta, JobResources, ObjectNames};
 
 /// Where the keys go by default (root's ssh directory).
 pub const DEFAULT_KEY_PATH: &str = "/root/.ssh";
@@ -44,13 +45,6 @@ pub const KEY_BITS: usize = 2048;
 pub const ROOT_MODE: i32 = 0o600;
 /// File mode of the mounted keys at another path (a non-root user reads them).
 pub const NON_ROOT_MODE: i32 = 0o644;
-
-pub(crate) const FLAGS: &[(&str, Kind)] = &[
-    ("ssh-key-file-path", Kind::Value),
-    ("ssh-private-key", Kind::Value),
-    ("ssh-public-key", Kind::Value),
-    ("ssh-port", Kind::Value),
-];
 
 /// An ssh key pair: the private key in PKCS#1 PEM (`-----BEGIN RSA PRIVATE KEY-----`), the
 /// public key as an `authorized_keys` line (`ssh-rsa AAAA...\n`).
@@ -121,17 +115,11 @@ pub struct Ssh {
 impl Ssh {
     /// The plugin with its arguments.
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        let a = Args::parse(job, "ssh", args, FLAGS)?;
+        // Both keys or neither: `job_plugins::parse` checks the pair.
+        let a = job_plugins::parse(job, &job_plugins::SSH, args)?;
         let given = match (a.opt_string("ssh-private-key"), a.opt_string("ssh-public-key")) {
             (Some(private_key_pem), Some(public_key)) => Some(SshKeyPair { private_key_pem, public_key }),
-            (None, None) => None,
-            (Some(_), None) | (None, Some(_)) => {
-                return Err(PluginError::Job {
-                    job: job_key(job),
-                    plugin: "ssh".into(),
-                    message: "--ssh-private-key and --ssh-public-key go together".into(),
-                })
-            }
+            _ => None,
         };
         Ok(Ssh { key_path: a.string("ssh-key-file-path", DEFAULT_KEY_PATH), port: a.port("ssh-port", 22)?, given })
     }
@@ -225,6 +213,10 @@ impl JobPlugin for Ssh {
             ..Default::default()
         });
         Ok(())
+    }
+
+    fn on_job_delete(&self, job: &Job, out: &mut ObjectNames) {
+        out.secrets.push(secret_name(job_name(job)));
     }
 }
 

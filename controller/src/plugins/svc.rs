@@ -14,18 +14,13 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicySpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
-use super::{add_env, job_name, spec_mut, task_hosts, Args, JobAddContext, JobPlugin, Kind, PluginError, PodContext};
-use crate::objects::{owned_meta, JobResources, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
+use super::{add_env, job_name, spec_mut, Hosts, JobAddContext, JobPlugin, PluginError, PodContext};
+use crate::objects::{owned_meta, JobResources, ObjectNames, JOB_NAMESPACE_KEY, JOB_NAME_KEY};
 
 /// Where the hosts ConfigMap is mounted.
 pub const CONFIG_MAP_MOUNT_PATH: &str = "/etc/volcano";
-
-pub(crate) const FLAGS: &[(&str, Kind)] = &[
-    ("publish-not-ready-addresses", Kind::Bool),
-    ("disable-network-policy", Kind::Bool),
-    ("inject-hosts-env", Kind::Bool),
-];
 
 /// The `svc` plugin.
 #[derive(Debug)]
@@ -41,7 +36,7 @@ pub struct Svc {
 impl Svc {
     /// The plugin with its arguments.
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        let a = Args::parse(job, "svc", args, FLAGS)?;
+        let a = job_plugins::parse(job, &job_plugins::SVC, args)?;
         Ok(Svc {
             publish_not_ready_addresses: a.bool("publish-not-ready-addresses", false)?,
             disable_network_policy: a.bool("disable-network-policy", false)?,
@@ -61,11 +56,12 @@ fn env_stem(task: &str) -> String {
 }
 
 /// The hosts ConfigMap's data: `<task>.host` (one DNS name a line, `-` → `_` in the task
-/// name), `VC_<TASK>_HOSTS` (comma list) and `VC_<TASK>_NUM` for every task.
-pub fn hosts_data(job: &Job) -> BTreeMap<String, String> {
+/// name), `VC_<TASK>_HOSTS` (comma list) and `VC_<TASK>_NUM` for every task, naming the
+/// members of `hosts`.
+pub fn hosts_data(job: &Job, hosts: &Hosts) -> BTreeMap<String, String> {
     let mut data = BTreeMap::new();
     for t in &job.spec.tasks {
-        let hosts = task_hosts(job_name(job), t);
+        let hosts = hosts.of_task(job_name(job), t);
         data.insert(format!("{}.host", t.name().replace('-', "_")), hosts.join("\n"));
         let stem = env_stem(t.name());
         data.insert(format!("VC_{stem}_HOSTS"), hosts.join(","));
@@ -129,11 +125,7 @@ impl JobPlugin for Svc {
 
     fn on_job_add(&self, job: &Job, _ctx: &JobAddContext<'_>, out: &mut JobResources) -> Result<(), PluginError> {
         let name = job_name(job).to_string();
-        out.config_maps.push(ConfigMap {
-            metadata: owned_meta(job, config_map_name(&name)),
-            data: Some(hosts_data(job)),
-            ..Default::default()
-        });
+        self.host_lists(job, &Hosts::all(job), &mut out.config_maps);
         out.services.push(Service {
             metadata: owned_meta(job, name.clone()),
             spec: Some(ServiceSpec {
@@ -161,13 +153,30 @@ impl JobPlugin for Svc {
         }
         Ok(())
     }
+
+    fn host_lists(&self, job: &Job, hosts: &Hosts, out: &mut Vec<ConfigMap>) {
+        out.push(ConfigMap {
+            metadata: owned_meta(job, config_map_name(job_name(job))),
+            data: Some(hosts_data(job, hosts)),
+            ..Default::default()
+        });
+    }
+
+    fn on_job_delete(&self, job: &Job, out: &mut ObjectNames) {
+        let name = job_name(job).to_string();
+        out.config_maps.push(config_map_name(&name));
+        out.services.push(name.clone());
+        if !self.disable_network_policy {
+            out.network_policies.push(name);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testing::{job, pod};
     use crate::plan::job_resources;
-    use crate::plugins::JobPlugins;
+    use crate::plugins::{Hosts, JobPlugins};
 
     const JOB: &str = r#"
 metadata: {name: j}
@@ -193,6 +202,23 @@ spec:
         assert_eq!(svc.selector.unwrap()["volcano.sh/job-name"], "j");
         assert_eq!(r.network_policies.len(), 1);
         assert_eq!(r.controlled_resources["plugin-svc"], "svc");
+        // A kill removes all three.
+        let gone = JobPlugins::from_job(&j).unwrap().objects_to_delete(&j);
+        assert_eq!((gone.config_maps, gone.services, gone.network_policies), (vec!["j-svc".to_string()], vec!["j".to_string()], vec!["j".to_string()]));
+    }
+
+    #[test]
+    fn the_hosts_config_map_names_the_published_members() {
+        let j = job(JOB);
+        let mut hosts = Hosts::all(&j);
+        hosts.set("ps-x", [0, 2].into_iter().collect());
+        let lists = JobPlugins::from_job(&j).unwrap().host_lists(&j, &hosts);
+        assert_eq!(lists.len(), 1);
+        let data = lists[0].data.clone().unwrap();
+        assert_eq!(data["ps_x.host"], "j-ps-x-0.j\nj-ps-x-2.j");
+        assert_eq!(data["VC_PS_X_HOSTS"], "j-ps-x-0.j,j-ps-x-2.j");
+        assert_eq!(data["VC_PS_X_NUM"], "2");
+        assert_eq!(data["VC_WORKER_NUM"], "1", "a task without an entry names every replica");
     }
 
     #[test]

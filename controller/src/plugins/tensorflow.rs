@@ -9,21 +9,15 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 use volcano_api::job::Job;
+use volcano_api::job_plugins;
 
-use super::{add_env, domain_name, env_var, spec_mut, Args, JobPlugin, Kind, PluginError, PodContext};
+use super::{add_env, domain_name, env_var, spec_mut, JobPlugin, PluginError, PodContext};
 
 /// The env var.
 pub const TF_CONFIG: &str = "TF_CONFIG";
 /// The default port.
 pub const DEFAULT_PORT: i32 = 2222;
 
-const FLAGS: &[(&str, Kind)] = &[
-    ("ps", Kind::Value),
-    ("worker", Kind::Value),
-    ("chief", Kind::Value),
-    ("evaluator", Kind::Value),
-    ("port", Kind::Value),
-];
 
 /// The `tensorflow` plugin.
 #[derive(Debug)]
@@ -79,7 +73,7 @@ pub struct TfTask {
 impl TensorFlow {
     /// The plugin with its arguments.
     pub fn new(job: &Job, args: &[String]) -> Result<Self, PluginError> {
-        let a = Args::parse(job, "tensorflow", args, FLAGS)?;
+        let a = job_plugins::parse(job, &job_plugins::TENSORFLOW, args)?;
         Ok(TensorFlow {
             ps: a.task("ps", "ps"),
             worker: a.task("worker", "worker"),
