@@ -378,7 +378,7 @@ async fn reconcile_with(
     let mut failing = Failing { action: Action::SyncJob, request: false };
     let handled = handle_requests(&mut job, &mut stepper, mem, now, &mut failing).await;
     // What the applied steps left, even when a later one failed.
-    mem.scale = std::mem::take(&mut stepper.scale);
+    mem.scale = stepper.scale.clone();
     let Err(e) = handled else {
         mem.failures = 0;
         return Ok(stepper.wake_at);

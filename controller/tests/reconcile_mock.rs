@@ -33,15 +33,15 @@ struct Recorded {
 /// A fake API server: POSTs store the object by path and name (409 when it exists; 500 for
 /// the names in `fail_once`, the first time) and stamp it created at 00:00:01 (the jobs are
 /// created at 00:00:00); a PUT with another resourceVersion than the last PUT of that path
-/// left is a 409; a GET of a PVC not stored is a 404; a DELETE succeeds; everything else
-/// echoes the body (resourceVersion 2).
+/// left is a 409; a GET returns the stored object, 404 when there is none; a DELETE
+/// succeeds; everything else echoes the body (resourceVersion 2).
 fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let log = Arc::new(Mutex::new(Vec::new()));
     let log2 = log.clone();
     let mut fail: BTreeSet<String> = fail_once.iter().map(|s| s.to_string()).collect();
     tokio::spawn(async move {
-        let mut stored: BTreeSet<(String, String)> = BTreeSet::new();
+        let mut stored: BTreeMap<(String, String), Value> = BTreeMap::new();
         // The resourceVersion each PUT path has, once written.
         let mut versions: BTreeMap<String, Value> = BTreeMap::new();
         while let Some((request, send)) = handle.next_request().await {
@@ -51,20 +51,21 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
             let body = obj.clone();
             let path = parts.uri.path().to_string();
             let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let missing_pvc = parts.method == Method::GET
-                && path.contains("/persistentvolumeclaims/")
-                && path.rsplit_once('/').is_none_or(|(dir, n)| !stored.contains(&(dir.to_string(), n.to_string())));
-            let (status, reply) = if missing_pvc {
-                (
-                    404,
-                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "message": "not found", "reason": "NotFound"}),
-                )
+            let item = path.rsplit_once('/').map(|(dir, n)| (dir.to_string(), n.to_string())).unwrap_or_default();
+            let (status, reply) = if parts.method == Method::GET {
+                match stored.get(&item) {
+                    Some(o) => (200, o.clone()),
+                    None => (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "message": "not found", "reason": "NotFound"}),
+                    ),
+                }
             } else if parts.method == Method::POST && fail.remove(&name) {
                 (
                     500,
                     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "message": "boom", "reason": "InternalError"}),
                 )
-            } else if parts.method == Method::POST && !stored.insert((path.clone(), name.clone())) {
+            } else if parts.method == Method::POST && stored.contains_key(&(path.clone(), name.clone())) {
                 (
                     409,
                     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "exists", "reason": "AlreadyExists"}),
@@ -86,6 +87,9 @@ fn mock_api(fail_once: &[&str]) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
                 }
                 if parts.method == Method::PUT {
                     versions.insert(path.clone(), json!("2"));
+                }
+                if parts.method == Method::POST {
+                    stored.insert((path.clone(), name.clone()), obj.clone());
                 }
                 (if parts.method == Method::POST { 201 } else { 200 }, obj)
             };
@@ -387,4 +391,261 @@ async fn a_job_entering_completed_is_counted_once() {
     assert!(text.contains(&format!("{completed} 1")), "{text}");
     // No pod was created: nothing observed.
     assert!(text.contains("volcano_controller_job_to_pod_creation_latency_milliseconds_count 0"), "{text}");
+}
+
+/// A fake API server that keeps what it is sent: a POST stores the object under its
+/// collection and name (409 when it exists), a GET returns it (404 when absent), a merge
+/// PATCH applies to it (an object not kept echoes the patch), a DELETE removes it, a PUT
+/// echoes; events are accepted. Every request is logged.
+type Kept = Arc<Mutex<BTreeMap<(String, String), Value>>>;
+
+fn stateful_api() -> (Client, Arc<Mutex<Vec<Recorded>>>, Kept) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let kept: Kept = Arc::new(Mutex::new(BTreeMap::new()));
+    let (log2, kept2) = (log.clone(), kept.clone());
+    tokio::spawn(async move {
+        while let Some((request, send)) = handle.next_request().await {
+            let (parts, body) = request.into_parts();
+            let bytes = body.collect_bytes().await.unwrap_or_default();
+            let obj: Value = serde_json::from_slice(&bytes).unwrap_or(json!({}));
+            let path = parts.uri.path().to_string();
+            let not_found = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404, "message": "not found", "reason": "NotFound"});
+            let (dir, last) = path.rsplit_once('/').map(|(d, n)| (d.to_string(), n.to_string())).unwrap_or_default();
+            let mut kept = kept2.lock().unwrap();
+            let method = parts.method.clone();
+            let key = (dir.clone(), last.clone());
+            let (status, reply, name) = if method == Method::POST && path.ends_with("/events") {
+                (201, obj.clone(), String::new())
+            } else if method == Method::POST {
+                let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                let key = (path.clone(), name.clone());
+                if kept.contains_key(&key) {
+                    let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "exists", "reason": "AlreadyExists"});
+                    (409, exists, name)
+                } else {
+                    let mut o = obj.clone();
+                    o["metadata"]["uid"] = json!(format!("uid-{name}"));
+                    o["metadata"]["resourceVersion"] = json!("2");
+                    o["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:01Z");
+                    kept.insert(key, o.clone());
+                    (201, o, name)
+                }
+            } else if method == Method::GET {
+                match kept.get(&key) {
+                    Some(o) => (200, o.clone(), last.clone()),
+                    None => (404, not_found, last.clone()),
+                }
+            } else if method == Method::PATCH {
+                match kept.get_mut(&key) {
+                    Some(o) => {
+                        merge(o, &obj);
+                        (200, o.clone(), last.clone())
+                    }
+                    None => {
+                        let mut o = obj.clone();
+                        o["metadata"]["name"] = json!(last.clone());
+                        (200, o, last.clone())
+                    }
+                }
+            } else if method == Method::DELETE {
+                kept.remove(&key);
+                (200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}), last.clone())
+            } else {
+                let mut o = obj.clone();
+                o["metadata"]["resourceVersion"] = json!("2");
+                (200, o, last.clone())
+            };
+            drop(kept);
+            log2.lock().unwrap().push(Recorded { method: parts.method.clone(), path, name, status, body: obj });
+            let response = Response::builder()
+                .status(StatusCode::from_u16(status).unwrap())
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&reply).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+    });
+    (Client::new(service, "default"), log, kept)
+}
+
+/// A JSON merge patch (RFC 7386).
+fn merge(target: &mut Value, patch: &Value) {
+    let Some(p) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().unwrap();
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            merge(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/ml/configmaps";
+
+/// The MPI job `m` with `workers` workers, Running, its plugin objects recorded; the scale-in
+/// grace period `grace` seconds.
+fn mpi_job(workers: i32, grace: &str) -> Job {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "m", "namespace": "ml", "uid": "job-uid", "resourceVersion": "1",
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {"volcano.sh/scale-in-grace-seconds": grace}},
+        "spec": {
+            "minAvailable": 2, "queue": "default", "schedulerName": "volcano-rs",
+            "plugins": {"mpi": [], "svc": [], "ssh": []},
+            "tasks": [
+                {"name": "master", "replicas": 1, "minAvailable": 1,
+                 "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}},
+                {"name": "worker", "replicas": workers, "minAvailable": 1,
+                 "template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}}
+            ]
+        },
+        "status": {"state": {"phase": "Running"}, "minAvailable": 2, "running": 3,
+            "controlledResources": {"plugin-mpi": "mpi", "plugin-ssh": "ssh", "plugin-svc": "svc"}}
+    }))
+    .unwrap()
+}
+
+/// Pod `<task>-<i>` of job `m`, Running with its container ready (or Pending).
+fn mpi_pod(task: &str, i: usize, ready: bool) -> Pod {
+    let name = format!("m-{task}-{i}");
+    let status = if ready {
+        json!({"phase": "Running", "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "x", "imageID": ""}]})
+    } else {
+        json!({"phase": "Pending"})
+    };
+    let index = i.to_string();
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "ml", "uid": format!("uid-{name}"), "resourceVersion": "2",
+            "labels": {"volcano.sh/job-name": "m"},
+            "annotations": {"volcano.sh/task-spec": task, "volcano.sh/task-index": index,
+                "volcano.sh/job-name": "m", "volcano.sh/job-version": "0"},
+            "ownerReferences": [{"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": "m", "uid": "job-uid", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+        "status": status
+    }))
+    .unwrap()
+}
+
+/// The data of a kept ConfigMap.
+fn kept_data(kept: &Kept, name: &str) -> Option<Value> {
+    kept.lock().unwrap().get(&(CONFIGMAPS.to_string(), name.to_string())).map(|c| c["data"].clone())
+}
+
+#[tokio::test]
+async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_order() {
+    let (client, log, kept) = stateful_api();
+    let (pods, mut pods_w) = reflector::store::<Pod>();
+    let (groups, mut groups_w) = reflector::store::<PodGroup>();
+    let (commands, mut commands_w) = reflector::store::<Command>();
+    let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
+    pods_w.apply_watcher_event(&Event::InitDone);
+    groups_w.apply_watcher_event(&Event::InitDone);
+    commands_w.apply_watcher_event(&Event::InitDone);
+    pcs_w.apply_watcher_event(&Event::InitDone);
+    for p in [mpi_pod("master", 0, true), mpi_pod("worker", 0, true), mpi_pod("worker", 1, true)] {
+        pods_w.apply_watcher_event(&Event::Apply(p));
+    }
+    let pg: PodGroup = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+        "metadata": {"name": "m-job-uid", "namespace": "ml", "uid": "pg-uid"},
+        "spec": {"minMember": 2, "minTaskMember": {"master": 1, "worker": 1}}, "status": {"phase": "Running"}
+    }))
+    .unwrap();
+    groups_w.apply_watcher_event(&Event::Apply(pg));
+    let (_leading_tx, leading) = watch::channel(true);
+    let ctx = Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading));
+    let hostfile = |kept: &Kept| kept_data(kept, "m-mpi-hostfile").map(|d| d["hostfile"].as_str().unwrap().to_string());
+
+    // The host lists do not exist (deleted, or never made): they are made.
+    reconcile(Arc::new(mpi_job(2, "0")), ctx.clone()).await.unwrap();
+    assert_eq!(hostfile(&kept).as_deref(), Some("m-worker-0.m slots=2\nm-worker-1.m slots=2\n"));
+    assert_eq!(kept_data(&kept, "m-svc").unwrap()["VC_WORKER_NUM"], "2");
+
+    // 2 → 3: the pod is made; the lists wait for it.
+    let three = Arc::new(mpi_job(3, "0"));
+    let before = log.lock().unwrap().len();
+    reconcile(three.clone(), ctx.clone()).await.unwrap();
+    {
+        let log = log.lock().unwrap();
+        let posts: Vec<&str> = log[before..]
+            .iter()
+            .filter(|r| r.method == Method::POST && r.path.ends_with("/pods"))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(posts, ["m-worker-2"]);
+        assert!(!log[before..].iter().any(|r| r.method == Method::PATCH && r.path.starts_with(CONFIGMAPS)));
+    }
+    assert_eq!(hostfile(&kept).unwrap().lines().count(), 2);
+    // Ready: published in both lists.
+    pods_w.apply_watcher_event(&Event::Apply(mpi_pod("worker", 2, true)));
+    reconcile(three.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(hostfile(&kept).as_deref(), Some("m-worker-0.m slots=2\nm-worker-1.m slots=2\nm-worker-2.m slots=2\n"));
+    let svc = kept_data(&kept, "m-svc").unwrap();
+    assert_eq!((svc["VC_WORKER_NUM"].as_str(), svc["worker.host"].as_str()), (Some("3"), Some("m-worker-0.m\nm-worker-1.m\nm-worker-2.m")));
+
+    // A host list deleted by hand comes back at the next sync.
+    kept.lock().unwrap().remove(&(CONFIGMAPS.to_string(), "m-svc".to_string()));
+    reconcile(three.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(kept_data(&kept, "m-svc").unwrap()["VC_WORKER_NUM"], "3");
+
+    // 3 → 1 without a grace period: the lists change before the pods go, highest first.
+    let before = log.lock().unwrap().len();
+    reconcile(Arc::new(mpi_job(1, "0")), ctx.clone()).await.unwrap();
+    assert_eq!(hostfile(&kept).as_deref(), Some("m-worker-0.m slots=2\n"));
+    assert_eq!(kept_data(&kept, "m-svc").unwrap()["VC_WORKER_HOSTS"], "m-worker-0.m");
+    let log = log.lock().unwrap();
+    let calls = &log[before..];
+    let patched = calls.iter().position(|r| r.method == Method::PATCH && r.name == "m-mpi-hostfile").expect("hostfile patched");
+    let deleted: Vec<(usize, &str)> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.method == Method::DELETE && r.path.contains("/pods/"))
+        .map(|(i, r)| (i, r.name.as_str()))
+        .collect();
+    assert_eq!(deleted.iter().map(|(_, n)| *n).collect::<Vec<_>>(), ["m-worker-2", "m-worker-1"]);
+    assert!(deleted.iter().all(|(i, _)| *i > patched), "the hostfile changes before any pod goes: {calls:?}");
+}
+
+#[tokio::test]
+async fn a_scale_in_waits_its_grace_period_before_deleting_pods() {
+    let (client, log, kept) = stateful_api();
+    let ctx = {
+        let (pods, mut pods_w) = reflector::store::<Pod>();
+        let (groups, mut groups_w) = reflector::store::<PodGroup>();
+        let (commands, mut commands_w) = reflector::store::<Command>();
+        let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
+        pods_w.apply_watcher_event(&Event::InitDone);
+        groups_w.apply_watcher_event(&Event::InitDone);
+        commands_w.apply_watcher_event(&Event::InitDone);
+        pcs_w.apply_watcher_event(&Event::InitDone);
+        for p in [mpi_pod("master", 0, true), mpi_pod("worker", 0, true), mpi_pod("worker", 1, true)] {
+            pods_w.apply_watcher_event(&Event::Apply(p));
+        }
+        let pg: PodGroup = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": "m-job-uid", "namespace": "ml", "uid": "pg-uid"},
+            "spec": {"minMember": 2, "minTaskMember": {"master": 1, "worker": 1}}, "status": {"phase": "Running"}
+        }))
+        .unwrap();
+        groups_w.apply_watcher_event(&Event::Apply(pg));
+        let (_, leading) = watch::channel(true);
+        Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading))
+    };
+    reconcile(Arc::new(mpi_job(2, "600")), ctx.clone()).await.unwrap();
+    // 2 → 1 with a ten-minute grace period: the worker leaves the lists, its pod stays, and
+    // the job is requeued for the end of the grace period.
+    let requeue = reconcile(Arc::new(mpi_job(1, "600")), ctx.clone()).await.unwrap();
+    assert_eq!(kept_data(&kept, "m-mpi-hostfile").unwrap()["hostfile"], "m-worker-0.m slots=2\n");
+    assert!(!log.lock().unwrap().iter().any(|r| r.method == Method::DELETE && r.path.contains("/pods/")));
+    let text = format!("{requeue:?}");
+    assert!(text.contains("requeue_after: Some(") && !text.contains("requeue_after: None"), "{text}");
 }

@@ -173,11 +173,12 @@ impl Desired {
     }
 }
 
-/// Whether the next sync of `job` needs an ssh key pair in [`Observed::ssh_key`]: its
-/// plugins' objects are not created yet and the `ssh` plugin has no key in its arguments.
+/// Whether the next sync of `job` needs an ssh key pair in [`Observed::ssh_key`]: the job is
+/// Pending, its plugins' objects are not created yet and the `ssh` plugin has no key in its
+/// arguments.
 pub fn wants_ssh_key(job: &Job) -> bool {
     let Ok(plugins) = JobPlugins::from_job(job) else { return false };
-    !resources_recorded(job, &plugins) && plugins.needs_ssh_key(job)
+    state::phase_of(job) == JobPhase::Pending && !resources_recorded(job, &plugins) && plugins.needs_ssh_key(job)
 }
 
 fn resources_recorded(job: &Job, plugins: &JobPlugins) -> bool {
@@ -190,11 +191,14 @@ fn resources_recorded(job: &Job, plugins: &JobPlugins) -> bool {
 fn unrecord_plugins(job: &mut Job) -> ObjectNames {
     let Ok(plugins) = JobPlugins::from_job(job) else { return ObjectNames::default() };
     let Some(status) = job.status.as_mut() else { return ObjectNames::default() };
+    let removed: Vec<&'static str> = plugins
+        .iter()
+        .map(|p| p.name())
+        .filter(|n| status.controlled_resources.remove(&format!("plugin-{n}")).is_some())
+        .collect();
     let mut out = ObjectNames::default();
-    for p in plugins.iter() {
-        if status.controlled_resources.remove(&format!("plugin-{}", p.name())).is_some() {
-            p.on_job_delete(job, &mut out);
-        }
+    for p in plugins.iter().filter(|p| removed.contains(&p.name())) {
+        p.on_job_delete(job, &mut out);
     }
     out
 }
@@ -244,7 +248,9 @@ pub fn step(
         scale_events: Vec::new(),
         wake_at: None,
     };
-    if matches!(work, Work::Kill { .. } | Work::KillTargets(_)) {
+    // A full kill removes the plugin objects (Volcano's `OnJobDelete`); a targeted one keeps
+    // them for the pods that stay (docs/differences.md).
+    if matches!(work, Work::Kill { .. }) {
         plan.delete_resources = unrecord_plugins(&mut job);
     }
     match &work {
@@ -422,7 +428,7 @@ fn member_pods(pods: &[Pod], task: &str) -> BTreeMap<Member, MemberPod> {
 
 /// One resize step of every task ([`scale::step`]): desired members `0..replicas`, the
 /// minimum the task's `minAvailable` (or, while the tasks' replicas add up to less than the
-/// job's `minAvailable`, the members each task publishes: no task shrinks), the waits from
+/// job's `minAvailable`, the members the task publishes: no task shrinks), the waits from
 /// the job's annotations ([`volcano_api::job::scale_seconds`]).
 fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap<String, scale::Outcome>, PlanError> {
     let (grace, timeout) = volcano_api::job::scale_seconds(job)
@@ -436,10 +442,11 @@ fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap
         let desired = scale::first(task.replicas);
         let state =
             observed.scale.get(task.name()).cloned().unwrap_or_else(|| ScaleState::resume(&desired, &pods));
-        let (minimum, field) = if short {
+        let task_min = usize::try_from(task_min_available(task)).unwrap_or(0);
+        let (minimum, field) = if short && desired.len() >= task_min {
             (state.published.len(), "spec.minAvailable".to_string())
         } else {
-            (usize::try_from(task_min_available(task)).unwrap_or(0), format!("spec.tasks[{ti}].minAvailable"))
+            (task_min, format!("spec.tasks[{ti}].minAvailable"))
         };
         let input = scale::Input {
             desired: &desired,
@@ -602,5 +609,183 @@ spec:
         let e = step(&bad, &observed(&[], None, &values), &Action::SyncJob, None, now()).unwrap_err();
         assert_eq!(e.stage, Stage::Resources);
         assert!(!wants_ssh_key(&bad));
+    }
+
+    const MPI: &str = r#"
+metadata: {name: m, annotations: {volcano.sh/scale-in-grace-seconds: "10", volcano.sh/scale-out-timeout-seconds: "60"}}
+spec:
+  minAvailable: 2
+  plugins: {mpi: []}
+  tasks:
+    - {name: master, replicas: 1, template: {spec: {containers: [{name: c, image: x}]}}}
+    - {name: worker, replicas: 2, minAvailable: 1, template: {spec: {containers: [{name: c, image: x}]}}}
+"#;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(now().as_second() + seconds).unwrap()
+    }
+
+    /// The MPI job, Running, its plugin objects made.
+    fn running_mpi(workers: i32) -> Job {
+        let mut j = job(MPI);
+        j.spec.tasks[1].replicas = workers;
+        j.status = Some(JobStatus {
+            state: volcano_api::job::JobState { phase: Some(JobPhase::Running), ..Default::default() },
+            min_available: 2,
+            controlled_resources: ["mpi", "ssh", "svc"].iter().map(|p| (format!("plugin-{p}"), p.to_string())).collect(),
+            ..Default::default()
+        });
+        j
+    }
+
+    /// Pods of `job` by name: Running and ready, or just created (Pending).
+    fn mpi_pods(job: &Job, ready: &[&str], pending: &[&str]) -> Vec<Pod> {
+        let mut big = job.clone();
+        big.spec.tasks[1].replicas = 8;
+        let plugins = JobPlugins::from_job(&big).unwrap();
+        crate::plan::pods(&big, &plugins)
+            .unwrap()
+            .into_iter()
+            .filter_map(|p| {
+                let name = p.metadata.name.clone().unwrap();
+                if ready.contains(&name.as_str()) {
+                    Some(with_phase(&p, "Running"))
+                } else if pending.contains(&name.as_str()) {
+                    Some(with_phase(&p, "Pending"))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn resize_step(job: &Job, pods: &[Pod], scale: &BTreeMap<String, ScaleState>, now: Timestamp) -> Desired {
+        let values = BTreeMap::new();
+        let pg = admitted_group(job);
+        let observed = Observed {
+            pods,
+            pod_group: Some(&pg),
+            admitted: true,
+            priority_class_values: &values,
+            ssh_key: None,
+            scale,
+        };
+        step(job, &observed, &Action::SyncJob, None, now).unwrap().unwrap()
+    }
+
+    fn hostfile(d: &Desired) -> String {
+        let cm = d.host_lists.iter().find(|c| c.metadata.name.as_deref() == Some("m-mpi-hostfile")).unwrap();
+        cm.data.as_ref().unwrap()["hostfile"].clone()
+    }
+
+    fn svc_workers(d: &Desired) -> (String, String) {
+        let cm = d.host_lists.iter().find(|c| c.metadata.name.as_deref() == Some("m-svc")).unwrap();
+        let data = cm.data.as_ref().unwrap();
+        (data["VC_WORKER_HOSTS"].clone(), data["VC_WORKER_NUM"].clone())
+    }
+
+    fn created(d: &Desired) -> Vec<String> {
+        d.create.iter().map(|n| n.pod.metadata.name.clone().unwrap()).collect()
+    }
+
+    fn deleted(d: &Desired) -> Vec<String> {
+        d.delete.iter().map(|x| x.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_resized_mpi_job_publishes_new_workers_once_ready_and_unpublishes_before_deleting() {
+        let two = running_mpi(2);
+        let all = ["m-master-0", "m-worker-0", "m-worker-1"];
+        let d = resize_step(&two, &mpi_pods(&two, &all, &[]), &BTreeMap::new(), at(0));
+        assert_eq!(hostfile(&d), "m-worker-0.m slots=1\nm-worker-1.m slots=1\n");
+        assert!(d.create.is_empty() && d.delete.is_empty() && d.scale_events.is_empty());
+
+        // 2 → 4: the pods first, the host lists unchanged.
+        let four = running_mpi(4);
+        let d = resize_step(&four, &mpi_pods(&four, &all, &[]), &d.scale, at(1));
+        assert_eq!(created(&d), ["m-worker-2", "m-worker-3"]);
+        assert_eq!(hostfile(&d), "m-worker-0.m slots=1\nm-worker-1.m slots=1\n");
+        assert_eq!(svc_workers(&d), ("m-worker-0.m,m-worker-1.m".into(), "2".into()));
+        assert_eq!(d.scale_events, [("worker".to_string(), ScaleEvent::ScaleOutStarted { adding: vec![2, 3] })]);
+        assert_eq!(d.wake_at, Some(at(61)), "the ready timeout");
+        // One Ready, one not: still the old lists.
+        let some = mpi_pods(&four, &["m-master-0", "m-worker-0", "m-worker-1", "m-worker-2"], &["m-worker-3"]);
+        let d = resize_step(&four, &some, &d.scale, at(5));
+        assert!(d.create.is_empty() && d.scale_events.is_empty());
+        assert_eq!(hostfile(&d).lines().count(), 2);
+        // Both Ready: published, slots and all.
+        let ready = ["m-master-0", "m-worker-0", "m-worker-1", "m-worker-2", "m-worker-3"];
+        let d = resize_step(&four, &mpi_pods(&four, &ready, &[]), &d.scale, at(9));
+        assert_eq!(
+            hostfile(&d),
+            "m-worker-0.m slots=1\nm-worker-1.m slots=1\nm-worker-2.m slots=1\nm-worker-3.m slots=1\n"
+        );
+        assert_eq!(svc_workers(&d).1, "4");
+        assert_eq!(d.scale_events, [("worker".to_string(), ScaleEvent::ScaleOutSucceeded { added: vec![2, 3] })]);
+
+        // 4 → 1: the lists first, the pods after the grace period, highest index first.
+        let one = running_mpi(1);
+        let d = resize_step(&one, &mpi_pods(&one, &ready, &[]), &d.scale, at(20));
+        assert_eq!(hostfile(&d), "m-worker-0.m slots=1\n");
+        assert_eq!(svc_workers(&d), ("m-worker-0.m".into(), "1".into()));
+        assert!(d.delete.is_empty(), "no pod goes during the grace period");
+        assert_eq!(d.wake_at, Some(at(30)));
+        let d = resize_step(&one, &mpi_pods(&one, &ready, &[]), &d.scale, at(30));
+        assert_eq!(deleted(&d), ["m-worker-3", "m-worker-2", "m-worker-1"]);
+        assert!(d.delete.iter().all(|x| !x.mark_out_of_sync));
+        assert_eq!(hostfile(&d), "m-worker-0.m slots=1\n");
+        assert_eq!(d.status.state.phase, Some(JobPhase::Running));
+    }
+
+    #[test]
+    fn a_scale_in_below_the_tasks_min_available_is_refused_and_keeps_the_pods() {
+        let two = running_mpi(2);
+        let all = ["m-master-0", "m-worker-0", "m-worker-1"];
+        let d = resize_step(&two, &mpi_pods(&two, &all, &[]), &BTreeMap::new(), at(0));
+        let zero = running_mpi(0);
+        let d = resize_step(&zero, &mpi_pods(&zero, &all, &[]), &d.scale, at(1));
+        assert!(d.delete.is_empty());
+        assert_eq!(hostfile(&d).lines().count(), 2);
+        let [(task, ScaleEvent::Refused { reason })] = d.scale_events.as_slice() else { panic!("{:?}", d.scale_events) };
+        assert_eq!(task, "worker");
+        assert!(reason.contains("fewer than the minimum 1 (spec.tasks[1].minAvailable)"), "{reason}");
+    }
+
+    #[test]
+    fn a_kill_removes_the_plugin_objects_and_pending_makes_them_again() {
+        let j = running_mpi(2);
+        let pods = mpi_pods(&j, &["m-master-0", "m-worker-0", "m-worker-1"], &[]);
+        let values = BTreeMap::new();
+        let pg = admitted_group(&j);
+        let r = step(&j, &observed(&pods, Some(&pg), &values), &Action::RestartJob, None, now()).unwrap().unwrap();
+        let gone = &r.delete_resources;
+        assert_eq!(gone.config_maps, ["m-svc", "m-mpi-hostfile"]);
+        assert_eq!((gone.services.as_slice(), gone.network_policies.as_slice()), (&["m".to_string()][..], &["m".to_string()][..]));
+        assert_eq!(gone.secrets, ["m-ssh"]);
+        assert!(r.status.controlled_resources.keys().all(|k| !k.starts_with("plugin-")), "{:?}", r.status);
+        // Restarting: no plugin objects yet (Volcano makes them when the job is Pending).
+        let mut restarting = j.clone();
+        restarting.status = Some(r.status.clone());
+        assert!(!wants_ssh_key(&restarting));
+        // Back in Pending: made again, with a key.
+        let mut pending = restarting.clone();
+        pending.status.as_mut().unwrap().state.phase = Some(JobPhase::Pending);
+        assert!(wants_ssh_key(&pending));
+        let keys = crate::plugins::ssh::tests::test_keys();
+        let o = Observed {
+            pods: &[],
+            pod_group: None,
+            admitted: false,
+            priority_class_values: &values,
+            ssh_key: Some(&keys),
+            scale: &NO_SCALE,
+        };
+        let d = step(&pending, &o, &Action::SyncJob, None, now()).unwrap().unwrap();
+        let res = d.resources.expect("made again");
+        assert_eq!((res.services.len(), res.secrets.len(), res.network_policies.len()), (1, 1, 1));
+        // A targeted restart keeps them.
+        let t = Target::Pod { task: "worker".into(), pod: "m-worker-1".into() };
+        let k = step(&j, &observed(&pods, Some(&pg), &values), &Action::RestartPod, Some(&t), now()).unwrap().unwrap();
+        assert!(k.delete_resources.is_empty());
     }
 }
