@@ -323,16 +323,18 @@ pub fn step(state: &ScaleState, input: &Input<'_>) -> Outcome {
                 wanted.extend(joining);
                 now.saturating_add(input.settings.ready_timeout_ms)
             };
-            if wanted.is_empty() {
-            } else if wanted.iter().all(ready) {
-                events.push(ScaleEvent::ScaleOutSucceeded { added: list(&wanted) });
-                s.published.extend(wanted);
-            } else if now >= deadline_ms {
-                let not_ready = wanted.iter().filter(|m| !ready(m)).copied().collect();
-                events.push(ScaleEvent::ScaleOutRolledBack { members: list(&wanted), not_ready });
-                s.rolled_back = Some(target.clone());
-            } else {
-                s.op = Some(Op::Out { adding: wanted, deadline_ms });
+            // Nothing left of it when no member is wanted any more.
+            if !wanted.is_empty() {
+                if wanted.iter().all(ready) {
+                    events.push(ScaleEvent::ScaleOutSucceeded { added: list(&wanted) });
+                    s.published.extend(wanted);
+                } else if now >= deadline_ms {
+                    let not_ready = wanted.iter().filter(|m| !ready(m)).copied().collect();
+                    events.push(ScaleEvent::ScaleOutRolledBack { members: list(&wanted), not_ready });
+                    s.rolled_back = Some(target.clone());
+                } else {
+                    s.op = Some(Op::Out { adding: wanted, deadline_ms });
+                }
             }
         }
         None => {}

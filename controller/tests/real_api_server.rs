@@ -537,3 +537,116 @@ async fn the_controller_runs_jobs() {
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
 }
+
+/// What the kubelet would do: the pod Running with its container ready.
+async fn set_ready(client: &Client, pod: &Pod) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let name = pod.metadata.name.clone().unwrap();
+    let status = json!({"status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "horovod",
+        "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}}]}});
+    pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+/// The hostfile of job `job` once `f` accepts it.
+async fn hostfile_where(client: &Client, job: &str, what: &str, f: impl Fn(&str) -> bool) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let name = format!("{job}-mpi-hostfile");
+    eventually(WAIT, what, || {
+        let (cms, name) = (cms.clone(), name.clone());
+        let f = &f;
+        async move {
+            let text = cms.get(&name).await.ok()?.data?.get("hostfile")?.clone();
+            f(&text).then_some(text)
+        }
+    })
+    .await
+}
+
+fn mpi_tasks(workers: i64) -> serde_json::Value {
+    let worker = json!({"name": "worker", "replicas": workers, "minAvailable": 1, "template": {"spec": {
+        "containers": [{"name": "c", "image": "horovod"}], "restartPolicy": "OnFailure"}}});
+    json!([task("master", 1), worker])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resized_mpi_job_gets_its_hostfile_in_the_safe_order() {
+    let Some(assets) = support::assets() else { return };
+    let server = ApiServer::start(&assets).await;
+    server.install_crds().await;
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("volcano-rs-controller.yaml")]).await;
+    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
+    server.namespace(NS).await;
+    let client = server.client().await;
+    let q: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {}
+    }))
+    .unwrap();
+    Api::<Queue>::all(client.clone()).create(&PostParams::default(), &q).await.unwrap();
+    let http = format!("127.0.0.1:{}", free_port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(options(&kubeconfig, &http), async move {
+        let _ = stopped.await;
+    }));
+
+    // No webhook here: the job is written as the webhook leaves it (its minAvailable set).
+    let job = create_job(
+        &client,
+        json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": "hvd", "namespace": NS, "annotations": {"volcano.sh/scale-in-grace-seconds": "3"}},
+            "spec": {
+                "minAvailable": 2, "queue": "default", "schedulerName": "volcano-rs",
+                "plugins": {"mpi": []},
+                "tasks": mpi_tasks(2)
+            }
+        }),
+    )
+    .await;
+    let pg = pod_group_of(&client, &job).await;
+    admit(&client, &pg).await;
+    for p in &pods_of(&client, "hvd", 3).await {
+        set_ready(&client, p).await;
+    }
+    job_where(&client, "hvd", "hvd Running", |j| phase(j) == Some(JobPhase::Running)).await;
+    let two = "hvd-worker-0.hvd slots=1\nhvd-worker-1.hvd slots=1\n";
+    hostfile_where(&client, "hvd", "the hostfile of 2 workers", |h| h == two).await;
+
+    // 2 → 3: the pod first; the hostfile names it once it is ready.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    jobs.patch("hvd", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"tasks": mpi_tasks(3)}}))).await.unwrap();
+    let pods = pods_of(&client, "hvd", 4).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    hostfile_where(&client, "hvd", "the hostfile still of 2 workers", |h| h == two).await;
+    let new = pods.iter().find(|p| p.metadata.name.as_deref() == Some("hvd-worker-2")).expect("hvd-worker-2");
+    set_ready(&client, new).await;
+    let three = format!("{two}hvd-worker-2.hvd slots=1\n");
+    hostfile_where(&client, "hvd", "the hostfile of 3 workers", |h| h == three).await;
+    event_where(&client, "hvd", "ScaleOut", |n| n.contains("scale-out done: members 2")).await;
+
+    // 3 → 1: the hostfile first, the pods after the 3 s grace period.
+    jobs.patch("hvd", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"tasks": mpi_tasks(1)}}))).await.unwrap();
+    hostfile_where(&client, "hvd", "the hostfile of 1 worker", |h| h == "hvd-worker-0.hvd slots=1\n").await;
+    let live = Api::<Pod>::namespaced(client.clone(), NS)
+        .list(&ListParams::default().labels("volcano.sh/job-name=hvd"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .count();
+    assert_eq!(live, 4, "the pods outlive their hosts by the grace period");
+    pods_of(&client, "hvd", 2).await;
+    event_where(&client, "hvd", "ScaleIn", |n| n.contains("grace period over")).await;
+
+    // A hostfile deleted by hand comes back at the job's next sync.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    cms.delete("hvd-mpi-hostfile", &kube::api::DeleteParams::default()).await.unwrap();
+    jobs.patch("hvd", &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": {"touched": "yes"}}})))
+        .await
+        .unwrap();
+    hostfile_where(&client, "hvd", "the hostfile made again", |h| h == "hvd-worker-0.hvd slots=1\n").await;
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
+}
