@@ -6,7 +6,8 @@
 //! the scheduler configuration file (`volcano-scheduler.conf`). [`quantity`] parses and prints Kubernetes quantities;
 //! [`names`] holds the scheduler name, condition types, reasons and event reasons;
 //! [`validation`] checks objects as the API server and Volcano's webhooks do;
-//! [`admission`] defaults and checks Jobs as Volcano's job webhooks do;
+//! [`admission`] defaults and checks Jobs as Volcano's job webhooks do, and [`job_plugins`]
+//! their plugins' arguments, for the webhook and the job controller alike;
 //! [`crds`] generates the CustomResourceDefinitions from these types.
 //!
 //! This crate does no IO beyond (de)serialisation and knows nothing of a client:

@@ -280,10 +280,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
     if let Err(e) = &result {
         tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
     }
-    let wake = match &result {
-        Ok(w) => *w,
-        Err(_) => None,
-    };
+    let wake = result.as_ref().ok().copied().flatten();
     let due = [mem.delayed.next_due(), wake].into_iter().flatten().min();
     ctx.put_memory(key, mem);
     result?;
