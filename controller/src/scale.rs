@@ -571,6 +571,19 @@ mod tests {
     }
 
     #[test]
+    fn events_say_what_happens_to_which_members() {
+        let started = ScaleEvent::ScaleInStarted { removing: vec![3, 2], delete_at_ms: 30_000 };
+        assert_eq!(
+            started.message("task worker", 500),
+            "task worker: scale-in: members 3, 2 removed from the host list; their pods are deleted in 30s"
+        );
+        assert_eq!((started.reason(), started.kind(), started.warning()), ("ScaleIn", "ScaleInStarted", false));
+        let back = ScaleEvent::ScaleOutRolledBack { members: vec![2, 3], not_ready: vec![3] };
+        assert_eq!(back.message("w", 0), "w: scale-out rolled back: members 3 not Ready in time; deleting members 2, 3");
+        assert!(back.warning() && ScaleEvent::Refused { reason: String::new() }.warning());
+    }
+
+    #[test]
     fn after_a_restart_live_pods_count_as_published() {
         // A scale-in was in its grace period (pods 2 and 3 alive, desired 2): it starts again.
         let all = pods(&[0, 1, 2, 3], &[]);
