@@ -217,7 +217,12 @@ pub const PYTORCH: PluginSpec = PluginSpec {
 /// `mxnet` (volcano-rs's own).
 pub const MXNET: PluginSpec = PluginSpec {
     name: "mxnet",
-    flags: &[("scheduler", FlagType::Text), ("server", FlagType::Text), ("worker", FlagType::Text), ("port", FlagType::Port)],
+    flags: &[
+        ("scheduler", FlagType::Text),
+        ("server", FlagType::Text),
+        ("worker", FlagType::Text),
+        ("port", FlagType::Port),
+    ],
     roles: &[Role { flag: "scheduler", default: "scheduler", role: "scheduler" }],
     paired: &[],
 };
@@ -430,7 +435,9 @@ mod tests {
 
     #[test]
     fn flags_values_roles_and_pairs_are_checked() {
-        assert!(check(&job(&[("mpi", &["--slots=2", "-port", "2222"]), ("svc", &["--inject-hosts-env=false"])])).is_ok());
+        assert!(
+            check(&job(&[("mpi", &["--slots=2", "-port", "2222"]), ("svc", &["--inject-hosts-env=false"])])).is_ok()
+        );
         let e = check(&job(&[("mpi", &["--worker=slave"])])).unwrap_err();
         assert_eq!(e.to_string(), "job ml/j: plugin mpi: no worker task \"slave\" (--worker)");
         assert_eq!((e.plugin(), e.detail().as_str()), ("mpi", "no worker task \"slave\" (--worker)"));

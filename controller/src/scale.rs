@@ -347,7 +347,8 @@ pub fn step(state: &ScaleState, input: &Input<'_>) -> Outcome {
         if !removing.is_empty() {
             s.published.retain(|m| !removing.contains(m));
             let delete_at_ms = now.saturating_add(input.settings.grace_ms.max(0));
-            events.push(ScaleEvent::ScaleInStarted { removing: removing.iter().rev().copied().collect(), delete_at_ms });
+            events
+                .push(ScaleEvent::ScaleInStarted { removing: removing.iter().rev().copied().collect(), delete_at_ms });
             if delete_at_ms <= now {
                 events.push(ScaleEvent::ScaleInSucceeded { removed: removing.iter().rev().copied().collect() });
             } else {
@@ -579,7 +580,10 @@ mod tests {
         );
         assert_eq!((started.reason(), started.kind(), started.warning()), ("ScaleIn", "ScaleInStarted", false));
         let back = ScaleEvent::ScaleOutRolledBack { members: vec![2, 3], not_ready: vec![3] };
-        assert_eq!(back.message("w", 0), "w: scale-out rolled back: members 3 not Ready in time; deleting members 2, 3");
+        assert_eq!(
+            back.message("w", 0),
+            "w: scale-out rolled back: members 3 not Ready in time; deleting members 2, 3"
+        );
         assert!(back.warning() && ScaleEvent::Refused { reason: String::new() }.warning());
     }
 

@@ -590,7 +590,10 @@ async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_orde
     reconcile(three.clone(), ctx.clone()).await.unwrap();
     assert_eq!(hostfile(&kept).as_deref(), Some("m-worker-0.m slots=2\nm-worker-1.m slots=2\nm-worker-2.m slots=2\n"));
     let svc = kept_data(&kept, "m-svc").unwrap();
-    assert_eq!((svc["VC_WORKER_NUM"].as_str(), svc["worker.host"].as_str()), (Some("3"), Some("m-worker-0.m\nm-worker-1.m\nm-worker-2.m")));
+    assert_eq!(
+        (svc["VC_WORKER_NUM"].as_str(), svc["worker.host"].as_str()),
+        (Some("3"), Some("m-worker-0.m\nm-worker-1.m\nm-worker-2.m"))
+    );
 
     // A host list deleted by hand comes back at the next sync.
     kept.lock().unwrap().remove(&(CONFIGMAPS.to_string(), "m-svc".to_string()));
@@ -604,7 +607,8 @@ async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_orde
     assert_eq!(kept_data(&kept, "m-svc").unwrap()["VC_WORKER_HOSTS"], "m-worker-0.m");
     let log = log.lock().unwrap();
     let calls = &log[before..];
-    let patched = calls.iter().position(|r| r.method == Method::PATCH && r.name == "m-mpi-hostfile").expect("hostfile patched");
+    let patched =
+        calls.iter().position(|r| r.method == Method::PATCH && r.name == "m-mpi-hostfile").expect("hostfile patched");
     let deleted: Vec<(usize, &str)> = calls
         .iter()
         .enumerate()

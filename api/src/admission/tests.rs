@@ -306,10 +306,7 @@ fn plugin_arguments_are_checked_as_the_controller_checks_them() {
     assert!(rejects(&j, JobRule::PluginArguments).message.contains("\"zero\" is not a positive integer"));
     j.spec.plugins.clear();
     j.spec.plugins.insert("ssh".into(), vec!["--ssh-public-key=k".into()]);
-    assert_eq!(
-        rejects(&j, JobRule::PluginArguments).message,
-        "--ssh-private-key and --ssh-public-key go together"
-    );
+    assert_eq!(rejects(&j, JobRule::PluginArguments).message, "--ssh-private-key and --ssh-public-key go together");
     j.spec.plugins.clear();
     j.spec.plugins.insert("ray".into(), vec![]);
     assert_eq!(rejects(&j, JobRule::PluginArguments).message, "job plugin \"ray\" is not implemented by volcano-rs");

@@ -722,7 +722,10 @@ spec:
         assert!(!a.contains_key("other"), "only the listed job annotations are copied");
         // One disruption-budget annotation: min-available wins over max-unavailable.
         let mut both = j.clone();
-        both.metadata.annotations.get_or_insert_with(Default::default).insert(JDB_MAX_UNAVAILABLE_KEY.into(), "2".into());
+        both.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(JDB_MAX_UNAVAILABLE_KEY.into(), "2".into());
         let pa = pod(&both, &plugins, 1, 0).unwrap().metadata.annotations.unwrap();
         assert_eq!((pa.get(JDB_MIN_AVAILABLE_KEY), pa.get(JDB_MAX_UNAVAILABLE_KEY)), (Some(&"1".to_string()), None));
         both.metadata.annotations.as_mut().unwrap().remove(JDB_MIN_AVAILABLE_KEY);

@@ -20,8 +20,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::bus::Action;
-use volcano_api::crd::{PodGroup, PodGroupPhase};
 use volcano_api::crd::TASK_SPEC_KEY;
+use volcano_api::crd::{PodGroup, PodGroupPhase};
 use volcano_api::job::{Job, JobPhase, JobStatus};
 
 use super::{
@@ -303,9 +303,9 @@ fn sync(job: &mut Job, observed: &Observed<'_>, plan: &mut Desired, now: Timesta
     }
     if let Some(o) = &outcomes {
         plan.scale = o.iter().map(|(t, o)| (t.clone(), o.state.clone())).collect();
-        plan.scale_events =
-            o.iter().flat_map(|(t, o)| o.events.iter().map(move |e| (t.clone(), e.clone()))).collect();
-        plan.wake_at = o.values().filter_map(|o| o.wake_at_ms).min().and_then(|ms| Timestamp::from_millisecond(ms).ok());
+        plan.scale_events = o.iter().flat_map(|(t, o)| o.events.iter().map(move |e| (t.clone(), e.clone()))).collect();
+        plan.wake_at =
+            o.values().filter_map(|o| o.wake_at_ms).min().and_then(|ms| Timestamp::from_millisecond(ms).ok());
     }
     // The plugin objects, made when the job is Pending and the status does not list them
     // (Volcano's `initiateJob`: at the first sync, and again after a kill removed them).
@@ -431,8 +431,11 @@ fn member_pods(pods: &[Pod], task: &str) -> BTreeMap<Member, MemberPod> {
 /// job's `minAvailable`, the members the task publishes: no task shrinks), the waits from
 /// the job's annotations ([`volcano_api::job::scale_seconds`]).
 fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap<String, scale::Outcome>, PlanError> {
-    let (grace, timeout) = volcano_api::job::scale_seconds(job)
-        .map_err(|(field, message)| PlanError::Annotation { job: job_key(job), field, message })?;
+    let (grace, timeout) = volcano_api::job::scale_seconds(job).map_err(|(field, message)| PlanError::Annotation {
+        job: job_key(job),
+        field,
+        message,
+    })?;
     let settings = scale::Settings { grace_ms: grace * 1000, ready_timeout_ms: timeout * 1000 };
     let total: i32 = job.spec.tasks.iter().map(|t| t.replicas.max(0)).sum();
     let short = total < job.spec.min_available;
@@ -440,8 +443,7 @@ fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap
     for (ti, task) in job.spec.tasks.iter().enumerate() {
         let pods = member_pods(observed.pods, task.name());
         let desired = scale::first(task.replicas);
-        let state =
-            observed.scale.get(task.name()).cloned().unwrap_or_else(|| ScaleState::resume(&desired, &pods));
+        let state = observed.scale.get(task.name()).cloned().unwrap_or_else(|| ScaleState::resume(&desired, &pods));
         let task_min = usize::try_from(task_min_available(task)).unwrap_or(0);
         let (minimum, field) = if short && desired.len() >= task_min {
             (state.published.len(), "spec.minAvailable".to_string())
@@ -632,7 +634,10 @@ spec:
         j.status = Some(JobStatus {
             state: volcano_api::job::JobState { phase: Some(JobPhase::Running), ..Default::default() },
             min_available: 2,
-            controlled_resources: ["mpi", "ssh", "svc"].iter().map(|p| (format!("plugin-{p}"), p.to_string())).collect(),
+            controlled_resources: ["mpi", "ssh", "svc"]
+                .iter()
+                .map(|p| (format!("plugin-{p}"), p.to_string()))
+                .collect(),
             ..Default::default()
         });
         j
@@ -746,7 +751,9 @@ spec:
         let d = resize_step(&zero, &mpi_pods(&zero, &all, &[]), &d.scale, at(1));
         assert!(d.delete.is_empty());
         assert_eq!(hostfile(&d).lines().count(), 2);
-        let [(task, ScaleEvent::Refused { reason })] = d.scale_events.as_slice() else { panic!("{:?}", d.scale_events) };
+        let [(task, ScaleEvent::Refused { reason })] = d.scale_events.as_slice() else {
+            panic!("{:?}", d.scale_events)
+        };
         assert_eq!(task, "worker");
         assert!(reason.contains("fewer than the minimum 1 (spec.tasks[1].minAvailable)"), "{reason}");
     }
@@ -760,7 +767,10 @@ spec:
         let r = step(&j, &observed(&pods, Some(&pg), &values), &Action::RestartJob, None, now()).unwrap().unwrap();
         let gone = &r.delete_resources;
         assert_eq!(gone.config_maps, ["m-svc", "m-mpi-hostfile"]);
-        assert_eq!((gone.services.as_slice(), gone.network_policies.as_slice()), (&["m".to_string()][..], &["m".to_string()][..]));
+        assert_eq!(
+            (gone.services.as_slice(), gone.network_policies.as_slice()),
+            (&["m".to_string()][..], &["m".to_string()][..])
+        );
         assert_eq!(gone.secrets, ["m-ssh"]);
         assert!(r.status.controlled_resources.keys().all(|k| !k.starts_with("plugin-")), "{:?}", r.status);
         // Restarting: no plugin objects yet (Volcano makes them when the job is Pending).

@@ -45,7 +45,6 @@ pub const OMPI_HOSTFILE_ENV: &str = "OMPI_MCA_orte_default_hostfile";
 /// The name of the master's wait container.
 pub const WAIT_CONTAINER: &str = "wait-for-workers";
 
-
 /// The `mpi` plugin.
 #[derive(Debug)]
 pub struct Mpi {

@@ -18,7 +18,6 @@ pub const DEFAULT_PORT: i32 = 9091;
 /// The name of the opened container port.
 pub const PORT_NAME: &str = "mxnetjob-port";
 
-
 /// The `mxnet` plugin.
 #[derive(Debug)]
 pub struct MxNet {

@@ -27,7 +27,6 @@ pub const PORT_NAME: &str = "pytorchjob-port";
 /// The name of the workers' wait container.
 pub const WAIT_CONTAINER: &str = "wait-for-master";
 
-
 /// The `pytorch` plugin.
 #[derive(Debug)]
 pub struct PyTorch {

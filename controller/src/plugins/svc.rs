@@ -204,7 +204,10 @@ spec:
         assert_eq!(r.controlled_resources["plugin-svc"], "svc");
         // A kill removes all three.
         let gone = JobPlugins::from_job(&j).unwrap().objects_to_delete(&j);
-        assert_eq!((gone.config_maps, gone.services, gone.network_policies), (vec!["j-svc".to_string()], vec!["j".to_string()], vec!["j".to_string()]));
+        assert_eq!(
+            (gone.config_maps, gone.services, gone.network_policies),
+            (vec!["j-svc".to_string()], vec!["j".to_string()], vec!["j".to_string()])
+        );
     }
 
     #[test]

@@ -18,7 +18,6 @@ pub const TF_CONFIG: &str = "TF_CONFIG";
 /// The default port.
 pub const DEFAULT_PORT: i32 = 2222;
 
-
 /// The `tensorflow` plugin.
 #[derive(Debug)]
 pub struct TensorFlow {
