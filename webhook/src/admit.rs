@@ -484,6 +484,51 @@ mod tests {
     }
 
     #[test]
+    fn a_resize_below_min_available_and_a_bad_plugin_argument_are_denied_with_the_field() {
+        let queues = [queue("default", "Open", None)];
+        let facts = Facts { queues: &queues, namespace_queue: None };
+        let mut old = patched(
+            &admit(
+                Endpoint::JobsMutate,
+                &request(JOBS, "Job", "CREATE", Some(job(None, 4, None)), None),
+                &Settings::default(),
+                Facts::default(),
+            ),
+            &job(None, 4, None),
+        );
+        old["spec"]["tasks"][0]["minAvailable"] = 2.into();
+        old["spec"]["minAvailable"] = 2.into();
+        let validate = |op: &str, new: &Value, old: Option<&Value>| {
+            admit(
+                Endpoint::JobsValidate,
+                &request(JOBS, "Job", op, Some(new.clone()), old.cloned()),
+                &Settings::default(),
+                facts,
+            )
+        };
+        let mut fewer = old.clone();
+        fewer["spec"]["tasks"][0]["replicas"] = 2.into();
+        assert!(validate("UPDATE", &fewer, Some(&old)).allowed, "down to minAvailable");
+        fewer["spec"]["tasks"][0]["replicas"] = 1.into();
+        let res = validate("UPDATE", &fewer, Some(&old));
+        assert!(!res.allowed);
+        assert!(
+            res.result.message.starts_with("job ml/tf: spec.tasks[0].replicas: 1 is below the task's minAvailable (2)"),
+            "{}",
+            res.result.message
+        );
+        let mut bad = old.clone();
+        bad["spec"]["plugins"]["tensorflow"] = json!(["--port=none"]);
+        let res = validate("CREATE", &bad, None);
+        assert!(!res.allowed);
+        assert!(
+            res.result.message.contains("spec.plugins[tensorflow]: argument \"--port=none\": \"none\" is not a port"),
+            "{}",
+            res.result.message
+        );
+    }
+
+    #[test]
     fn an_object_that_does_not_decode_is_denied_with_the_reason() {
         let mut o = job(None, 2, None);
         o["spec"]["tasks"] = "not a list".into();
