@@ -212,10 +212,13 @@ fn at(stage: Stage) -> impl Fn(PlanError) -> StepError {
 /// deleted; a partition restart that matches no pod, as in Volcano).
 ///
 /// The job gets its initial status first ([`status::initial`]). A sync plans the plugin
-/// objects and volume claims (once), the PodGroup (created, or patched when the job's gang
-/// changed), and — once the PodGroup is admitted — the missing pods of every task whose
-/// `dependsOn` is met and the deletion of surplus and out-of-sync pods; a kill deletes the
-/// pods it does not retain. The counts are those the work leaves when every call succeeds.
+/// objects (while the job is Pending and its status does not list them) and volume claims
+/// (once), the host lists, the PodGroup (created, or patched when the job's gang changed),
+/// and — once the PodGroup is admitted — each task's resize ([`crate::scale`]): the pods
+/// to create (of tasks whose `dependsOn` is met) and to delete, and the members the host
+/// lists name; surplus and out-of-sync pods are deleted. A kill deletes the pods it does not
+/// retain, and a full kill the plugin objects. The counts are those the work leaves when
+/// every call succeeds.
 pub fn step(
     job: &Job,
     observed: &Observed<'_>,
