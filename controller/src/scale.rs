@@ -547,8 +547,9 @@ mod tests {
     #[test]
     fn a_scale_in_below_the_minimum_is_refused_with_a_reason_once() {
         let all = pods(&[0, 1, 2, 3], &[]);
+        let one = first(1);
         let input = |now_ms| Input {
-            desired: &first(1),
+            desired: &one,
             minimum: 2,
             minimum_field: "spec.tasks[0].minAvailable",
             pods: &all,
