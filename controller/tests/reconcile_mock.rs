@@ -420,16 +420,19 @@ fn stateful_api() -> (Client, Arc<Mutex<Vec<Recorded>>>, Kept) {
             } else if method == Method::POST {
                 let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
                 let key = (path.clone(), name.clone());
-                if kept.contains_key(&key) {
-                    let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "exists", "reason": "AlreadyExists"});
-                    (409, exists, name)
-                } else {
-                    let mut o = obj.clone();
-                    o["metadata"]["uid"] = json!(format!("uid-{name}"));
-                    o["metadata"]["resourceVersion"] = json!("2");
-                    o["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:01Z");
-                    kept.insert(key, o.clone());
-                    (201, o, name)
+                match kept.entry(key) {
+                    std::collections::btree_map::Entry::Occupied(_) => {
+                        let exists = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409, "message": "exists", "reason": "AlreadyExists"});
+                        (409, exists, name)
+                    }
+                    std::collections::btree_map::Entry::Vacant(slot) => {
+                        let mut o = obj.clone();
+                        o["metadata"]["uid"] = json!(format!("uid-{name}"));
+                        o["metadata"]["resourceVersion"] = json!("2");
+                        o["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:01Z");
+                        slot.insert(o.clone());
+                        (201, o, name)
+                    }
                 }
             } else if method == Method::GET {
                 match kept.get(&key) {
