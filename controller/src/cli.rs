@@ -114,20 +114,47 @@ pub const QUEUE_COMMAND_NAMESPACE: &str = "default";
 
 /// An error of a command, for the user.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CliError(pub String);
+pub enum CliError {
+    /// An API call failed. The message shows the API server's own message; the error is
+    /// kept whole for callers that look at its status.
+    #[error("{what}: {}", api_message(.error))]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The API error.
+        error: kube::Error,
+    },
+    /// A file or a flag the user gave is wrong.
+    #[error("{0}")]
+    Input(String),
+}
+
+impl CliError {
+    /// A bounded label: the API call's [`volcano_kube::api_error_category`] (`not_found`,
+    /// `forbidden`, …) or `input`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            CliError::Api { error, .. } => volcano_kube::api_error_category(error),
+            CliError::Input(_) => "input",
+        }
+    }
+}
+
+fn api_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => s.message.clone(),
+        e => e.to_string(),
+    }
+}
 
 fn api_err(what: &str) -> impl Fn(kube::Error) -> CliError + '_ {
-    move |e| match e {
-        kube::Error::Api(s) => CliError(format!("{what}: {}", s.message)),
-        e => CliError(format!("{what}: {e}")),
-    }
+    move |error| CliError::Api { what: what.to_string(), error }
 }
 
 /// The owner reference a Command uses to name its target.
 fn target<K: Resource<DynamicType = ()>>(obj: &K) -> Result<OwnerReference, CliError> {
     let meta = obj.meta();
-    let uid = meta.uid.clone().ok_or_else(|| CliError(format!("{} has no uid", obj.name_any())))?;
+    let uid = meta.uid.clone().ok_or_else(|| CliError::Input(format!("{} has no uid", obj.name_any())))?;
     Ok(OwnerReference {
         api_version: K::api_version(&()).to_string(),
         kind: K::kind(&()).to_string(),
@@ -264,16 +291,17 @@ pub fn queue_table(queues: &[Queue]) -> String {
 pub async fn job(client: Client, cmd: &JobCommand) -> Result<String, CliError> {
     match cmd {
         JobCommand::Run { file, namespace } => {
-            let text = std::fs::read_to_string(file).map_err(|e| CliError(format!("{}: {e}", file.display())))?;
+            let text =
+                std::fs::read_to_string(file).map_err(|e| CliError::Input(format!("{}: {e}", file.display())))?;
             let mut out = String::new();
             for (i, de) in serde_yaml_ng::Deserializer::from_str(&text).enumerate() {
                 let value: serde_json::Value = serde::Deserialize::deserialize(de)
-                    .map_err(|e| CliError(format!("{}: document {}: {e}", file.display(), i + 1)))?;
+                    .map_err(|e| CliError::Input(format!("{}: document {}: {e}", file.display(), i + 1)))?;
                 if value.is_null() {
                     continue;
                 }
                 if value["kind"] != "Job" || value["apiVersion"] != "batch.volcano.sh/v1alpha1" {
-                    return Err(CliError(format!(
+                    return Err(CliError::Input(format!(
                         "{}: document {}: {} {} is not a batch.volcano.sh/v1alpha1 Job",
                         file.display(),
                         i + 1,
@@ -282,7 +310,7 @@ pub async fn job(client: Client, cmd: &JobCommand) -> Result<String, CliError> {
                     )));
                 }
                 let job: Job = serde_json::from_value(value)
-                    .map_err(|e| CliError(format!("{}: document {}: {e}", file.display(), i + 1)))?;
+                    .map_err(|e| CliError::Input(format!("{}: document {}: {e}", file.display(), i + 1)))?;
                 let ns = job.namespace().unwrap_or_else(|| namespace.clone());
                 let api: Api<Job> = Api::namespaced(client.clone(), &ns);
                 let created = api
@@ -303,7 +331,7 @@ pub async fn job(client: Client, cmd: &JobCommand) -> Result<String, CliError> {
             let api: Api<Job> = Api::namespaced(client, namespace);
             let mut job = api.get(name).await.map_err(api_err(&format!("job {namespace}/{name}")))?;
             job.metadata.managed_fields = None;
-            serde_yaml_ng::to_string(&job).map_err(|e| CliError(e.to_string()))
+            serde_yaml_ng::to_string(&job).map_err(|e| CliError::Input(e.to_string()))
         }
         JobCommand::Suspend { name, namespace } | JobCommand::Resume { name, namespace } => {
             let action = if matches!(cmd, JobCommand::Suspend { .. }) { Action::AbortJob } else { Action::ResumeJob };
@@ -332,7 +360,7 @@ pub async fn queue(client: Client, cmd: &QueueCommand) -> Result<String, CliErro
             let state = match state.as_str() {
                 "Open" => QueueState::Open,
                 "Closed" => QueueState::Closed,
-                s => return Err(CliError(format!("--state: {s:?} is not a state; expected Open or Closed"))),
+                s => return Err(CliError::Input(format!("--state: {s:?} is not a state; expected Open or Closed"))),
             };
             let q: Queue = serde_json::from_value(serde_json::json!({
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -340,7 +368,7 @@ pub async fn queue(client: Client, cmd: &QueueCommand) -> Result<String, CliErro
                 "metadata": {"name": name},
                 "spec": {"weight": weight, "reclaimable": true},
             }))
-            .map_err(|e| CliError(e.to_string()))?;
+            .map_err(|e| CliError::Input(e.to_string()))?;
             let created = api.create(&PostParams::default(), &q).await.map_err(api_err(&format!("queue {name}")))?;
             if state == QueueState::Closed {
                 let commands: Api<Command> = Api::namespaced(client, QUEUE_COMMAND_NAMESPACE);

@@ -62,6 +62,19 @@ pub enum QueueReconcileError {
     Conflict(String),
 }
 
+impl QueueReconcileError {
+    /// A bounded label for logs: the API call (its [`volcano_kube::api_error_category`]),
+    /// an action refused for now (`parent_closed`), or a queue changed under the reconcile
+    /// (`conflict`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            QueueReconcileError::Api { source, .. } => volcano_kube::api_error_category(source),
+            QueueReconcileError::Decision(QueueError::ParentClosed { .. }) => "parent_closed",
+            QueueReconcileError::Conflict(_) => "conflict",
+        }
+    }
+}
+
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> QueueReconcileError {
     let what = what.into();
     move |source| QueueReconcileError::Api { what, source }
@@ -242,7 +255,7 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
         if matches!(e, QueueReconcileError::Conflict(_)) {
             tracing::debug!(queue = %name, failures, "{e}");
         } else {
-            tracing::warn!(queue = %name, failures, "queue reconcile failed: {e}");
+            tracing::warn!(queue = %name, category = e.category(), failures, "queue reconcile failed: {e}");
         }
         if failures == 1 {
             if let QueueReconcileError::Decision(d) = e {

@@ -86,10 +86,26 @@ pub enum ReconcileError {
     Plugin(#[from] PluginError),
     /// The ssh key could not be generated.
     #[error("cannot generate the ssh key: {0}")]
-    SshKey(String),
+    SshKey(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A volume's PVC is missing, or is not the job's.
     #[error("{0}")]
     Pvc(String),
+}
+
+impl ReconcileError {
+    /// A bounded label for logs, saying what the user looks at: the API call (its
+    /// [`volcano_kube::api_error_category`]: RBAC, a conflict, throttling, …), the job's
+    /// spec (the [`PlanError`] or [`PluginError`] category), the ssh key generation
+    /// (`ssh_key`) or a volume's claim (`pvc`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            ReconcileError::Api { source, .. } => volcano_kube::api_error_category(source),
+            ReconcileError::Plan(e) => e.category(),
+            ReconcileError::Plugin(e) => e.category(),
+            ReconcileError::SshKey(_) => "ssh_key",
+            ReconcileError::Pvc(_) => "pvc",
+        }
+    }
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
@@ -278,7 +294,7 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
     let mut mem = ctx.take_memory(&key, &uid);
     let result = reconcile_with(&job, &ctx, &mut mem, now).await;
     if let Err(e) = &result {
-        tracing::warn!(job = %key, failures = mem.failures, "reconcile failed: {e}");
+        tracing::warn!(job = %key, category = e.category(), failures = mem.failures, "reconcile failed: {e}");
     }
     let wake = result.as_ref().ok().copied().flatten();
     let due = [mem.delayed.next_due(), wake].into_iter().flatten().min();
@@ -388,7 +404,12 @@ async fn reconcile_with(
     // The retry limit: an event, TerminateJob, and the failing request dropped.
     let key = events::job_key(&ns, &name);
     ctx.recorder.record(&job, recorder::retry_limit_reached(&failing.action));
-    tracing::warn!(job = %key, failures = mem.failures, "terminating the job: retry limit reached: {e}");
+    tracing::warn!(
+        job = %key,
+        category = e.category(),
+        failures = mem.failures,
+        "terminating the job: retry limit reached: {e}"
+    );
     if let Err(e) = stepper.step(&mut job, &Action::TerminateJob, None).await {
         tracing::error!(job = %key, "cannot terminate the job: {e}");
     }
@@ -774,8 +795,8 @@ impl Stepper<'_> {
         }
         tokio::task::spawn_blocking(|| ssh::generate_key_pair(&mut rand_core::OsRng))
             .await
-            .map_err(|e| ReconcileError::SshKey(e.to_string()))?
-            .map_err(|e| ReconcileError::SshKey(e.to_string()))
+            .map_err(|e| ReconcileError::SshKey(Box::new(e)))?
+            .map_err(|e| ReconcileError::SshKey(Box::new(e)))
     }
 
     /// The PVCs of the job's volumes (Volcano's `createJobIOIfNotExist`), as planned (only

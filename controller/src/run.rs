@@ -51,7 +51,7 @@ pub enum ControllerError {
     Options(#[from] OptionsError),
     /// The kubeconfig or in-cluster configuration cannot be used.
     #[error("cannot configure the Kubernetes client: {0}")]
-    Kube(String),
+    Client(#[from] volcano_kube::ClientError),
     /// A listener cannot be bound.
     #[error("cannot listen on {addr} (--{flag}): {source}")]
     Listen {
@@ -63,6 +63,19 @@ pub enum ControllerError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl ControllerError {
+    /// A bounded label for logs, saying what the user fixes: a flag (`flag`), the client
+    /// configuration (its [`volcano_kube::ClientError::category`]) or a listening address
+    /// (`listen`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            ControllerError::Options(_) => "flag",
+            ControllerError::Client(e) => e.category(),
+            ControllerError::Listen { .. } => "listen",
+        }
+    }
 }
 
 fn identity() -> String {
@@ -114,8 +127,7 @@ pub async fn run_with_metrics(
             }
         }));
     }
-    let client =
-        volcano_kube::client(opts.kubeconfig.as_deref()).await.map_err(|e| ControllerError::Kube(e.to_string()))?;
+    let client = volcano_kube::client(opts.kubeconfig.as_deref()).await?;
 
     let (leading_tx, leading_rx) = watch::channel(!opts.leader_elect);
     let identity = identity();

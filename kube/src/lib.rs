@@ -46,6 +46,28 @@ impl ClientError {
     }
 }
 
+/// A bounded label for a failed API call, saying what the operator looks at: the
+/// component's RBAC (`forbidden`, `unauthorized`), an object gone or changed under it
+/// (`not_found`, `conflict`), an object the API server refuses (`invalid`), an API server
+/// that throttles or is unavailable (`throttled`, `unavailable`), the connection
+/// (`connection`), or anything else (`api`).
+pub fn api_error_category(e: &kube::Error) -> &'static str {
+    match e {
+        kube::Error::Api(s) => match s.code {
+            401 => "unauthorized",
+            403 => "forbidden",
+            404 | 410 => "not_found",
+            409 => "conflict",
+            400 | 422 => "invalid",
+            429 => "throttled",
+            500..=599 => "unavailable",
+            _ => "api",
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) => "connection",
+        _ => "api",
+    }
+}
+
 /// The Kubernetes client for `kubeconfig`, or the in-cluster / default configuration when
 /// there is none. The error names the file.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
@@ -100,6 +122,13 @@ pub fn retry_backoff(failures: u32) -> std::time::Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_errors_are_labelled_by_what_the_operator_looks_at() {
+        let api = |code| kube::Error::Api(Box::new(kube::core::Status::failure("m", "r").with_code(code)));
+        let labels: Vec<_> = [403, 404, 409, 422, 429, 503, 418].map(|c| api_error_category(&api(c))).into();
+        assert_eq!(labels, ["forbidden", "not_found", "conflict", "invalid", "throttled", "unavailable", "api"]);
+    }
 
     #[test]
     fn notes_fit_the_events_api() {

@@ -461,7 +461,7 @@ fn the_cycle_finder_sees_a_cycle() {
 fn architecture_names_every_crate_and_module() {
     let map = read("ARCHITECTURE.md");
     let words = map.split_whitespace().count();
-    assert!(words <= 1_600, "ARCHITECTURE.md has {words} words: keep it a map (about 1,500 at most)");
+    assert!(words <= 1_550, "ARCHITECTURE.md has {words} words: keep it a map (about 1,500 at most)");
     for (i, line) in map.lines().enumerate() {
         assert!(
             line.len() <= 700,
