@@ -538,14 +538,9 @@ fn mpi_pod(task: &str, i: usize, ready: bool) -> Pod {
     .unwrap()
 }
 
-/// The data of a kept ConfigMap.
-fn kept_data(kept: &Kept, name: &str) -> Option<Value> {
-    kept.lock().unwrap().get(&(CONFIGMAPS.to_string(), name.to_string())).map(|c| c["data"].clone())
-}
-
-#[tokio::test]
-async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_order() {
-    let (client, log, kept) = stateful_api();
+/// A leading controller's context over a running MPI job `ml/m` (a master and two Ready
+/// workers, its PodGroup Running); the pod store's writer, to change the pods later.
+fn running_mpi_job_context(client: Client) -> (Arc<Context>, reflector::store::Writer<Pod>, watch::Sender<bool>) {
     let (pods, mut pods_w) = reflector::store::<Pod>();
     let (groups, mut groups_w) = reflector::store::<PodGroup>();
     let (commands, mut commands_w) = reflector::store::<Command>();
@@ -564,8 +559,20 @@ async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_orde
     }))
     .unwrap();
     groups_w.apply_watcher_event(&Event::Apply(pg));
-    let (_leading_tx, leading) = watch::channel(true);
+    let (leading_tx, leading) = watch::channel(true);
     let ctx = Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading));
+    (ctx, pods_w, leading_tx)
+}
+
+/// The data of a kept ConfigMap.
+fn kept_data(kept: &Kept, name: &str) -> Option<Value> {
+    kept.lock().unwrap().get(&(CONFIGMAPS.to_string(), name.to_string())).map(|c| c["data"].clone())
+}
+
+#[tokio::test]
+async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_order() {
+    let (client, log, kept) = stateful_api();
+    let (ctx, mut pods_w, _leading_tx) = running_mpi_job_context(client);
     let hostfile = |kept: &Kept| kept_data(kept, "m-mpi-hostfile").map(|d| d["hostfile"].as_str().unwrap().to_string());
 
     // The host lists do not exist (deleted, or never made): they are made.
@@ -625,28 +632,7 @@ async fn a_resized_mpi_job_refreshes_its_hostfile_and_svc_hosts_in_the_safe_orde
 #[tokio::test]
 async fn a_scale_in_waits_its_grace_period_before_deleting_pods() {
     let (client, log, kept) = stateful_api();
-    let ctx = {
-        let (pods, mut pods_w) = reflector::store::<Pod>();
-        let (groups, mut groups_w) = reflector::store::<PodGroup>();
-        let (commands, mut commands_w) = reflector::store::<Command>();
-        let (pcs, mut pcs_w) = reflector::store::<PriorityClass>();
-        pods_w.apply_watcher_event(&Event::InitDone);
-        groups_w.apply_watcher_event(&Event::InitDone);
-        commands_w.apply_watcher_event(&Event::InitDone);
-        pcs_w.apply_watcher_event(&Event::InitDone);
-        for p in [mpi_pod("master", 0, true), mpi_pod("worker", 0, true), mpi_pod("worker", 1, true)] {
-            pods_w.apply_watcher_event(&Event::Apply(p));
-        }
-        let pg: PodGroup = serde_json::from_value(json!({
-            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": "m-job-uid", "namespace": "ml", "uid": "pg-uid"},
-            "spec": {"minMember": 2, "minTaskMember": {"master": 1, "worker": 1}}, "status": {"phase": "Running"}
-        }))
-        .unwrap();
-        groups_w.apply_watcher_event(&Event::Apply(pg));
-        let (_, leading) = watch::channel(true);
-        Arc::new(Context::new(client, pods, groups, commands, pcs, "volcano-rs".into(), leading))
-    };
+    let (ctx, _pods_w, _leading_tx) = running_mpi_job_context(client);
     reconcile(Arc::new(mpi_job(2, "600")), ctx.clone()).await.unwrap();
     // 2 → 1 with a ten-minute grace period: the worker leaves the lists, its pod stays, and
     // the job is requeued for the end of the grace period.
