@@ -36,6 +36,8 @@
 
 pub mod autoscale;
 #[cfg(feature = "shell")]
+pub mod autoscaler;
+#[cfg(feature = "shell")]
 pub mod cli;
 #[cfg(feature = "shell")]
 pub mod deletions;

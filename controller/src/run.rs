@@ -266,6 +266,7 @@ async fn controller(
     });
 
     let until = until.shared();
+    let autoscaler_caches = (pods.clone(), groups.clone(), priority_classes.clone(), recorder.clone());
     let ctx = Arc::new(
         Context::new(
             client.clone(),
@@ -296,6 +297,7 @@ async fn controller(
 
     // The Jobs and Queues: a deleted one's series go, with what its reconciles remember.
     let (jobs, jobs_w) = reflector::store::<Job>();
+    let jobs_cache = jobs.clone();
     let job_ctx = ctx.clone();
     let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<Job>::all(client.clone()), cfg()))
         .default_backoff()
@@ -347,6 +349,20 @@ async fn controller(
                 tracing::debug!("job controller: {e}");
             }
         });
+    // The elastic autoscaler, on the same caches (docs/jobs.md).
+    let autoscaler = {
+        let (pods, pod_groups, priority_classes, recorder) = autoscaler_caches;
+        let caches =
+            crate::autoscaler::Caches { jobs: jobs_cache, pod_groups, queues: queues.clone(), pods, priority_classes };
+        crate::autoscaler::run(
+            client.clone(),
+            caches,
+            opts.autoscale_settings(),
+            Duration::from_secs(opts.autoscale_period_seconds),
+            recorder,
+            until.clone(),
+        )
+    };
     let queue_controller = Controller::for_stream(queue_stream, queues)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .reconcile_on(queue_rx)
@@ -357,7 +373,7 @@ async fn controller(
                 tracing::debug!("queue controller: {e}");
             }
         });
-    futures::join!(jobs, queue_controller);
+    futures::join!(jobs, queue_controller, autoscaler);
     pcs.abort();
     synced_task.abort();
 }
