@@ -408,6 +408,11 @@ async fn the_examples_run_in_a_cluster() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_autoscaler_grows_a_job_into_idle_gpus_and_shrinks_it_for_a_gang() {
     let Some(assets) = support::assets() else { return };
+    // RUST_LOG=volcano_controller=info shows the autoscaler's passes.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let server = ApiServer::start(&assets).await;
     server.install_crds().await;
     let deploy = repo().join("deploy");

@@ -12,7 +12,8 @@
 //! itself; it reads what the scheduler wrote:
 //!
 //! - **a waiting gang** is a PodGroup in phase `Pending` or `Inqueue` whose `Unschedulable`
-//!   condition is `True`: the scheduler tried it and it did not fit;
+//!   condition is `True` (allocate tried it and it did not fit), or still `Pending` a few
+//!   seconds after its creation (enqueue did not admit it);
 //! - **idle capacity** is what the scheduler binds: a grow adds pods, and the scheduler binds
 //!   them only where they fit and within the queue's share (proportion's and capacity's
 //!   `allocatable`); pods it has not bound by the probe time are given back.
@@ -51,6 +52,8 @@ pub const DEFAULT_COOLDOWN_SECONDS: i64 = 60;
 pub const DEFAULT_PROBE_SECONDS: i64 = 60;
 /// The default longest wait after failed grows.
 pub const DEFAULT_MAX_BACKOFF_SECONDS: i64 = 1800;
+/// The default age from which a PodGroup still `Pending` counts as waiting.
+pub const DEFAULT_PENDING_SECONDS: i64 = 5;
 
 /// The autoscaler's waits, in milliseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +64,9 @@ pub struct Settings {
     pub probe_ms: i64,
     /// Longest wait before the next grow after failed ones.
     pub max_backoff_ms: i64,
+    /// Age from which a PodGroup still `Pending` (not admitted by the scheduler's `enqueue`)
+    /// counts as waiting.
+    pub pending_ms: i64,
 }
 
 impl Default for Settings {
@@ -69,6 +75,7 @@ impl Default for Settings {
             cooldown_ms: DEFAULT_COOLDOWN_SECONDS * 1000,
             probe_ms: DEFAULT_PROBE_SECONDS * 1000,
             max_backoff_ms: DEFAULT_MAX_BACKOFF_SECONDS * 1000,
+            pending_ms: DEFAULT_PENDING_SECONDS * 1000,
         }
     }
 }
@@ -272,7 +279,7 @@ pub fn decide(view: &View<'_>, now_ms: i64, settings: Settings) -> Vec<JobDecisi
         .collect();
     let mut elastic: Vec<Elastic<'_>> = view.jobs.iter().filter_map(|j| elastic(j, view)).collect();
     elastic.sort_by(|a, b| a.key.cmp(&b.key));
-    let gangs = waiting_gangs(&view.pod_groups, &view.queues);
+    let gangs = waiting_gangs(&view.pod_groups, &view.queues, now_ms, settings.pending_ms);
     let may_take = |gang: &Gang, e: &Elastic<'_>| {
         gang.job.as_deref() != Some(e.key.as_str())
             && (gang.queue == e.queue || reclaimable.get(e.queue.as_str()).copied().unwrap_or(true))
@@ -513,23 +520,31 @@ fn elastic<'a>(job: &'a Job, view: &View<'a>) -> Option<Elastic<'a>> {
     })
 }
 
-/// The gangs the scheduler tried and could not place, in key order; but those that wait for
-/// their own queue (its `status.allocated` and the gang's `minResources` above its
-/// `spec.capability`): freeing capacity elsewhere does not help them.
-fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue]) -> Vec<Gang> {
+/// The gangs the scheduler tried and could not place, in key order: `Pending` or `Inqueue`
+/// with an `Unschedulable` condition (allocate failed them), or still `Pending` at least
+/// `pending_ms` after their creation (enqueue has not admitted them; Volcano writes no
+/// condition on a PodGroup without pods, and a Volcano Job's pods are made once it is
+/// admitted). But not those of a queue that is not Open, nor those that wait for their own
+/// queue (its `status.allocated` and the gang's `minResources` above its `spec.capability`):
+/// freeing capacity elsewhere does not help them.
+fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue], now_ms: i64, pending_ms: i64) -> Vec<Gang> {
     let mut out: Vec<Gang> = groups
         .iter()
         .filter(|g| g.metadata.deletion_timestamp.is_none())
         .filter_map(|g| {
-            let status = g.status.as_ref()?;
-            if !matches!(status.phase, Some(PodGroupPhase::Pending) | Some(PodGroupPhase::Inqueue)) {
+            // A PodGroup the scheduler has not written yet is Pending.
+            let phase = g.status.as_ref().and_then(|s| s.phase).unwrap_or(PodGroupPhase::Pending);
+            if !matches!(phase, PodGroupPhase::Pending | PodGroupPhase::Inqueue) {
                 return None;
             }
-            let tried = status
-                .conditions
+            let tried = g
+                .status
                 .iter()
+                .flat_map(|s| &s.conditions)
                 .any(|c| c.type_ == volcano_api::names::pod_group_condition::UNSCHEDULABLE && c.status == "True");
-            if !tried {
+            let created = g.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond());
+            let held = phase == PodGroupPhase::Pending && created.is_some_and(|c| now_ms - c >= pending_ms);
+            if !(tried || held) {
                 return None;
             }
             let ns = g.metadata.namespace.as_deref().unwrap_or_default();
@@ -549,7 +564,10 @@ fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue]) -> Vec<Gang> {
                 .collect();
             let queue = g.spec.queue.clone().unwrap_or_else(|| DEFAULT_QUEUE.to_string());
             let q = queues.iter().find(|q| q.metadata.name.as_deref() == Some(queue.as_str()));
-            if q.is_some_and(|q| at_capability(q, &need)) {
+            let open = |q: &Queue| {
+                q.status.as_ref().and_then(|s| s.state.clone()).is_none_or(|s| s == volcano_api::crd::QueueState::Open)
+            };
+            if q.is_some_and(|q| !open(q) || at_capability(q, &need)) {
                 return None;
             }
             Some(Gang { key: format!("{ns}/{}", g.metadata.name.as_deref().unwrap_or_default()), queue, job, need })

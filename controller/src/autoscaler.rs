@@ -37,6 +37,8 @@ pub struct Caches {
     pub pods: Store<Pod>,
     /// PriorityClasses.
     pub priority_classes: Store<PriorityClass>,
+    /// Becomes true once the pods, PodGroups, Commands and PriorityClasses are listed.
+    pub synced: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Runs passes every `period` until `until` resolves (the caller stops it when this replica
@@ -53,12 +55,12 @@ pub async fn run(
         tracing::info!("the elastic autoscaler is off (--autoscale-period-seconds=0)");
         return;
     }
+    let mut synced = caches.synced.clone();
     let passes = async {
-        let _ = caches.jobs.wait_until_ready().await;
-        let _ = caches.pod_groups.wait_until_ready().await;
-        let _ = caches.queues.wait_until_ready().await;
-        let _ = caches.pods.wait_until_ready().await;
-        let _ = caches.priority_classes.wait_until_ready().await;
+        // Not `Store::wait_until_ready`: a store's readiness wakes one waiter only, and the
+        // controllers already wait on these stores. Until the Jobs and Queues are listed
+        // their stores are empty, and a pass does nothing.
+        let _ = synced.wait_for(|s| *s).await;
         loop {
             tokio::time::sleep(period).await;
             pass(&client, &caches, settings, &recorder).await;
@@ -78,6 +80,10 @@ pub async fn pass(client: &Client, caches: &Caches, settings: Settings, recorder
     }
     let groups = caches.pod_groups.state();
     let queues = caches.queues.state();
+    if queues.is_empty() {
+        // Not listed yet (a cluster has at least the root queue).
+        return;
+    }
     let all_pods = caches.pods.state();
     let classes: BTreeMap<String, i32> =
         caches.priority_classes.state().iter().filter_map(|pc| Some((pc.metadata.name.clone()?, pc.value))).collect();

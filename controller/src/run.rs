@@ -267,6 +267,7 @@ async fn controller(
 
     let until = until.shared();
     let autoscaler_caches = (pods.clone(), groups.clone(), priority_classes.clone(), recorder.clone());
+    let autoscaler_synced = synced.clone();
     let ctx = Arc::new(
         Context::new(
             client.clone(),
@@ -352,8 +353,14 @@ async fn controller(
     // The elastic autoscaler, on the same caches (docs/jobs.md).
     let autoscaler = {
         let (pods, pod_groups, priority_classes, recorder) = autoscaler_caches;
-        let caches =
-            crate::autoscaler::Caches { jobs: jobs_cache, pod_groups, queues: queues.clone(), pods, priority_classes };
+        let caches = crate::autoscaler::Caches {
+            jobs: jobs_cache,
+            pod_groups,
+            queues: queues.clone(),
+            pods,
+            priority_classes,
+            synced: autoscaler_synced,
+        };
         crate::autoscaler::run(
             client.clone(),
             caches,

@@ -371,3 +371,28 @@ fn the_state_reads_back_and_an_unreadable_one_starts_again() {
     j.metadata.annotations.as_mut().unwrap().insert(AUTOSCALE_STATE_ANNOTATION.into(), "{oops".into());
     assert_eq!(State::of(&j), State::default());
 }
+
+#[test]
+fn a_gang_enqueue_has_not_admitted_waits_once_it_is_a_few_seconds_old_unless_its_queue_is_closed() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at = |ms: i64| Some(Time(k8s_openapi::jiff::Timestamp::from_millisecond(ms).unwrap()));
+    // No status yet (a Volcano Job's PodGroup before enqueue admits it: no pods, no condition).
+    let mut fresh = group("train", "b", None, PodGroupPhase::Pending, false, "2");
+    fresh.status = None;
+    fresh.metadata.creation_timestamp = at(NOW - S);
+    let mut w = World::new(vec![queue("a", true), queue("b", true)]);
+    w.elastic(job("hvd", "a", 4, "worker=1..4", None), 4, 4);
+    w.groups.push(fresh.clone());
+    assert!(w.decide(NOW).is_empty(), "1 s old: the scheduler may not have seen it yet");
+    w.groups.last_mut().unwrap().metadata.creation_timestamp = at(NOW - 5 * S);
+    assert_eq!(one(&w.decide(NOW)).1, (4, 2), "5 s old and still Pending: it waits");
+
+    // Its queue is closed: it waits for the queue, not for GPUs.
+    let mut closed = queue("b", true);
+    closed.status = Some(QueueStatus { state: Some(volcano_api::crd::QueueState::Closed), ..Default::default() });
+    let mut w = World::new(vec![queue("a", true), closed]);
+    w.elastic(job("hvd", "a", 4, "worker=1..4", None), 4, 4);
+    fresh.metadata.creation_timestamp = at(NOW - 60 * S);
+    w.groups.push(fresh);
+    assert!(w.decide(NOW).is_empty());
+}
