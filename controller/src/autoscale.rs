@@ -565,7 +565,7 @@ fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue], now_ms: i64, pending_m
             let queue = g.spec.queue.clone().unwrap_or_else(|| DEFAULT_QUEUE.to_string());
             let q = queues.iter().find(|q| q.metadata.name.as_deref() == Some(queue.as_str()));
             let open = |q: &Queue| {
-                q.status.as_ref().and_then(|s| s.state.clone()).is_none_or(|s| s == volcano_api::crd::QueueState::Open)
+                q.status.as_ref().and_then(|s| s.state).is_none_or(|s| s == volcano_api::crd::QueueState::Open)
             };
             if q.is_some_and(|q| !open(q) || at_capability(q, &need)) {
                 return None;
