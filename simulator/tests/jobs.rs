@@ -514,9 +514,9 @@ fn jobs_applied_later_are_checked_at_load() {
         format!("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {{name: {name}, annotations: {{{annotations}}}}}\nspec:\n{spec}{TASK}")
     };
     let base = job("hvd", "", "  minAvailable: 1\n");
-    // An update that scales the task below its minAvailable (2, from the webhook's default).
+    // An update that scales the task below its minAvailable.
     let shrink = job("hvd", "volcano-rs.io/apply-at-seconds: \"5\"", "  minAvailable: 1\n")
-        .replace("replicas: 2", "replicas: 1");
+        .replace("replicas: 2", "replicas: 1\n    minAvailable: 2");
     let err = load_err(&format!("{base}---\n{shrink}"));
     assert!(err.contains("job.yaml: document 2") && err.contains("Job default/hvd"), "{err}");
     assert!(err.contains("spec.tasks[0].replicas") && err.contains("ScaleBelowMinAvailable"), "{err}");
@@ -536,7 +536,8 @@ fn jobs_applied_later_are_checked_at_load() {
     assert!(sim.cluster().jobs.is_empty());
     sim.run(None).unwrap();
     let created = sim.history().iter().position(|c| !c.applied.is_empty()).expect("applied");
-    assert_eq!(created, 3, "the fourth cycle (3 s) applies it");
+    // Nothing happens before: the clock skips to the cycle at 3 s.
+    assert_eq!(sim.history()[created].time_ms - sim.history()[0].time_ms, 3000);
     assert_eq!(sim.history()[created].applied, vec![("default/late".to_string(), "created")]);
     assert_eq!(pod_keys(&sim), ["default/late-w-0", "default/late-w-1"]);
 }
