@@ -151,9 +151,37 @@ pub struct CycleRecord {
     /// happened (`created`, `updated`).
     pub applied: Vec<(String, &'static str)>,
     /// Tasks the elastic autoscaler resized after the cycle.
-    pub resizes: Vec<crate::control::ResizeRecord>,
+    pub resizes: Vec<ResizeRecord>,
     /// Host lists the job controller changed (a resize's safe order at work).
-    pub host_lists: Vec<crate::control::HostListChange>,
+    pub host_lists: Vec<HostListChange>,
+}
+
+/// A task the elastic autoscaler resized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizeRecord {
+    /// `namespace/name` of the job.
+    pub job: String,
+    /// The task.
+    pub task: String,
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas after.
+    pub to: i32,
+    /// The Event's reason (`AutoscaleOut`, `AutoscaleIn`, `AutoscaleReverted`).
+    pub reason: &'static str,
+    /// The Event's message.
+    pub message: String,
+}
+
+/// A host list as the job controller published it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostListChange {
+    /// `namespace/name` of the ConfigMap.
+    pub config_map: String,
+    /// The key in its data.
+    pub key: String,
+    /// The value now (lines).
+    pub value: String,
 }
 
 impl CycleRecord {

@@ -30,7 +30,7 @@ use volcano_controller::plan::{self, Desired, NewPod, PodGroupChange, StepError}
 use volcano_controller::state::Target;
 
 use crate::admit::deterministic_uid;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, HostListChange, ResizeRecord};
 use crate::error::InputError;
 use crate::job::{in_template, job_error, plan_error, simulation_key_pair, SimJob};
 use crate::manifest::{object_key, ObjectKind};
@@ -57,17 +57,6 @@ impl ControlRecord {
         self.phases.extend(later.phases);
         self.host_lists.extend(later.host_lists);
     }
-}
-
-/// A host list as the job controller published it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostListChange {
-    /// `namespace/name` of the ConfigMap.
-    pub config_map: String,
-    /// The key in its data.
-    pub key: String,
-    /// The value now (lines).
-    pub value: String,
 }
 
 /// How a pass runs.
@@ -288,23 +277,6 @@ fn apply(
         cluster.remove_pod_group(&sj.pod_group);
     }
     Ok(())
-}
-
-/// A task the elastic autoscaler resized.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ResizeRecord {
-    /// `namespace/name` of the job.
-    pub job: String,
-    /// The task.
-    pub task: String,
-    /// Replicas before.
-    pub from: i32,
-    /// Replicas after.
-    pub to: i32,
-    /// The Event's reason (`AutoscaleOut`, `AutoscaleIn`, `AutoscaleReverted`).
-    pub reason: &'static str,
-    /// The Event's message.
-    pub message: String,
 }
 
 /// One pass of the elastic autoscaler (`volcano_controller::autoscale`, the controller's own
