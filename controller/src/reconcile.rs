@@ -479,6 +479,43 @@ impl Stepper<'_> {
         self.ctx.recorder.record(job, ev);
     }
 
+    /// The members each task's published host list names, for the tasks this controller
+    /// has no resize state of (it restarted, or another replica led): read back from the
+    /// `svc` ConfigMap, so that a resize in flight resumes from what the launchers were told
+    /// rather than from the pods alive (which would publish a scale-out's pods before they
+    /// are Ready). Empty when every task has a state, the job has no `svc` plugin, or the
+    /// list cannot be read (then the pods are the only witness).
+    async fn published_hosts(&self, job: &Job) -> BTreeMap<String, std::collections::BTreeSet<crate::scale::Member>> {
+        let missing: Vec<&volcano_api::job::TaskSpec> =
+            job.spec.tasks.iter().filter(|t| !self.scale.contains_key(t.name())).collect();
+        if missing.is_empty() || !job.spec.plugins.contains_key("svc") {
+            return BTreeMap::new();
+        }
+        let ns = job.namespace().unwrap_or_default();
+        let name = crate::plugins::svc::config_map_name(&job.name_any());
+        let data = match Api::<ConfigMap>::namespaced(self.client(), &ns).get_opt(&name).await {
+            Ok(Some(cm)) => cm.data.unwrap_or_default(),
+            Ok(None) => return BTreeMap::new(),
+            Err(e) => {
+                tracing::debug!(job = %format!("{ns}/{}", job.name_any()), "the host list could not be read back: {e}");
+                return BTreeMap::new();
+            }
+        };
+        missing
+            .into_iter()
+            .filter_map(|t| {
+                let upto = self
+                    .pods
+                    .iter()
+                    .filter(|p| events::pod_task(p) == Some(t.name()))
+                    .filter_map(|p| p.annotations().get(plan::TASK_INDEX_KEY)?.parse::<i32>().ok())
+                    .max()
+                    .unwrap_or(0);
+                Some((t.name().to_string(), plan::published_members(job, t, &data, upto)?))
+            })
+            .collect()
+    }
+
     /// One step of the state machine for `action`: planned whole by [`plan::step`], then
     /// applied in Volcano's order (plugin objects, volume claims, PodGroup, pods; the
     /// status; the PodGroup's deletion), stopping at the first failure.
@@ -496,6 +533,7 @@ impl Stepper<'_> {
             None
         };
         let values = self.ctx.priority_class_values();
+        let published = self.published_hosts(job).await;
         let observed = plan::Observed {
             pods: &self.pods,
             pod_group: self.pod_group.as_ref(),
@@ -503,6 +541,7 @@ impl Stepper<'_> {
             priority_class_values: &values,
             ssh_key: ssh_key.as_ref(),
             scale: &self.scale,
+            published: &published,
         };
         let desired = match plan::step(job, &observed, action, target, now) {
             Ok(Some(d)) => d,

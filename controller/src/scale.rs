@@ -119,6 +119,15 @@ impl ScaleState {
         ScaleState { published, ..Default::default() }
     }
 
+    /// The state of a group seen for the first time whose host list is known (a controller
+    /// that restarted reads the list it published): exactly those members count as
+    /// published, so a scale-out that was in flight is judged again (its pods join the list
+    /// only once they are all Ready) and a scale-in whose hosts were still listed starts
+    /// again with its grace period.
+    pub fn resume_published(published: &BTreeSet<Member>) -> Self {
+        ScaleState { published: published.clone(), ..Default::default() }
+    }
+
     /// The members that keep a pod: the published ones and those of the operation in flight.
     pub fn holding(&self) -> BTreeSet<Member> {
         let mut out = self.published.clone();

@@ -151,6 +151,8 @@ fn step(
         priority_class_values: &values,
         ssh_key: ssh_key.as_ref(),
         scale: &sj.memory.scale,
+        // The simulator's job controller never restarts: it has every task's state.
+        published: &Default::default(),
     };
     let desired = match plan::step(&sj.job, &observed, action, target, now) {
         Ok(Some(d)) => d,

@@ -28,7 +28,8 @@ use volcano_api::quantity::{self, QuantityError};
 mod step;
 
 pub use step::{
-    admitted, step, wants_ssh_key, Desired, NewPod, Observed, PodDeletion, PodGroupChange, Stage, StepError,
+    admitted, published_members, step, wants_ssh_key, Desired, NewPod, Observed, PodDeletion, PodGroupChange, Stage,
+    StepError,
 };
 
 use crate::objects::owned_meta;

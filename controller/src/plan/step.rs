@@ -51,9 +51,37 @@ pub struct Observed<'a> {
     /// The ssh key pair for the `ssh` plugin, when [`wants_ssh_key`] says the step needs one.
     pub ssh_key: Option<&'a SshKeyPair>,
     /// Each task's resize state as the last applied step left it
-    /// ([`crate::memory::JobMemory::scale`]); a task without one is resumed from its pods
-    /// ([`ScaleState::resume`]).
+    /// ([`crate::memory::JobMemory::scale`]); a task without one is resumed from the host
+    /// list it published, when `published` has it ([`ScaleState::resume_published`]), else
+    /// from its pods ([`ScaleState::resume`]).
     pub scale: &'a BTreeMap<String, ScaleState>,
+    /// The members each task's published host list names (read back by
+    /// [`published_members`] from the `svc` ConfigMap), for the tasks without a resize state.
+    pub published: &'a BTreeMap<String, BTreeSet<Member>>,
+}
+
+/// The members the `svc` plugin's host list of `task` names (`data["<task>.host"]`, one DNS
+/// name a line), mapped back to pod indices by the names the plugin gives them; `None` when
+/// the list is absent or names a host that is no member of the task (a template with a fixed
+/// `hostname`, or a list written by someone else): then the pods are the only witness.
+/// `upto` bounds the indices tried (beyond the task's replicas and its pods' indices).
+pub fn published_members(
+    job: &Job,
+    task: &volcano_api::job::TaskSpec,
+    data: &BTreeMap<String, String>,
+    upto: Member,
+) -> Option<BTreeSet<Member>> {
+    let list = data.get(&format!("{}.host", task.name().replace('-', "_")))?;
+    let names: BTreeSet<&str> = list.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let job_name = job.metadata.name.as_deref().unwrap_or_default();
+    let bound = upto.max(task.replicas).max(names.len() as Member);
+    let mut out = BTreeSet::new();
+    for i in 0..bound.saturating_add(1) {
+        if names.contains(crate::plugins::domain_name(job_name, task, i).as_str()) {
+            out.insert(i);
+        }
+    }
+    (out.len() == names.len()).then_some(out)
 }
 
 /// Whether a PodGroup has a phase and it is not Pending (Volcano's `syncJob` creates pods
@@ -446,7 +474,11 @@ fn resize(job: &Job, observed: &Observed<'_>, now: Timestamp) -> Result<BTreeMap
     for (ti, task) in job.spec.tasks.iter().enumerate() {
         let pods = member_pods(observed.pods, task.name());
         let desired = scale::first(task.replicas);
-        let state = observed.scale.get(task.name()).cloned().unwrap_or_else(|| ScaleState::resume(&desired, &pods));
+        let state = match (observed.scale.get(task.name()), observed.published.get(task.name())) {
+            (Some(s), _) => s.clone(),
+            (None, Some(p)) => ScaleState::resume_published(p),
+            (None, None) => ScaleState::resume(&desired, &pods),
+        };
         let task_min = usize::try_from(task_min_available(task)).unwrap_or(0);
         let (minimum, field) = if short && desired.len() >= task_min {
             (state.published.len(), "spec.minAvailable".to_string())
@@ -485,6 +517,7 @@ spec:
 "#;
 
     static NO_SCALE: BTreeMap<String, ScaleState> = BTreeMap::new();
+    static NO_PUBLISHED: BTreeMap<String, BTreeSet<Member>> = BTreeMap::new();
 
     fn now() -> Timestamp {
         "2026-01-01T00:00:00Z".parse().unwrap()
@@ -498,6 +531,7 @@ spec:
             priority_class_values: values,
             ssh_key: None,
             scale: &NO_SCALE,
+            published: &NO_PUBLISHED,
         }
     }
 
@@ -677,6 +711,7 @@ spec:
             priority_class_values: &values,
             ssh_key: None,
             scale,
+            published: &NO_PUBLISHED,
         };
         step(job, &observed, &Action::SyncJob, None, now).unwrap().unwrap()
     }
@@ -698,6 +733,40 @@ spec:
 
     fn deleted(d: &Desired) -> Vec<String> {
         d.delete.iter().map(|x| x.name.clone()).collect()
+    }
+
+    #[test]
+    fn a_controller_that_restarts_during_a_scale_out_resumes_from_the_published_host_list() {
+        // 2 → 4 was in flight: workers 2 and 3 exist, 3 is not Ready; the lists name 0 and 1.
+        let four = running_mpi(4);
+        let pods = mpi_pods(&four, &["m-master-0", "m-worker-0", "m-worker-1", "m-worker-2"], &["m-worker-3"]);
+        let svc: BTreeMap<String, String> =
+            [("worker.host".to_string(), "m-worker-0.m\nm-worker-1.m".to_string())].into();
+        let worker = &four.spec.tasks[1];
+        let published = published_members(&four, worker, &svc, 3).expect("the list maps back to members");
+        assert_eq!(published, BTreeSet::from([0, 1]));
+        let values = BTreeMap::new();
+        let pg = admitted_group(&four);
+        let observed = Observed {
+            pods: &pods,
+            pod_group: Some(&pg),
+            admitted: true,
+            priority_class_values: &values,
+            ssh_key: None,
+            scale: &NO_SCALE,
+            published: &[("worker".to_string(), published)].into(),
+        };
+        let d = step(&four, &observed, &Action::SyncJob, None, at(100)).unwrap().unwrap();
+        assert_eq!(hostfile(&d).lines().count(), 2, "worker 3 is not Ready: not published");
+        assert!(d.create.is_empty() && d.delete.is_empty());
+        // From the pods alone (the list unknown), every live pod would count as published.
+        let d = resize_step(&four, &pods, &BTreeMap::new(), at(100));
+        assert_eq!(hostfile(&d).lines().count(), 4);
+
+        // A list that names a host no member has cannot be mapped back.
+        let odd: BTreeMap<String, String> = [("worker.host".to_string(), "elsewhere.m".to_string())].into();
+        assert_eq!(published_members(&four, worker, &odd, 3), None);
+        assert_eq!(published_members(&four, worker, &BTreeMap::new(), 3), None);
     }
 
     #[test]
@@ -792,6 +861,7 @@ spec:
             priority_class_values: &values,
             ssh_key: Some(&keys),
             scale: &NO_SCALE,
+            published: &NO_PUBLISHED,
         };
         let d = step(&pending, &o, &Action::SyncJob, None, now()).unwrap().unwrap();
         let res = d.resources.expect("made again");
