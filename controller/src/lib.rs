@@ -19,6 +19,9 @@
 //! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
 //!   PodGroup counts and the hierarchy rules; `queue_reconcile` (feature `shell`) applies
 //!   them;
+//! - [`training`]: Alibaba et-operator's elastic TrainingJob (workers, launcher, host lists)
+//!   and its ScaleOut and ScaleIn requests, resized through [`scale`]; `training_reconcile`
+//!   (feature `shell`) applies it;
 //! - `recorder` (feature `shell`): the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
 //!   the reconcile's path;
 //! - `server` (feature `shell`): `/metrics` (Volcano's controller metrics in a
@@ -57,6 +60,7 @@ pub mod scale;
 pub mod server;
 pub mod state;
 pub mod status;
+pub mod training;
 
 #[cfg(feature = "shell")]
 pub use options::ControllerOptions;
