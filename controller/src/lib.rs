@@ -61,6 +61,8 @@ pub mod server;
 pub mod state;
 pub mod status;
 pub mod training;
+#[cfg(feature = "shell")]
+pub mod training_reconcile;
 
 #[cfg(feature = "shell")]
 pub use options::ControllerOptions;

@@ -82,10 +82,15 @@ impl PodView {
     pub fn of(pod: &Pod) -> Self {
         let status = pod.status.as_ref();
         let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
-        let ready = phase == "Running"
-            && status
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        // The Ready condition when the kubelet wrote one, else every container ready.
+        let condition = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status == "True");
+        let containers = status
+            .and_then(|s| s.container_statuses.as_ref())
+            .is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.ready));
+        let ready = phase == "Running" && condition.unwrap_or(containers);
         let exit_code = status
             .and_then(|s| s.container_statuses.as_ref())
             .and_then(|cs| cs.iter().find_map(|c| c.state.as_ref()?.terminated.as_ref().map(|t| t.exit_code)));
