@@ -286,3 +286,57 @@ async fn et_operators_examples_grow_and_shrink_a_training_job_in_the_safe_order(
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
 }
+
+/// Without the kai.alibabacloud.com CRDs the controller says TrainingJobs are not served
+/// and keeps running Volcano Jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_et_operator_crds_volcano_jobs_still_run() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use volcano_api::crd::Queue;
+    use volcano_api::job::Job;
+    let Some(assets) = support::assets() else { return };
+    let server = ApiServer::start(&assets).await;
+    server.install_crds().await;
+    let client = server.client().await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for plural in ["trainingjobs", "scaleouts", "scaleins"] {
+        crds.delete(&format!("{plural}.kai.alibabacloud.com"), &Default::default()).await.unwrap();
+    }
+    eventually(WAIT, "TrainingJobs no longer served", || {
+        let client = client.clone();
+        async move { (!volcano_controller::training_reconcile::served(&client).await.ok()?).then_some(()) }
+    })
+    .await;
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("volcano-rs-controller.yaml")]).await;
+    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
+    server.namespace(NS).await;
+    let q: Queue = serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {}
+    }))
+    .unwrap();
+    Api::<Queue>::all(client.clone()).create(&PostParams::default(), &q).await.unwrap();
+    let http = format!("127.0.0.1:{}", free_port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let controller = tokio::spawn(run(options(&kubeconfig, &http), async move {
+        let _ = stopped.await;
+    }));
+    let job: Job = serde_json::from_value(json!({
+        "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+        "metadata": {"name": "plain", "namespace": NS},
+        "spec": {"minAvailable": 1, "queue": "default", "schedulerName": "volcano-rs", "tasks": [
+            {"name": "w", "replicas": 1, "minAvailable": 1, "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+        ]}
+    }))
+    .unwrap();
+    Api::<Job>::namespaced(client.clone(), NS).create(&PostParams::default(), &job).await.unwrap();
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), NS);
+    eventually(WAIT, "the Volcano Job's PodGroup", || {
+        let pgs = pgs.clone();
+        async move { pgs.list(&ListParams::default()).await.ok()?.items.into_iter().next() }
+    })
+    .await;
+    assert!(!controller.is_finished(), "the controller runs on");
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
+}
