@@ -471,11 +471,13 @@ impl<'o> Step<'_, 'o> {
         let target = self.target(counts);
         let st = &self.plan.status.job;
         if !has(st, cond::WORKERS_CREATED) || !has(st, cond::WORKERS_READY) {
-            self.ensure_group(counts);
             let workers = self.obs.workers;
             // A pod of an earlier run still going away is waited for (names are reused).
             let waiting = target.iter().any(|i| workers.get(i).is_some_and(|p| p.terminating));
             let missing: Vec<Member> = target.iter().filter(|i| !workers.contains_key(i)).copied().collect();
+            if !missing.is_empty() || !has(st, cond::WORKERS_CREATED) {
+                self.ensure_group(counts);
+            }
             self.create_workers(&missing);
             self.plan.status.target_workers = names(&self.name, &target);
             self.plan.status.job.replica_statuses.insert(WORKER.into(), replica_status(workers.values()));
