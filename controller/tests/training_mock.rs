@@ -18,7 +18,10 @@ use volcano_controller::training_reconcile::{reconcile_training, TrainingContext
 
 /// A fake API server logging (method, path, body): GET is 404, DELETE succeeds, the rest
 /// echoes the body (with an empty spec when it has none).
-fn mock_api() -> (Client, Arc<Mutex<Vec<(Method, String, Value)>>>) {
+/// The calls made: method, path, body.
+type Log = Arc<Mutex<Vec<(Method, String, Value)>>>;
+
+fn mock_api() -> (Client, Log) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let log = Arc::new(Mutex::new(Vec::new()));
     let log2 = log.clone();
