@@ -427,8 +427,21 @@ async fn training_controller(
         let ns = ns?;
         (!selector.is_empty()).then(|| ObjectRef::<TrainingJob>::new(selector).within(&ns))
     }
+    // A deleted job's remembered resize state goes with it.
+    let (jobs, jobs_w) = reflector::store::<TrainingJob>();
+    let mut seen = Deletions::default();
+    let forget = ctx.clone();
+    let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<TrainingJob>::all(client.clone()), cfg()))
+        .default_backoff()
+        .inspect_ok(move |ev| {
+            let key = |j: &TrainingJob| (format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()), ());
+            for (job, ()) in seen.follow(ev, key) {
+                forget.forget(&job);
+            }
+        })
+        .applied_objects();
     tracing::info!("the TrainingJob controller starts");
-    Controller::new(Api::<TrainingJob>::all(client.clone()), cfg())
+    Controller::for_stream(job_stream, jobs)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .owns_stream(pod_stream)
         .watches_stream(out_stream, |r: ScaleOut| job_of(r.metadata.namespace, &r.spec.selector.name))

@@ -167,7 +167,8 @@ impl TrainingContext {
         e.2
     }
 
-    fn forget(&self, key: &str) {
+    /// Forgets what the reconciles remember of job `key` (`namespace/name`).
+    pub fn forget(&self, key: &str) {
         self.memory.lock().expect("training memory lock").remove(key);
     }
 }

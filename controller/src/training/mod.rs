@@ -978,6 +978,9 @@ impl<'o> Step<'_, 'o> {
         let members = members_of(&self.name, &w.pods);
         match w.request {
             Request::Out(r) => {
+                // et-operator's ScaleOut counts its own workers by phase.
+                let views = members.iter().filter_map(|m| self.obs.workers.get(m));
+                w.status.replica_statuses.insert(WORKER.into(), replica_status(views));
                 if members.iter().all(|m| out.publish.contains(m)) {
                     self.plan.status.target_workers = names(&self.name, desired);
                     self.finish(w, true, format!("{full} has Succeeded"));

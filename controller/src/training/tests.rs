@@ -278,6 +278,7 @@ fn a_scale_out_publishes_its_workers_once_they_are_ready() {
     assert_eq!(w.hostfile(), hosts(&[0, 1, 2, 3]));
     let so = w.outs[0].status.clone().unwrap();
     assert_eq!(so.job.phase.as_deref(), Some("ScaleSucceeded"));
+    assert_eq!(so.job.replica_statuses["Worker"].active, 2, "its own workers");
     assert_eq!(w.phase(), "Running");
     assert_eq!(w.status().job.current_scaler, None);
     assert_eq!(w.status().target_workers.len(), 4);
