@@ -298,6 +298,10 @@ async fn without_the_et_operator_crds_volcano_jobs_still_run() {
     let server = ApiServer::start(&assets).await;
     server.install_crds().await;
     let client = server.client().await;
+    // deploy/ first: applying it runs API discovery, which may trip over a group just removed.
+    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("volcano-rs-controller.yaml")]).await;
+    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for plural in ["trainingjobs", "scaleouts", "scaleins"] {
         crds.delete(&format!("{plural}.kai.alibabacloud.com"), &Default::default()).await.unwrap();
@@ -307,9 +311,6 @@ async fn without_the_et_operator_crds_volcano_jobs_still_run() {
         async move { (!volcano_controller::training_reconcile::served(&client).await.ok()?).then_some(()) }
     })
     .await;
-    let deploy = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-    server.apply_files(&[deploy.join("namespace.yaml"), deploy.join("volcano-rs-controller.yaml")]).await;
-    let kubeconfig = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
     server.namespace(NS).await;
     let q: Queue = serde_json::from_value(json!({
         "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}, "spec": {}
