@@ -34,6 +34,9 @@ pub const ATTACH_MODE_KUBEXEC: &str = "kubexec";
 /// The annotation naming an existing ssh Secret to mount instead of the job's own.
 pub const SSH_SECRET_ANNOTATION: &str = "arena.kubeflow.org/ssh-secret";
 
+/// The annotation that suspends a job (`"true"`): phase `Suspended`, every pod deleted.
+pub const SUSPENDED_ANNOTATION: &str = "job-supervisor.kube-ai.io/job-suspended";
+
 /// The default of a scale request's `timeout`, in seconds (et-operator's `GetTimeout`).
 pub const DEFAULT_SCALE_TIMEOUT_SECONDS: i32 = 60;
 

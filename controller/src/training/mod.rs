@@ -50,6 +50,8 @@ pub mod reason {
     pub const WORKER_FAILED: &str = "TrainingJobWorkerFailed";
     /// Workers were made in place of failed ones.
     pub const WORKER_CREATED: &str = "TrainingJobWorkerCreated";
+    /// The job was suspended (annotation `job-supervisor.kube-ai.io/job-suspended: "true"`).
+    pub const WAITING_RESOURCE_TIMEOUT: &str = "WaitingResourceTimeout";
     /// A scale request started.
     pub const SCALING_START: &str = "ScalingStart";
     /// A ScaleOut succeeded.
@@ -414,7 +416,12 @@ impl<'o> Step<'_, 'o> {
                 return;
             }
         };
+        if suspended(self.job) && self.plan.status.job.phase.as_deref() != Some(cond::SUSPENDED) {
+            let msg = format!("TrainingJob {} is waiting resource timeout.", self.name);
+            set_phase(self.status(), cond::SUSPENDED, reason::WAITING_RESOURCE_TIMEOUT, msg, now);
+        }
         match self.plan.status.job.phase.clone().as_deref() {
+            Some(cond::SUSPENDED) => self.delete_all(),
             Some(cond::SUCCEEDED) => self.clean_up(),
             Some(cond::FAILED) => self.failed(),
             Some(cond::RUNNING) | Some(cond::SCALING) => self.running(counts),
@@ -589,6 +596,21 @@ impl<'o> Step<'_, 'o> {
         members_of(&self.name, &self.plan.status.target_workers)
     }
 
+    /// A suspended job loses every pod and the workers' Services (et-operator's `cleanupAll`).
+    fn delete_all(&mut self) {
+        for (i, p) in self.obs.workers.iter().rev() {
+            if !p.terminating {
+                self.plan.delete_pods.push(worker_name(&self.name, *i));
+            }
+        }
+        if self.obs.launcher.is_some_and(|l| !l.terminating) {
+            self.plan.delete_pods.push(objects::launcher_name(&self.name));
+        }
+        let all: BTreeSet<Member> = self.obs.workers.keys().copied().chain(self.target_members()).collect();
+        self.plan.delete_services = all.iter().rev().map(|i| worker_name(&self.name, *i)).collect();
+        self.plan.scale = ScaleState::default();
+    }
+
     /// A failed job starts again with `restartPolicy: OnFailure` while `restartCount` is below
     /// `backoffLimit` (default 6): its pods and Services go and its status starts over;
     /// otherwise it is cleaned up as a finished job.
@@ -600,16 +622,7 @@ impl<'o> Step<'_, 'o> {
             self.clean_up();
             return;
         }
-        for (i, p) in self.obs.workers.iter().rev() {
-            if !p.terminating {
-                self.plan.delete_pods.push(worker_name(&self.name, *i));
-            }
-        }
-        if self.obs.launcher.is_some_and(|l| !l.terminating) {
-            self.plan.delete_pods.push(objects::launcher_name(&self.name));
-        }
-        let all: BTreeSet<Member> = self.obs.workers.keys().copied().chain(self.target_members()).collect();
-        self.plan.delete_services = all.iter().rev().map(|i| worker_name(&self.name, *i)).collect();
+        self.delete_all();
         let start = self.plan.status.job.start_time.clone();
         self.plan.status = TrainingJobStatus::default();
         self.plan.status.job.restart_count = count + 1;
@@ -1029,6 +1042,12 @@ impl<'o> Step<'_, 'o> {
             }
         }
     }
+}
+
+/// Whether the job carries et-operator's suspension annotation set to `true`.
+pub fn suspended(job: &TrainingJob) -> bool {
+    job.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::et::SUSPENDED_ANNOTATION)).map(String::as_str)
+        == Some("true")
 }
 
 /// The pods of one replica type by phase.

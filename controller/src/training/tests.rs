@@ -528,3 +528,18 @@ fn slots_come_from_slots_per_worker_then_the_gpu_limit() {
     assert_eq!(objects::worker_index("hvd", "hvd-launcher"), None);
     assert_eq!(objects::worker_index("hvd", "hvd-worker--1"), None);
 }
+
+#[test]
+fn a_suspended_job_loses_every_pod() {
+    let mut w = World::running();
+    w.job.metadata.annotations =
+        Some([("job-supervisor.kube-ai.io/job-suspended".to_string(), "true".to_string())].into());
+    let p = w.step().clone();
+    assert_eq!(w.phase(), "Suspended");
+    let c = w.status().job.conditions.last().unwrap();
+    assert_eq!(c.reason.as_deref(), Some(reason::WAITING_RESOURCE_TIMEOUT));
+    assert_eq!(p.delete_pods, ["hvd-worker-1", "hvd-worker-0", "hvd-launcher"]);
+    assert!(w.workers.is_empty() && w.launcher.is_none());
+    assert!(w.step().delete_pods.is_empty(), "nothing more to delete");
+    assert_eq!(w.phase(), "Suspended");
+}
