@@ -89,7 +89,9 @@ pub enum JobRule {
     PluginArguments,
     /// The resize annotations (`volcano.sh/scale-in-grace-seconds`,
     /// `volcano.sh/scale-out-timeout-seconds`) are whole seconds in range
-    /// ([`crate::job::scale_seconds`]; volcano-rs's own).
+    /// ([`crate::job::scale_seconds`]; volcano-rs's own), and the autoscaler's bounds
+    /// (`volcano.sh/autoscale`, [`crate::job::autoscale_bounds`]) name tasks of the job
+    /// and keep its `minAvailable`s.
     ScaleAnnotation,
     /// An update does not lower a task's `replicas` below its `minAvailable`, nor the tasks'
     /// replicas in total below the job's `minAvailable` (a resize never goes below them).
@@ -379,6 +381,9 @@ pub fn validate_job_create(job: &Job, queues: &(impl QueueLookup + ?Sized)) -> R
 /// The resize annotations ([`crate::job::scale_seconds`]).
 fn scale_annotations(job: &Job, errs: &mut Errors) {
     if let Err((field, message)) = crate::job::scale_seconds(job) {
+        errs.add(JobRule::ScaleAnnotation, field, message);
+    }
+    if let Err((field, message)) = crate::job::autoscale_bounds(job) {
         errs.add(JobRule::ScaleAnnotation, field, message);
     }
 }

@@ -66,6 +66,99 @@ pub fn scale_seconds(job: &Job) -> Result<(i64, i64), (String, String)> {
     ))
 }
 
+/// Job annotation (volcano-rs): the tasks the elastic autoscaler may resize and their bounds,
+/// `TASK=MIN..MAX` separated by commas (`worker=2..8`); `TASK=..MAX` takes the task's
+/// `minAvailable` as the minimum. Without it the autoscaler leaves the job alone
+/// (docs/jobs.md, "The elastic autoscaler").
+pub const AUTOSCALE_ANNOTATION: &str = "volcano.sh/autoscale";
+/// Job annotation written by the autoscaler: what it remembers of the job between its
+/// passes (JSON), so that a restarted controller keeps the job's hysteresis.
+pub const AUTOSCALE_STATE_ANNOTATION: &str = "volcano.sh/autoscale-state";
+/// The most replicas the autoscaler gives one task.
+pub const AUTOSCALE_MAX_REPLICAS: i32 = 100_000;
+
+/// One task's bounds under the autoscaler ([`AUTOSCALE_ANNOTATION`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoscaleBounds {
+    /// The task's name.
+    pub task: String,
+    /// The index of the task in `spec.tasks`.
+    pub task_index: usize,
+    /// The fewest replicas the autoscaler leaves the task.
+    pub min: i32,
+    /// The most replicas the autoscaler gives the task.
+    pub max: i32,
+}
+
+/// The tasks the autoscaler may resize, from [`AUTOSCALE_ANNOTATION`] (empty without it); a
+/// malformed value is `Err((field, message))`. The bounds keep the admission's resize rules:
+/// a minimum is not below the task's `minAvailable`, and the minimums (with the other tasks'
+/// replicas) are not below the job's `minAvailable`.
+pub fn autoscale_bounds(job: &Job) -> Result<Vec<AutoscaleBounds>, (String, String)> {
+    let Some(v) = job.metadata.annotations.as_ref().and_then(|a| a.get(AUTOSCALE_ANNOTATION)) else {
+        return Ok(Vec::new());
+    };
+    let field = format!("metadata.annotations[{AUTOSCALE_ANNOTATION}]");
+    let bad = |message: String| Err((field.clone(), message));
+    let mut out: Vec<AutoscaleBounds> = Vec::new();
+    for part in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((task, range)) = part.split_once('=') else {
+            return bad(format!("{part:?} is not TASK=MIN..MAX (for example worker=2..8)"));
+        };
+        let task = task.trim();
+        let Some((task_index, spec)) = job.spec.tasks.iter().enumerate().find(|(_, t)| t.name() == task) else {
+            return bad(format!("the job has no task {task:?}"));
+        };
+        if out.iter().any(|b| b.task == task) {
+            return bad(format!("task {task:?} is named twice"));
+        }
+        let Some((lo, hi)) = range.split_once("..") else {
+            return bad(format!("{range:?} (task {task}) is not MIN..MAX (for example 2..8)"));
+        };
+        let task_min = spec.min_available.unwrap_or(spec.replicas).max(0);
+        let num = |s: &str, what: &str| -> Result<i32, (String, String)> {
+            s.trim().parse::<i32>().ok().filter(|n| (0..=AUTOSCALE_MAX_REPLICAS).contains(n)).ok_or_else(|| {
+                (
+                    field.clone(),
+                    format!(
+                        "the {what} of task {task}, {s:?}, is not a whole number from 0 to {AUTOSCALE_MAX_REPLICAS}"
+                    ),
+                )
+            })
+        };
+        let min = if lo.trim().is_empty() { task_min } else { num(lo, "minimum")? };
+        let max = num(hi, "maximum")?;
+        if min > max {
+            return bad(format!("task {task}: the minimum {min} is above the maximum {max}"));
+        }
+        if max == 0 {
+            return bad(format!("task {task}: the maximum is 0"));
+        }
+        if min < task_min {
+            return bad(format!(
+                "task {task}: the minimum {min} is below the task's minAvailable ({task_min}); a job is not scaled in below it"
+            ));
+        }
+        out.push(AutoscaleBounds { task: task.to_string(), task_index, min, max });
+    }
+    if out.is_empty() {
+        return bad(format!("{v:?} names no task (TASK=MIN..MAX, for example worker=2..8)"));
+    }
+    let floor: i64 = job
+        .spec
+        .tasks
+        .iter()
+        .map(|t| out.iter().find(|b| b.task == t.name()).map_or(t.replicas, |b| b.min) as i64)
+        .sum();
+    if floor < job.spec.min_available as i64 {
+        return bad(format!(
+            "the tasks' replicas at the autoscaler's minimums ({floor} in total) are below the job's minAvailable ({})",
+            job.spec.min_available
+        ));
+    }
+    Ok(out)
+}
+
 /// The pattern of a DNS-1123 subdomain, as Volcano's schema checks `queue` and
 /// `priorityClassName`.
 const DNS1123_SUBDOMAIN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";

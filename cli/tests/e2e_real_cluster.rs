@@ -41,10 +41,10 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-async fn create_node(client: &Client, name: &str) {
+async fn create_node(client: &Client, name: &str, gpus: &str) {
     let api: Api<Node> = Api::all(client.clone());
     let res: BTreeMap<String, Quantity> =
-        [("cpu", "64"), ("memory", "512Gi"), ("pods", "110"), ("nvidia.com/gpu", "8")]
+        [("cpu", "64"), ("memory", "512Gi"), ("pods", "110"), ("nvidia.com/gpu", gpus)]
             .into_iter()
             .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
             .collect();
@@ -161,6 +161,10 @@ struct Replica {
 }
 
 fn controller(kubeconfig: &Path) -> Replica {
+    controller_with(kubeconfig, &[])
+}
+
+fn controller_with(kubeconfig: &Path, flags: &[&str]) -> Replica {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
@@ -169,7 +173,9 @@ fn controller(kubeconfig: &Path) -> Replica {
     }
     let kc = kubeconfig.to_str().unwrap().to_string();
     // Two replicas in one process: no metrics listener (`:8081` by default).
-    let opts = Cli::try_parse_from(["controller", "--kubeconfig", &kc, "--listen-address="]).unwrap().opts;
+    let mut args = vec!["controller", "--kubeconfig", &kc, "--listen-address="];
+    args.extend_from_slice(flags);
+    let opts = Cli::try_parse_from(args).unwrap().opts;
     let (stop, stopped) = oneshot::channel::<()>();
     let join = tokio::spawn(volcano_controller::run(opts, async move {
         let _ = stopped.await;
@@ -200,7 +206,7 @@ async fn the_examples_run_in_a_cluster() {
     let webhook_kc = server.service_account_kubeconfig("volcano-system", "volcano-rs-webhook").await;
     let controller_kc = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
     for i in 0..4 {
-        create_node(&client, &format!("gpu-{i}")).await;
+        create_node(&client, &format!("gpu-{i}"), "8").await;
     }
 
     // The scheduler (it creates the default queue).
@@ -392,4 +398,139 @@ async fn the_examples_run_in_a_cluster() {
     let _ = sched_stop.send(());
     scheduler.await.unwrap().unwrap();
     eprintln!("controller failover: the Lease moved from {first} to {second}");
+}
+
+/// The elastic autoscaler with the real scheduler and controller: a job annotated
+/// `volcano.sh/autoscale: worker=1..6` grows from 2 workers into the idle GPUs of two 4-GPU
+/// nodes (2 → 4 → 6), its svc host list following once the new pods run; a gang of 4 GPUs
+/// in another queue then waits, and the job gives back 4 workers (their hosts leave the
+/// list first, the pods go after the 2 s grace period), after which the gang is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_autoscaler_grows_a_job_into_idle_gpus_and_shrinks_it_for_a_gang() {
+    let Some(assets) = support::assets() else { return };
+    // RUST_LOG=volcano_controller=info shows the autoscaler's passes.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let server = ApiServer::start(&assets).await;
+    server.install_crds().await;
+    let deploy = repo().join("deploy");
+    server
+        .apply_files(&[
+            deploy.join("namespace.yaml"),
+            deploy.join("rbac.yaml"),
+            deploy.join("volcano-rs-controller.yaml"),
+        ])
+        .await;
+    let client = server.client().await;
+    let scheduler_kc = server.service_account_kubeconfig("volcano-system", "volcano-rs-scheduler").await;
+    let controller_kc = server.service_account_kubeconfig("volcano-system", "volcano-rs-controller").await;
+    for i in 0..2 {
+        create_node(&client, &format!("gpu-{i}"), "4").await;
+    }
+    let queues: Api<volcano_api::crd::Queue> = Api::all(client.clone());
+    for q in ["a", "b"] {
+        let queue = serde_json::from_value(json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": q},
+            "spec": {"weight": 1, "reclaimable": true}
+        }))
+        .unwrap();
+        queues.create(&PostParams::default(), &queue).await.unwrap();
+    }
+    let mut so = volcano_scheduler::options::SchedulerOptions::defaults();
+    so.kubeconfig = Some(scheduler_kc);
+    so.schedule_period = Duration::from_millis(200);
+    so.leader_elect = false;
+    so.listen_address = String::new();
+    so.healthz_address = String::new();
+    let (sched_stop, sched_stopped) = oneshot::channel::<()>();
+    let scheduler = tokio::spawn(volcano_scheduler::run::run(
+        so,
+        async move {
+            let _ = sched_stopped.await;
+        },
+        None,
+    ));
+    let replica = controller_with(
+        &controller_kc,
+        &[
+            "--leader-elect=false",
+            "--autoscale-period-seconds=1",
+            "--autoscale-cooldown-seconds=2",
+            "--autoscale-probe-seconds=20",
+        ],
+    );
+    let (kubelet_stop, kubelet_stopped) = oneshot::channel::<()>();
+    let kubelet = tokio::spawn(kubelet(client.clone(), Arc::new(Mutex::new(Vec::new())), kubelet_stopped));
+
+    // Written as the webhook leaves a job (no webhook here): minAvailable and queue set.
+    let job = |name: &str, queue: &str, replicas: i32, min: i32, annotations: serde_json::Value| -> Job {
+        serde_json::from_value(json!({
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+            "spec": {
+                "minAvailable": min, "queue": queue, "schedulerName": "volcano-rs", "maxRetry": 3,
+                "plugins": {"svc": []},
+                "tasks": [{"name": "worker", "replicas": replicas, "minAvailable": min,
+                    "template": {"spec": {"containers": [{"name": "w", "image": "x",
+                        "resources": {"requests": {"cpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]}}}]
+            }
+        }))
+        .unwrap()
+    };
+    let jobs: Api<Job> = Api::namespaced(client.clone(), NS);
+    let annotations = json!({"volcano.sh/autoscale": "worker=1..6", "volcano.sh/scale-in-grace-seconds": "2"});
+    jobs.create(&PostParams::default(), &job("elastic", "a", 2, 1, annotations)).await.unwrap();
+    let hosts =
+        |n: usize| -> String { (0..n).map(|i| format!("elastic-worker-{i}.elastic")).collect::<Vec<_>>().join("\n") };
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let host_list = |want: String, what: &'static str| {
+        let config_maps = config_maps.clone();
+        async move {
+            eventually(WAIT, what, || {
+                let (config_maps, want) = (config_maps.clone(), want.clone());
+                async move {
+                    let cm = config_maps.get("elastic-svc").await.ok()?;
+                    (cm.data?.get("worker.host")? == &want).then_some(())
+                }
+            })
+            .await
+        }
+    };
+    let replicas = |j: &Job| j.spec.tasks[0].replicas;
+    job_where(&client, "elastic", "grown to 6 workers", |j| replicas(j) == 6).await;
+    bound_pods(&client, "elastic", 6).await;
+    host_list(hosts(6), "the host list of 6 workers").await;
+
+    // A gang in queue b that does not fit: the job yields the GPUs it needs.
+    jobs.create(&PostParams::default(), &job("train", "b", 4, 4, json!({}))).await.unwrap();
+    job_where(&client, "elastic", "shrunk to 2 workers", |j| replicas(j) == 2).await;
+    host_list(hosts(2), "the host list of 2 workers").await;
+    bound_pods(&client, "train", 4).await;
+    bound_pods(&client, "elastic", 2).await;
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    let reasons = eventually(WAIT, "the autoscaler's events", || {
+        let events = events.clone();
+        async move {
+            let list = events.list(&ListParams::default()).await.ok()?.items;
+            let reasons: Vec<String> = list
+                .iter()
+                .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("elastic"))
+                .filter_map(|e| e.reason.clone())
+                .filter(|r| r.starts_with("Autoscale"))
+                .collect();
+            (reasons.iter().any(|r| r == "AutoscaleOut") && reasons.iter().any(|r| r == "AutoscaleIn"))
+                .then_some(reasons)
+        }
+    })
+    .await;
+    eprintln!("autoscaler events: {reasons:?}");
+
+    let _ = kubelet_stop.send(());
+    kubelet.await.unwrap();
+    let _ = replica.stop.send(());
+    replica.join.await.unwrap().unwrap();
+    let _ = sched_stop.send(());
+    scheduler.await.unwrap().unwrap();
 }

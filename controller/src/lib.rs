@@ -13,6 +13,9 @@
 //! - [`state`] is the job state machine: what the action does to the pods and where the
 //!   job goes;
 //! - [`status`] writes the job's next status and says when a finished job expires;
+//! - [`autoscale`] is the elastic autoscaler: which tasks of `volcano.sh/autoscale` jobs
+//!   grow into capacity the scheduler leaves idle and which shrink for a waiting gang, from
+//!   the PodGroup and Queue statuses the scheduler writes;
 //! - [`scale`] resizes a group of indexed pods in the safe order (new pods Ready before they
 //!   join the host list; hosts out of the list a grace period before their pods go), a pure
 //!   state machine independent of the Job type, which `plan` drives per task;
@@ -34,6 +37,9 @@
 //! kube client and runtime, tokio, axum, clap and `volcano-metrics`; `default-features =
 //! false` leaves the pure modules only (what `volcano-sim` links).
 
+pub mod autoscale;
+#[cfg(feature = "shell")]
+pub mod autoscaler;
 #[cfg(feature = "shell")]
 pub mod cli;
 #[cfg(feature = "shell")]

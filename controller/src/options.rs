@@ -59,6 +59,17 @@ pub struct ControllerOptions {
     /// `--max-requeue-num`); a negative number retries for ever.
     #[arg(long, default_value_t = 15, allow_negative_numbers = true)]
     pub max_requeue_num: i32,
+    /// Seconds between two passes of the elastic autoscaler over the jobs annotated
+    /// `volcano.sh/autoscale` (docs/jobs.md); 0 turns it off.
+    #[arg(long, default_value_t = 10)]
+    pub autoscale_period_seconds: u64,
+    /// Least seconds between two resizes of one job by the autoscaler.
+    #[arg(long, default_value_t = crate::autoscale::DEFAULT_COOLDOWN_SECONDS as u64)]
+    pub autoscale_cooldown_seconds: u64,
+    /// Seconds the scheduler has to bind the pods of a grow before the autoscaler gives
+    /// back those it did not bind.
+    #[arg(long, default_value_t = crate::autoscale::DEFAULT_PROBE_SECONDS as u64)]
+    pub autoscale_probe_seconds: u64,
 }
 
 impl Default for ControllerOptions {
@@ -73,6 +84,9 @@ impl Default for ControllerOptions {
             healthz_address: None,
             listen_address: ":8081".into(),
             max_requeue_num: 15,
+            autoscale_period_seconds: 10,
+            autoscale_cooldown_seconds: crate::autoscale::DEFAULT_COOLDOWN_SECONDS as u64,
+            autoscale_probe_seconds: crate::autoscale::DEFAULT_PROBE_SECONDS as u64,
         }
     }
 }
@@ -94,6 +108,16 @@ impl ControllerOptions {
         self.healthz()?;
         self.listen()?;
         Ok(())
+    }
+
+    /// The autoscaler's waits.
+    pub fn autoscale_settings(&self) -> crate::autoscale::Settings {
+        let ms = |s: u64| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX);
+        crate::autoscale::Settings {
+            cooldown_ms: ms(self.autoscale_cooldown_seconds),
+            probe_ms: ms(self.autoscale_probe_seconds),
+            ..Default::default()
+        }
     }
 
     /// The `--healthz-address`, parsed.

@@ -114,6 +114,12 @@ pub fn scale_event(task: &str, event: &ScaleEvent, now_ms: i64) -> JobEvent {
     }
 }
 
+/// A resize by the elastic autoscaler (volcano-rs's own events: `AutoscaleOut`,
+/// `AutoscaleIn`, `AutoscaleReverted`).
+pub fn autoscale_event(r: &crate::autoscale::Resize) -> JobEvent {
+    normal(r.reason.event_reason(), format!("Autoscale-{}", r.task), r.message())
+}
+
 /// A Command was deleted: its action runs next (`processNextCommand`).
 pub fn command_issued(action: Option<&Action>) -> JobEvent {
     let a = action_name(action);

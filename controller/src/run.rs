@@ -268,6 +268,8 @@ async fn controller(
     });
 
     let until = until.shared();
+    let autoscaler_caches = (pods.clone(), groups.clone(), priority_classes.clone(), recorder.clone());
+    let autoscaler_synced = synced.clone();
     let ctx = Arc::new(
         Context::new(
             client.clone(),
@@ -298,6 +300,7 @@ async fn controller(
 
     // The Jobs and Queues: a deleted one's series go, with what its reconciles remember.
     let (jobs, jobs_w) = reflector::store::<Job>();
+    let jobs_cache = jobs.clone();
     let job_ctx = ctx.clone();
     let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<Job>::all(client.clone()), cfg()))
         .default_backoff()
@@ -349,6 +352,26 @@ async fn controller(
                 tracing::debug!("job controller: {e}");
             }
         });
+    // The elastic autoscaler, on the same caches (docs/jobs.md).
+    let autoscaler = {
+        let (pods, pod_groups, priority_classes, recorder) = autoscaler_caches;
+        let caches = crate::autoscaler::Caches {
+            jobs: jobs_cache,
+            pod_groups,
+            queues: queues.clone(),
+            pods,
+            priority_classes,
+            synced: autoscaler_synced,
+        };
+        crate::autoscaler::run(
+            client.clone(),
+            caches,
+            opts.autoscale_settings(),
+            Duration::from_secs(opts.autoscale_period_seconds),
+            recorder,
+            until.clone(),
+        )
+    };
     let queue_controller = Controller::for_stream(queue_stream, queues)
         .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
         .reconcile_on(queue_rx)
@@ -360,7 +383,7 @@ async fn controller(
             }
         });
     let training = training_controller(client, opts, leading_for_training, recorder_for_training, until_for_training);
-    futures::join!(jobs, queue_controller, training);
+    futures::join!(jobs, queue_controller, autoscaler, training);
     pcs.abort();
     synced_task.abort();
 }

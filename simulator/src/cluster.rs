@@ -68,6 +68,9 @@ pub struct Cluster {
     /// controller remembers of them (their PodGroups and pods are in `pod_groups` and
     /// `pods`; the scheduler does not see the jobs themselves).
     pub jobs: BTreeMap<String, SimJob>,
+    /// Volcano Jobs applied during the run (`volcano-rs.io/apply-at-seconds`), in the order
+    /// they are applied ([`crate::arrive`]).
+    pub arrivals: Vec<crate::arrive::Arrival>,
     /// The API server's pod defaults and Priority admission, for the pods the job
     /// controller creates.
     pub admission: PodAdmission,
@@ -144,12 +147,47 @@ pub struct CycleRecord {
     pub deleted: Vec<String>,
     /// Volcano Jobs whose phase the job controller changed after the cycle, with the phase.
     pub job_phases: Vec<(String, volcano_api::job::JobPhase)>,
+    /// Volcano Jobs applied before the cycle (`volcano-rs.io/apply-at-seconds`), with what
+    /// happened (`created`, `updated`).
+    pub applied: Vec<(String, &'static str)>,
+    /// Tasks the elastic autoscaler resized after the cycle.
+    pub resizes: Vec<ResizeRecord>,
+    /// Host lists the job controller changed (a resize's safe order at work).
+    pub host_lists: Vec<HostListChange>,
+}
+
+/// A task the elastic autoscaler resized.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizeRecord {
+    /// `namespace/name` of the job.
+    pub job: String,
+    /// The task.
+    pub task: String,
+    /// Replicas before.
+    pub from: i32,
+    /// Replicas after.
+    pub to: i32,
+    /// The Event's reason (`AutoscaleOut`, `AutoscaleIn`, `AutoscaleReverted`).
+    pub reason: &'static str,
+    /// The Event's message.
+    pub message: String,
+}
+
+/// A host list as the job controller published it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostListChange {
+    /// `namespace/name` of the ConfigMap.
+    pub config_map: String,
+    /// The key in its data.
+    pub key: String,
+    /// The value now (lines).
+    pub value: String,
 }
 
 impl CycleRecord {
     /// Whether the cycle changed anything but events: a bind, an eviction, a nominated node,
     /// a pod condition, a PodGroup or a Queue status, a pod created, finished or deleted, a
-    /// job's phase.
+    /// job's phase, a Job applied or resized, a host list.
     pub fn changed(&self) -> bool {
         !(self.binds.is_empty()
             && self.created.is_empty()
@@ -160,7 +198,10 @@ impl CycleRecord {
             && self.pipelined.is_empty()
             && self.pod_condition_updates.is_empty()
             && self.pod_group_updates.is_empty()
-            && self.queue_updates.is_empty())
+            && self.queue_updates.is_empty()
+            && self.applied.is_empty()
+            && self.resizes.is_empty()
+            && self.host_lists.is_empty())
     }
 }
 

@@ -24,12 +24,13 @@ use volcano_api::bus::Action;
 use volcano_api::crd::PodGroup;
 use volcano_api::job::JobPhase;
 use volcano_api::validation::{self, FieldError};
+use volcano_controller::autoscale;
 use volcano_controller::memory::Next;
 use volcano_controller::plan::{self, Desired, NewPod, PodGroupChange, StepError};
 use volcano_controller::state::Target;
 
 use crate::admit::deterministic_uid;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, HostListChange, ResizeRecord};
 use crate::error::InputError;
 use crate::job::{in_template, job_error, plan_error, simulation_key_pair, SimJob};
 use crate::manifest::{object_key, ObjectKind};
@@ -43,6 +44,19 @@ pub struct ControlRecord {
     pub deleted: Vec<String>,
     /// Jobs whose phase changed, with the new phase.
     pub phases: Vec<(String, JobPhase)>,
+    /// Host-list entries that changed (a ConfigMap key the job plugins keep, such as the
+    /// `<job>-svc` ConfigMap's `worker.host` or an MPI hostfile), in job order.
+    pub host_lists: Vec<HostListChange>,
+}
+
+impl ControlRecord {
+    /// Adds what a later pass changed.
+    pub fn absorb(&mut self, later: ControlRecord) {
+        self.created.extend(later.created);
+        self.deleted.extend(later.deleted);
+        self.phases.extend(later.phases);
+        self.host_lists.extend(later.host_lists);
+    }
 }
 
 /// How a pass runs.
@@ -86,8 +100,10 @@ fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlReco
     let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
     sj.memory.observe(&sj.job, &pods, pg.as_deref(), now);
     // The controller reconciles a job when something it watches changed (a pod, the
-    // PodGroup's phase) or a delayed action came due; the first sync runs at load.
-    if at.pass == Pass::Cycle && sj.memory.pending.is_empty() {
+    // PodGroup's phase, the job itself) or a delayed action or a resize's wait came due; the
+    // first sync runs at load.
+    let woken = sj.wake_at_ms.is_some_and(|w| w <= at.now_ms);
+    if at.pass == Pass::Cycle && sj.memory.pending.is_empty() && !sj.dirty && !woken {
         cluster.jobs.insert(key.to_string(), sj);
         return Ok(());
     }
@@ -105,6 +121,9 @@ fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlReco
     }
     if result.is_ok() && !ran {
         result = step(cluster, &mut sj, key, (&Action::SyncJob, None), at, rec);
+    }
+    if result.is_ok() {
+        sj.dirty = false;
     }
     cluster.jobs.insert(key.to_string(), sj);
     result
@@ -166,13 +185,29 @@ fn apply(
     sj.resources
         .network_policies
         .retain(|o| !gone.network_policies.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    let ns = sj.job.metadata.namespace.clone().unwrap_or_default();
     for cm in desired.host_lists {
+        let before = sj.resources.config_maps.iter().find(|c| c.metadata.name == cm.metadata.name);
+        let old = before.and_then(|c| c.data.clone()).unwrap_or_default();
+        // The first host lists of a job are part of its creation, not a change.
+        if at.pass == Pass::Cycle && before.is_some() {
+            for (k, v) in cm.data.iter().flatten() {
+                if old.get(k) != Some(v) {
+                    rec.host_lists.push(HostListChange {
+                        config_map: format!("{ns}/{}", cm.metadata.name.as_deref().unwrap_or_default()),
+                        key: k.clone(),
+                        value: v.clone(),
+                    });
+                }
+            }
+        }
         match sj.resources.config_maps.iter_mut().find(|c| c.metadata.name == cm.metadata.name) {
             Some(c) => *c = cm,
             None => sj.resources.config_maps.push(cm),
         }
     }
     sj.memory.scale = desired.scale;
+    sj.wake_at_ms = desired.wake_at.map(|t| t.as_millisecond());
     match desired.pod_group {
         PodGroupChange::Keep => {}
         PodGroupChange::Create(pg) => {
@@ -183,6 +218,9 @@ fn apply(
             validation::pod_group(&pg).map_err(|FieldError { field, message }| {
                 job_error(origin.as_ref(), key, "", format!("its PodGroup {pg_key}: field {field}: {message}"))
             })?;
+            // The controller sees the PodGroup it created (its watch's add event), so the
+            // scheduler's first phase change (Pending → Inqueue) is a change it reacts to.
+            sj.memory.pod_group = Some(pg.clone());
             cluster.put_pod_group(pg_key, Arc::new(pg));
         }
         PodGroupChange::Update { patch, .. } => {
@@ -215,9 +253,11 @@ fn apply(
         cluster.admission.admit(&mut pod, &pod_key, origin.as_ref()).map_err(in_template)?;
         tracing::debug!(job = %key, pod = %pod_key, task_index, "job controller: pod created");
         cluster.put_pod(pod_key.clone(), Arc::new(pod));
+        if !sj.pods.contains(&pod_key) {
+            sj.pods.push(pod_key.clone());
+        }
         rec.created.push(pod_key);
     }
-    let ns = sj.job.metadata.namespace.clone().unwrap_or_default();
     for d in &desired.delete {
         let pod_key = format!("{ns}/{}", d.name);
         let same = cluster.pods.get(&pod_key).is_some_and(|p| d.uid.is_none() || p.metadata.uid == d.uid);
@@ -237,6 +277,82 @@ fn apply(
         cluster.remove_pod_group(&sj.pod_group);
     }
     Ok(())
+}
+
+/// One pass of the elastic autoscaler (`volcano_controller::autoscale`, the controller's own
+/// code) at `now_ms`, on what the scheduler wrote: the jobs it resizes get their new
+/// `replicas` and autoscaler state as the controller writes them, and the job controller
+/// syncs them in the same pass (they are marked changed). A resize the admission webhook
+/// would refuse is not made (it cannot happen: the autoscaler keeps the bounds the webhook
+/// checked).
+pub fn autoscale_jobs(cluster: &mut Cluster, now_ms: i64) -> Vec<ResizeRecord> {
+    if !cluster.jobs.values().any(|j| autoscale::wants_autoscale(&j.job)) {
+        return Vec::new();
+    }
+    let decisions = {
+        let pods = cluster
+            .jobs
+            .iter()
+            .filter(|(_, j)| autoscale::wants_autoscale(&j.job))
+            .map(|(k, sj)| (k.clone(), sj.existing_pods(&cluster.pods).map(|p| &**p).collect()))
+            .collect();
+        let values = cluster.priority_class_values();
+        let view = autoscale::View {
+            jobs: cluster.jobs.values().map(|j| &j.job).collect(),
+            pod_groups: cluster.pod_groups.values().map(|g| &**g).collect(),
+            queues: cluster.queues.values().map(|q| &**q).collect(),
+            pods,
+            priority_classes: &values,
+        };
+        autoscale::decide(&view, now_ms, autoscale::Settings::default())
+    };
+    let mut out = Vec::new();
+    for d in decisions {
+        let Some(sj) = cluster.jobs.get_mut(&d.job) else { continue };
+        let mut new = sj.job.clone();
+        new.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(volcano_api::job::AUTOSCALE_STATE_ANNOTATION.to_string(), d.state.to_annotation());
+        for r in &d.resizes {
+            new.spec.tasks[r.task_index].replicas = r.to;
+        }
+        if let Err(e) = volcano_api::admission::validate_job_update(&sj.job, &new) {
+            tracing::warn!(job = %d.job, "the autoscaler's resize is refused: {e}");
+            continue;
+        }
+        sj.job = new;
+        if !d.resizes.is_empty() {
+            crate::arrive::extend_pods(sj);
+            sj.dirty = true;
+        }
+        out.extend(d.resizes.iter().map(|r| ResizeRecord {
+            job: r.job.clone(),
+            task: r.task.clone(),
+            from: r.from,
+            to: r.to,
+            reason: r.reason.event_reason(),
+            message: r.message(),
+        }));
+    }
+    out
+}
+
+/// The next time the autoscaler has something to judge on its own (a probe's end, a
+/// back-off's or a cooldown's end) after `now_ms`, for the simulation's clock.
+pub fn next_autoscale_ms(cluster: &Cluster, now_ms: i64) -> Option<i64> {
+    let settings = autoscale::Settings::default();
+    cluster
+        .jobs
+        .values()
+        .filter(|j| autoscale::wants_autoscale(&j.job))
+        .flat_map(|j| {
+            let s = autoscale::State::of(&j.job);
+            [s.probe_until_ms, s.next_grow_ms, s.last_resize_ms.map(|t| t + settings.cooldown_ms)]
+        })
+        .flatten()
+        .filter(|t| *t > now_ms)
+        .min()
 }
 
 /// A JSON merge patch (RFC 7386): `null` removes a member, an object merges, anything else

@@ -60,6 +60,12 @@ pub struct SimJob {
     /// How many times the job controller created each of the job's pods (by key): a pod
     /// created again under the same name is another object, with another uid.
     pub created: BTreeMap<String, u32>,
+    /// The job changed (applied again, resized by the autoscaler, or new): the job
+    /// controller syncs it after the next cycle, as a watch event would make it.
+    pub dirty: bool,
+    /// When the job controller looks at the job again by itself (a resize's grace period
+    /// or ready timeout), milliseconds since the epoch.
+    pub wake_at_ms: Option<i64>,
 }
 
 impl SimJob {
@@ -166,7 +172,7 @@ pub(crate) fn job_error(
     }
 }
 
-fn admission_error(origin: Option<&Origin>, job: &str, errors: &JobErrors) -> InputError {
+pub(crate) fn admission_error(origin: Option<&Origin>, job: &str, errors: &JobErrors) -> InputError {
     let Some(first) = errors.errors.first() else {
         return job_error(origin, job, "", "rejected by the job admission webhook");
     };
@@ -229,6 +235,8 @@ pub fn admit_job(
         origin: origin.cloned(),
         memory: JobMemory::new(job.metadata.uid.as_deref().unwrap_or_default()),
         created: BTreeMap::new(),
+        dirty: false,
+        wake_at_ms: None,
         job,
     };
     Ok((sim_job, all))

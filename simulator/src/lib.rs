@@ -31,6 +31,7 @@
 #![deny(missing_docs)]
 
 pub mod admit;
+pub mod arrive;
 mod block;
 pub mod cluster;
 pub mod control;

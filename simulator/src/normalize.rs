@@ -16,6 +16,7 @@ use volcano_framework::SnapshotError;
 
 pub use crate::admit::deterministic_uid;
 use crate::admit::{pod_defaults, PodAdmission};
+use crate::arrive;
 use crate::cluster::Cluster;
 use crate::control::{self, Pass};
 use crate::error::InputError;
@@ -118,8 +119,29 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         .collect();
     origins.map.reserve(entries.len());
     let mut keys: Vec<String> = Vec::with_capacity(entries.len());
-    for (e, (key, check)) in entries.iter().zip(checks) {
+    // Volcano Jobs applied later (`volcano-rs.io/apply-at-seconds`): checked like the others,
+    // then held back (`crate::arrive`); one object may be applied several times.
+    let mut later: Vec<(usize, i64)> = Vec::new();
+    for (i, (e, (key, check))) in entries.iter().zip(checks).enumerate() {
         let kind = e.object.kind();
+        if let Some(at) = arrive::apply_at(&e.object).map_err(|(field, message)| InputError::Field {
+            origin: Some(Box::new(e.origin.clone())),
+            kind: kind.as_str(),
+            object: key.clone(),
+            field,
+            message,
+        })? {
+            check.map_err(|FieldError { field, message }| InputError::Field {
+                origin: Some(Box::new(e.origin.clone())),
+                kind: kind.as_str(),
+                object: key.clone(),
+                field,
+                message,
+            })?;
+            later.push((i, at));
+            keys.push(key);
+            continue;
+        }
         if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
             return Err(InputError::Duplicate {
                 kind: kind.as_str(),
@@ -136,6 +158,28 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             message,
         })?;
         keys.push(key);
+    }
+    // The held-back Jobs leave the input here, in input order.
+    let mut held: Vec<arrive::Held> = Vec::new();
+    if !later.is_empty() {
+        let mut kept = Vec::with_capacity(entries.len() - later.len());
+        let mut kept_keys = Vec::with_capacity(entries.len() - later.len());
+        let mut next = later.iter().peekable();
+        for (i, (e, key)) in entries.into_iter().zip(keys).enumerate() {
+            match next.next_if(|(j, _)| *j == i) {
+                Some(&(_, at_ms)) => {
+                    if let Object::Job(job) = e.object {
+                        held.push(arrive::Held { at_ms, origin: e.origin, job: (*job).clone() });
+                    }
+                }
+                None => {
+                    kept.push(e);
+                    kept_keys.push(key);
+                }
+            }
+        }
+        entries = kept;
+        keys = kept_keys;
     }
 
     // Objects the cluster has before any input: system PriorityClasses, queues root and default.
@@ -311,7 +355,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     // its PodGroup and pods (the simulator creates them at once, as if the PodGroup were
     // admitted, but for the pods of tasks whose `dependsOn` is not met; see
     // docs/simulate.md).
-    if !jobs.is_empty() {
+    if !jobs.is_empty() || !held.is_empty() {
         cluster.admission = PodAdmission { classes: classes.clone(), global_default: global_default.clone() };
         let queues: Vec<crd::Queue> = cluster.queues.values().map(|q| (**q).clone()).collect();
         let values: BTreeMap<String, i32> = classes.iter().map(|(n, (v, _))| (n.clone(), *v)).collect();
@@ -345,6 +389,22 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         // At the time of the first cycle, just before it.
         let created = control::reconcile_jobs(&mut cluster, SIM_EPOCH_MS.max(latest_creation_ms), Pass::Load)?.created;
         pod_order.extend(created.into_iter().filter_map(|k| Some((k.clone(), cluster.pods.get(&k)?.clone()))));
+        // The Jobs applied later: admitted now (a new one) or checked as an update of the
+        // job as it will be then, so that a bad one is an input error before the first cycle.
+        let arrivals = arrive::admit(held, &cluster.jobs, scheduler_name, &queues, &values)?;
+        for a in &arrivals {
+            for new in &a.pods {
+                let key = object_key(ObjectKind::Pod, &new.pod.metadata);
+                let in_template = |e| job::in_template(e, &a.key, Some(&a.origin), new.task_index);
+                let mut pod = new.pod.clone();
+                validation::pod(&pod).map_err(|FieldError { field, message }| {
+                    in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
+                })?;
+                pod_defaults(&mut pod, &key, Some(&a.origin), &classes, global_default.as_ref())
+                    .map_err(in_template)?;
+            }
+        }
+        cluster.arrivals = arrivals.into_iter().map(arrive::Arrival::without_pods).collect();
     }
 
     // Across objects: the queue hierarchy as Volcano's webhook admits it, and pods that hold

@@ -459,6 +459,26 @@ impl Report {
                         .map(|e| OutEviction { pod: &e.pod, node: &e.node, action: &e.action })
                         .collect(),
                     pipelined: c.pipelined.iter().map(|b| OutPlacement { pod: &b.pod, node: &b.node }).collect(),
+                    created: c.created.iter().map(String::as_str).collect(),
+                    deleted: c.deleted.iter().map(String::as_str).collect(),
+                    applied: c.applied.iter().map(|(job, change)| OutApplied { job, change }).collect(),
+                    resizes: c
+                        .resizes
+                        .iter()
+                        .map(|r| OutResize {
+                            job: &r.job,
+                            task: &r.task,
+                            from: r.from,
+                            to: r.to,
+                            reason: r.reason,
+                            message: &r.message,
+                        })
+                        .collect(),
+                    host_lists: c
+                        .host_lists
+                        .iter()
+                        .map(|h| OutHostList { config_map: &h.config_map, key: &h.key, value: &h.value })
+                        .collect(),
                 })
                 .collect(),
             pods: self.pods.iter().map(|p| OutPod { pod: &p.pod, node: p.node.as_deref(), phase: &p.phase }).collect(),
@@ -488,7 +508,14 @@ impl Report {
         let mut out = String::new();
         for c in &self.cycles {
             let time = k8s_openapi::jiff::Timestamp::from_millisecond(c.time_ms).unwrap_or_default();
-            if c.binds.is_empty() && c.evictions.is_empty() && c.pipelined.is_empty() && c.created.is_empty() {
+            let jobs_changed =
+                !(c.applied.is_empty() && c.resizes.is_empty() && c.host_lists.is_empty() && c.deleted.is_empty());
+            if c.binds.is_empty()
+                && c.evictions.is_empty()
+                && c.pipelined.is_empty()
+                && c.created.is_empty()
+                && !jobs_changed
+            {
                 let what = if c.changed() {
                     format!(
                         "status updates only ({} PodGroup(s), {} queue(s))",
@@ -501,7 +528,9 @@ impl Report {
                 let _ = writeln!(out, "Cycle {} ({time}): {what}", c.cycle);
                 continue;
             }
-            let created = if c.created.is_empty() {
+            let created = if jobs_changed {
+                format!(", {} created, {} deleted by the job controller", c.created.len(), c.deleted.len())
+            } else if c.created.is_empty() {
                 String::new()
             } else {
                 format!(", {} created (dependsOn met)", c.created.len())
@@ -529,12 +558,34 @@ impl Report {
                     "waits for resources being released".into(),
                 ]);
             }
+            for (job, change) in &c.applied {
+                rows.push(vec!["applied".into(), job.clone(), String::new(), format!("Job {change}")]);
+            }
+            for r in &c.resizes {
+                rows.push(vec![
+                    "resized".into(),
+                    r.job.clone(),
+                    format!("{} {} → {}", r.task, r.from, r.to),
+                    format!("{}: {}", r.reason, r.message),
+                ]);
+            }
             for p in &c.created {
                 rows.push(vec![
                     "created".into(),
                     p.clone(),
                     String::new(),
-                    "by the job controller: its task's dependsOn is met".into(),
+                    "by the job controller (dependsOn met, a resize, or a pod replaced)".into(),
+                ]);
+            }
+            for p in &c.deleted {
+                rows.push(vec!["deleted".into(), p.clone(), String::new(), "by the job controller".into()]);
+            }
+            for h in &c.host_lists {
+                rows.push(vec![
+                    "hosts".into(),
+                    format!("{}[{}]", h.config_map, h.key),
+                    String::new(),
+                    h.value.lines().collect::<Vec<_>>().join(", "),
                 ]);
             }
             table(&mut out, &["", "", "", ""], &rows);
@@ -773,11 +824,46 @@ struct Output<'a> {
 }
 
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct OutCycle<'a> {
     cycle: u64,
     binds: Vec<OutPlacement<'a>>,
     evictions: Vec<OutEviction<'a>>,
     pipelined: Vec<OutPlacement<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    created: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    deleted: Vec<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    applied: Vec<OutApplied<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    resizes: Vec<OutResize<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    host_lists: Vec<OutHostList<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutApplied<'a> {
+    job: &'a str,
+    change: &'a str,
+}
+
+#[derive(Serialize)]
+struct OutResize<'a> {
+    job: &'a str,
+    task: &'a str,
+    from: i32,
+    to: i32,
+    reason: &'a str,
+    message: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutHostList<'a> {
+    config_map: &'a str,
+    key: &'a str,
+    value: &'a str,
 }
 
 #[derive(Serialize)]

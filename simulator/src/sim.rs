@@ -10,6 +10,9 @@ use volcano_framework::{
 };
 use volcano_metrics::{ControllerMetrics, CycleTimer, SchedulerMetrics, TaskStage, POD_GROUP_PHASES};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
 use crate::cluster::{Cluster, CycleRecord};
 use crate::control::{self, Pass};
 use crate::error::SimError;
@@ -140,6 +143,18 @@ impl Simulator {
         let cycle = self.history.len() as u64 + 1;
         let now_ms = self.cycle_time_ms(cycle);
         let finished = self.cluster.finish_due(now_ms);
+        // Jobs applied now: the job controller syncs them before the cycle, as it would
+        // react to their watch events within the scheduling period.
+        let applied = {
+            let Cluster { jobs, arrivals, .. } = &mut self.cluster;
+            let now = Time(Timestamp::from_millisecond(now_ms).unwrap_or_default());
+            crate::arrive::apply_due(jobs, arrivals, now_ms - self.start_ms, &now)
+        };
+        let early = if applied.is_empty() {
+            control::ControlRecord::default()
+        } else {
+            control::reconcile_jobs(&mut self.cluster, now_ms, Pass::Cycle)?
+        };
         let names: Vec<&str> = self.scheduler_names.iter().map(String::as_str).collect();
         let snap = self.cluster.snapshot(&names).map_err(|e| self.origins.snapshot_error(e))?;
         let cx = CycleContext { cycle, now_ms, options: self.options.clone() };
@@ -176,13 +191,22 @@ impl Simulator {
             .apply_effects(&outcome.effects, cycle, now_ms)
             .map_err(|source| SimError::Effect { cycle, source })?;
         record.finished = finished;
+        record.applied = applied;
         // The job controller reacts at once: the pods whose dependsOn this cycle met (their
         // depended-on pods bound, hence Running and ready) exist from the cycle's time on,
-        // and the next cycle schedules them; the jobs' phases follow their pods.
-        let control = control::reconcile_jobs(&mut self.cluster, now_ms, Pass::Cycle)?;
+        // and the next cycle schedules them; the jobs' phases follow their pods. Then the
+        // elastic autoscaler reads what the scheduler wrote, and the jobs it resized are
+        // synced at once.
+        let mut control = early;
+        control.absorb(control::reconcile_jobs(&mut self.cluster, now_ms, Pass::Cycle)?);
+        record.resizes = control::autoscale_jobs(&mut self.cluster, now_ms);
+        if !record.resizes.is_empty() {
+            control.absorb(control::reconcile_jobs(&mut self.cluster, now_ms, Pass::Cycle)?);
+        }
         record.created = control.created;
         record.deleted = control.deleted;
         record.job_phases = control.phases;
+        record.host_lists = control.host_lists;
         tracing::info!(
             cycle,
             binds = record.binds.len(),
@@ -219,9 +243,10 @@ impl Simulator {
                     if self.step()?.changed() {
                         continue;
                     }
-                    // Nothing changed: done, unless a pod is still running for a while; the
-                    // clock then skips to the cycle that sees it finish.
-                    let Some(at) = self.cluster.next_finish_ms() else {
+                    // Nothing changed: done, unless something is due later (a pod running
+                    // for a while, a Job applied later, a resize's wait, the autoscaler's
+                    // next judgement); the clock then skips to the cycle that sees it.
+                    let Some(at) = self.next_event_ms() else {
                         stop = Stop::Fixpoint;
                         break;
                     };
@@ -239,6 +264,16 @@ impl Simulator {
         };
         self.stop = Some(stop);
         Ok(stop)
+    }
+
+    /// The next time something happens by itself after the last cycle: a running pod
+    /// finishes, a Job is applied, a job's resize wait ends, or the autoscaler judges again.
+    fn next_event_ms(&self) -> Option<i64> {
+        let last = self.cycle_time_ms(self.history.len() as u64);
+        let arrival = crate::arrive::next_ms(&self.cluster.arrivals).map(|t| self.start_ms + t);
+        let wake = self.cluster.jobs.values().filter_map(|j| j.wake_at_ms).filter(|t| *t > last).min();
+        let autoscale = control::next_autoscale_ms(&self.cluster, last);
+        [self.cluster.next_finish_ms(), arrival, wake, autoscale].into_iter().flatten().min()
     }
 
     /// Keeps Volcano's metrics from the next cycle on (`volcano-rs simulate --metrics`):

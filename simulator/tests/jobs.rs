@@ -507,3 +507,37 @@ fn the_simulation_and_the_controller_plan_the_same_pods() {
     assert_eq!(ps.metadata.annotations, want.metadata.annotations);
     assert_eq!(ps.spec.as_ref().unwrap().containers, want.spec.as_ref().unwrap().containers);
 }
+
+#[test]
+fn jobs_applied_later_are_checked_at_load() {
+    let job = |name: &str, annotations: &str, spec: &str| {
+        format!("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {{name: {name}, annotations: {{{annotations}}}}}\nspec:\n{spec}{TASK}")
+    };
+    let base = job("hvd", "", "  minAvailable: 1\n");
+    // An update that scales the task below its minAvailable.
+    let shrink = job("hvd", "volcano-rs.io/apply-at-seconds: \"5\"", "  minAvailable: 1\n")
+        .replace("replicas: 2", "replicas: 1\n    minAvailable: 2");
+    let err = load_err(&format!("{base}---\n{shrink}"));
+    assert!(err.contains("job.yaml: document 2") && err.contains("Job default/hvd"), "{err}");
+    assert!(err.contains("spec.tasks[0].replicas") && err.contains("ScaleBelowMinAvailable"), "{err}");
+    // A later version that changes what an update may not change.
+    let immutable = job("hvd", "volcano-rs.io/apply-at-seconds: \"5\"", "  minAvailable: 1\n  maxRetry: 7\n");
+    let err = load_err(&format!("{base}---\n{immutable}"));
+    assert!(err.contains("UpdateImmutable"), "{err}");
+    // Not a number of seconds.
+    let err = load_err(&job("late", "volcano-rs.io/apply-at-seconds: soon", "  minAvailable: 1\n"));
+    assert!(err.contains("Job default/late") && err.contains("\"soon\" is not a number of seconds"), "{err}");
+    // On another kind.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {volcano-rs.io/apply-at-seconds: \"1\"}}\nspec: {containers: [{name: c, image: x}]}\n";
+    let err = load_err(pod);
+    assert!(err.contains("only Volcano Jobs"), "{err}");
+    // A new job that arrives later: not there at the start, created at its time.
+    let mut sim = simulator_of(&job("late", "volcano-rs.io/apply-at-seconds: \"3\"", "  minAvailable: 2\n"));
+    assert!(sim.cluster().jobs.is_empty());
+    sim.run(None).unwrap();
+    let created = sim.history().iter().position(|c| !c.applied.is_empty()).expect("applied");
+    // Nothing happens before: the clock skips to the cycle at 3 s.
+    assert_eq!(sim.history()[created].time_ms - sim.history()[0].time_ms, 3000);
+    assert_eq!(sim.history()[created].applied, vec![("default/late".to_string(), "created")]);
+    assert_eq!(pod_keys(&sim), ["default/late-w-0", "default/late-w-1"]);
+}

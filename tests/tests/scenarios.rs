@@ -59,6 +59,41 @@ fn render(report: &Value) -> String {
                 p["node"].as_str().unwrap_or_default()
             ));
         }
+        // Jobs applied, resized by the autoscaler, their host lists and the pods the job
+        // controller deleted (a scale-in after its grace period, a kill).
+        let mut jobs = Vec::new();
+        for a in c["applied"].as_array().into_iter().flatten() {
+            jobs.push(format!(
+                "  apply {} ({})",
+                a["job"].as_str().unwrap_or_default(),
+                a["change"].as_str().unwrap_or_default()
+            ));
+        }
+        for r in c["resizes"].as_array().into_iter().flatten() {
+            jobs.push(format!(
+                "  resize {} {} {} -> {} ({})",
+                r["job"].as_str().unwrap_or_default(),
+                r["task"].as_str().unwrap_or_default(),
+                r["from"],
+                r["to"],
+                r["reason"].as_str().unwrap_or_default()
+            ));
+        }
+        for d in c["deleted"].as_array().into_iter().flatten() {
+            jobs.push(format!("  delete {}", d.as_str().unwrap_or_default()));
+        }
+        for h in c["hostLists"].as_array().into_iter().flatten() {
+            let value: Vec<&str> = h["value"].as_str().unwrap_or_default().lines().collect();
+            jobs.push(format!(
+                "  hosts {}[{}]: {}",
+                h["configMap"].as_str().unwrap_or_default(),
+                h["key"].as_str().unwrap_or_default(),
+                value.join(", ")
+            ));
+        }
+        // Listed after the scheduler's decisions, in this order whatever the timing (Jobs are
+        // applied before the cycle; the rest happens after its effects).
+        let lines: Vec<String> = if jobs.is_empty() { lines } else { lines.into_iter().chain(jobs).collect() };
         if !lines.is_empty() {
             let _ = writeln!(out, "cycle {}", c["cycle"]);
             for l in lines {

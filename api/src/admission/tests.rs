@@ -313,6 +313,41 @@ fn plugin_arguments_are_checked_as_the_controller_checks_them() {
 }
 
 #[test]
+fn autoscale_bounds_name_tasks_and_keep_the_minimums() {
+    let with = |v: &str| {
+        let mut j = base();
+        j.spec.min_available = 2;
+        j.spec.tasks[1].min_available = Some(1);
+        j.metadata.annotations = Some([(crate::job::AUTOSCALE_ANNOTATION.to_string(), v.to_string())].into());
+        j
+    };
+    accepts(&with("worker=1..8"));
+    let b = crate::job::autoscale_bounds(&with("worker=..8, ps=1..1")).unwrap();
+    assert_eq!((b[0].task.as_str(), b[0].task_index, b[0].min, b[0].max), ("worker", 1, 1, 8));
+    assert_eq!((b[1].task.as_str(), b[1].min, b[1].max), ("ps", 1, 1));
+    for (v, says) in [
+        ("chief=1..2", "the job has no task \"chief\""),
+        ("worker=3..2", "the minimum 3 is above the maximum 2"),
+        ("worker=0..4", "the minimum 0 is below the task's minAvailable (1)"),
+        ("worker", "is not TASK=MIN..MAX"),
+        ("worker=1-4", "is not MIN..MAX"),
+        ("worker=1..lots", "the maximum of task worker, \"lots\", is not a whole number"),
+        ("worker=1..2,worker=1..3", "named twice"),
+        (" , ", "names no task"),
+    ] {
+        let e = rejects(&with(v), JobRule::ScaleAnnotation);
+        assert_eq!(e.field, "metadata.annotations[volcano.sh/autoscale]");
+        assert!(e.message.contains(says), "{v}: {}", e.message);
+    }
+    // ps 1 + worker 1 at the minimums is below a job minAvailable of 3.
+    let mut j = with("worker=1..8");
+    j.spec.min_available = 3;
+    j.spec.tasks[1].replicas = 2;
+    let e = rejects(&j, JobRule::ScaleAnnotation);
+    assert!(e.message.contains("(2 in total) are below the job's minAvailable (3)"), "{}", e.message);
+}
+
+#[test]
 fn resize_annotations_are_whole_seconds() {
     let mut j = base();
     j.metadata.annotations =
