@@ -204,6 +204,47 @@ pub fn command() -> CustomResourceDefinition {
     }
 }
 
+/// `trainingjobs.kai.alibabacloud.com`, as et-operator's: the status subresource, the
+/// `Phase` and `Age` printer columns, `etReplicaSpecs` keeping unknown fields.
+pub fn training_job() -> CustomResourceDefinition {
+    let mut crd = crate::et::TrainingJob::crd();
+    edit_schema(&mut crd, |s| {
+        node(s, &["spec", "etReplicaSpecs"])["x-kubernetes-preserve-unknown-fields"] = serde_json::json!(true);
+    });
+    crd.spec.names.list_kind = Some("TrainingJobList".into());
+    crd.spec.versions[0].additional_printer_columns = Some(vec![
+        column("Phase", "string", ".status.phase", None),
+        column("Age", "date", ".metadata.creationTimestamp", None),
+    ]);
+    crd
+}
+
+/// The printer columns of et-operator's scale requests: the last condition's type, the age.
+fn scaler_columns(crd: &mut CustomResourceDefinition) {
+    crd.spec.versions[0].additional_printer_columns = Some(vec![
+        column("Phase", "string", ".status.conditions[-1:].type", None),
+        column("Age", "date", ".metadata.creationTimestamp", None),
+    ]);
+}
+
+/// `scaleouts.kai.alibabacloud.com`, as et-operator's: the status subresource and its
+/// printer columns.
+pub fn scale_out() -> CustomResourceDefinition {
+    let mut crd = crate::et::ScaleOut::crd();
+    crd.spec.names.list_kind = Some("ScaleOutList".into());
+    scaler_columns(&mut crd);
+    crd
+}
+
+/// `scaleins.kai.alibabacloud.com`, as et-operator's: the status subresource and its
+/// printer columns.
+pub fn scale_in() -> CustomResourceDefinition {
+    let mut crd = crate::et::ScaleIn::crd();
+    crd.spec.names.list_kind = Some("ScaleInList".into());
+    scaler_columns(&mut crd);
+    crd
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
@@ -257,6 +298,51 @@ mod tests {
         let columns: Vec<&str> = v.additional_printer_columns.iter().flatten().map(|c| c.name.as_str()).collect();
         assert_eq!(columns, ["STATUS", "minAvailable", "RUNNINGS", "AGE", "QUEUE"]);
         assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["vcjob".to_string(), "vj".to_string()][..]));
+    }
+
+    #[test]
+    fn the_et_operator_crds_are_structural_with_et_operators_names_and_columns() {
+        for (crd, plural, columns) in [
+            (super::training_job(), "trainingjobs", [".status.phase", ".metadata.creationTimestamp"]),
+            (super::scale_out(), "scaleouts", [".status.conditions[-1:].type", ".metadata.creationTimestamp"]),
+            (super::scale_in(), "scaleins", [".status.conditions[-1:].type", ".metadata.creationTimestamp"]),
+        ] {
+            let s = schema(&crd);
+            assert_structural(&s, plural);
+            assert_eq!(crd.spec.group, "kai.alibabacloud.com");
+            assert_eq!(crd.spec.names.plural, plural);
+            assert_eq!(crd.spec.scope, "Namespaced");
+            let v = &crd.spec.versions[0];
+            assert_eq!(v.name, "v1alpha1");
+            assert!(v.subresources.as_ref().unwrap().status.is_some());
+            let paths: Vec<&str> =
+                v.additional_printer_columns.iter().flatten().map(|c| c.json_path.as_str()).collect();
+            assert_eq!(paths, columns);
+            let status = &s["properties"]["status"]["properties"];
+            for field in ["phase", "conditions", "replicaStatuses", "currentScaler", "restartCount", "startTime"] {
+                assert!(status.get(field).is_some(), "{plural}: status.{field}");
+            }
+        }
+        let tj = schema(&super::training_job());
+        assert_eq!(
+            tj["properties"]["spec"]["properties"]["etReplicaSpecs"]["x-kubernetes-preserve-unknown-fields"],
+            true
+        );
+        assert_eq!(tj["properties"]["spec"]["required"], serde_json::json!(["etReplicaSpecs"]));
+        for f in ["targetWorkers", "currentWorkers"] {
+            assert!(tj["properties"]["status"]["properties"].get(f).is_some(), "status.{f}");
+        }
+        let worker = &tj["properties"]["spec"]["properties"]["etReplicaSpecs"]["properties"]["worker"]["properties"];
+        for f in ["replicas", "minReplicas", "maxReplicas", "template", "restartPolicy"] {
+            assert!(worker.get(f).is_some(), "worker.{f}");
+        }
+        let so = schema(&super::scale_out());
+        assert_eq!(so["properties"]["spec"]["properties"]["toAdd"]["properties"]["count"]["type"], "integer");
+        assert!(so["properties"]["status"]["properties"].get("addPods").is_some());
+        let si = schema(&super::scale_in());
+        let to_delete = &si["properties"]["spec"]["properties"]["toDelete"]["properties"];
+        assert_eq!(to_delete["podNames"]["items"]["type"], "string");
+        assert!(si["properties"]["status"]["properties"].get("toDeletePods").is_some());
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! [`validation`] checks objects as the API server and Volcano's webhooks do;
 //! [`admission`] defaults and checks Jobs as Volcano's job webhooks do, and [`job_plugins`]
 //! their plugins' arguments, for the webhook and the job controller alike;
-//! [`crds`] generates the CustomResourceDefinitions from these types.
+//! [`et`] holds Alibaba et-operator's TrainingJob, ScaleOut and ScaleIn
+//! (`kai.alibabacloud.com/v1alpha1`); [`crds`] generates the CustomResourceDefinitions from these types.
 //!
 //! This crate does no IO beyond (de)serialisation and knows nothing of a client:
 //! `kube` is used for its `CustomResource` derive and `Resource` trait only.
@@ -19,6 +20,7 @@ pub mod bus;
 pub mod conf;
 pub mod crd;
 pub mod crds;
+pub mod et;
 pub mod job;
 pub mod job_plugins;
 pub mod names;

@@ -22,6 +22,9 @@
 //! - [`queue`]: the Queue controller's state machine (`OpenQueue`, `CloseQueue`, sync), its
 //!   PodGroup counts and the hierarchy rules; `queue_reconcile` (feature `shell`) applies
 //!   them;
+//! - [`training`]: Alibaba et-operator's elastic TrainingJob (workers, launcher, host lists)
+//!   and its ScaleOut and ScaleIn requests, resized through [`scale`]; `training_reconcile`
+//!   (feature `shell`) applies it;
 //! - `recorder` (feature `shell`): the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
 //!   the reconcile's path;
 //! - `server` (feature `shell`): `/metrics` (Volcano's controller metrics in a
@@ -63,6 +66,9 @@ pub mod scale;
 pub mod server;
 pub mod state;
 pub mod status;
+pub mod training;
+#[cfg(feature = "shell")]
+pub mod training_reconcile;
 
 #[cfg(feature = "shell")]
 pub use options::ControllerOptions;

@@ -79,6 +79,17 @@ pub struct JobEvent {
     pub throttle: bool,
 }
 
+/// An event of the TrainingJob controller ([`crate::training::TrainingEvent`]).
+pub fn training_event(ev: &crate::training::TrainingEvent) -> JobEvent {
+    JobEvent {
+        warning: ev.warning,
+        reason: ev.reason,
+        action: ev.action.clone(),
+        message: ev.message.clone(),
+        throttle: false,
+    }
+}
+
 fn normal(reason: &'static str, action: impl Into<String>, message: String) -> JobEvent {
     JobEvent { warning: false, reason, action: action.into(), message, throttle: false }
 }
@@ -280,8 +291,15 @@ impl Recorder {
 
     /// Queues an event on `job` (dropped and counted when the queue is full).
     pub fn record(&self, job: &Job, ev: JobEvent) {
+        self.record_on(job_reference(job), ev);
+    }
+
+    /// Queues an event on the object `reference` names (a TrainingJob, a ScaleOut, ...);
+    /// its `resourceVersion` is dropped, so that repeats fold across the object's updates.
+    pub fn record_on(&self, mut reference: ObjectReference, ev: JobEvent) {
+        reference.resource_version = None;
         tracing::debug!(
-            job = %format!("{}/{}", job.metadata.namespace.as_deref().unwrap_or_default(), job.metadata.name.as_deref().unwrap_or_default()),
+            object = %format!("{}/{}", reference.namespace.as_deref().unwrap_or_default(), reference.name.as_deref().unwrap_or_default()),
             reason = ev.reason,
             "event: {}",
             ev.message
@@ -290,7 +308,6 @@ impl Recorder {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let reference = job_reference(job);
         let mut h = DefaultHasher::new();
         (&reference.namespace, &reference.name).hash(&mut h);
         let shard = (h.finish() % self.queues.len() as u64) as usize;

@@ -244,6 +244,8 @@ async fn controller(
     let (queues, queues_w) = reflector::store::<Queue>();
 
     let until = until.shared();
+    let until_for_training = until.clone();
+    let (leading_for_training, recorder_for_training) = (leading.clone(), recorder.clone());
     // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
     let (priority_classes, pcs_w) = reflector::store::<PriorityClass>();
     let pcs = reflector::reflector(pcs_w, watcher::watcher(Api::<PriorityClass>::all(client.clone()), cfg()))
@@ -380,7 +382,100 @@ async fn controller(
                 tracing::debug!("queue controller: {e}");
             }
         });
-    futures::join!(jobs, queue_controller, autoscaler);
+    let training = training_controller(client, opts, leading_for_training, recorder_for_training, until_for_training);
+    futures::join!(jobs, queue_controller, autoscaler, training);
     pcs.abort();
+    synced_task.abort();
+}
+
+/// Runs the TrainingJob controller (et-operator's TrainingJob, ScaleOut and ScaleIn) until
+/// `until` resolves, when the API server serves them; otherwise says so once and returns.
+async fn training_controller(
+    client: &Client,
+    opts: &ControllerOptions,
+    leading: watch::Receiver<bool>,
+    recorder: Recorder,
+    until: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    use crate::training_reconcile::{reconcile_training, served, training_error_policy, TrainingContext};
+    use volcano_api::et::{ScaleIn, ScaleOut, TrainingJob};
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    match served(client).await {
+        Ok(true) => {}
+        Ok(false) => {
+            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                tracing::info!(
+                    "TrainingJobs are not served: the kai.alibabacloud.com CRDs are not installed (deploy/crds/kai.alibabacloud.com_*.yaml); the TrainingJob controller does not run until the controller restarts with them"
+                );
+            }
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("TrainingJobs not served: API discovery of kai.alibabacloud.com/v1alpha1 failed: {e}");
+            return;
+        }
+    }
+    let cfg = || watcher::Config::default().any_semantic();
+    let (pods, pods_w) = reflector::store::<Pod>();
+    let pod_stream = reflector::reflector(
+        pods_w,
+        watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(crate::training::objects::JOB_NAME_LABEL)),
+    )
+    .default_backoff()
+    .touched_objects();
+    let (outs, outs_w) = reflector::store::<ScaleOut>();
+    let out_stream = reflector::reflector(outs_w, watcher::watcher(Api::<ScaleOut>::all(client.clone()), cfg()))
+        .default_backoff()
+        .touched_objects();
+    let (ins, ins_w) = reflector::store::<ScaleIn>();
+    let in_stream = reflector::reflector(ins_w, watcher::watcher(Api::<ScaleIn>::all(client.clone()), cfg()))
+        .default_backoff()
+        .touched_objects();
+    let (synced_tx, synced) = watch::channel(false);
+    let synced_task = tokio::spawn({
+        let (p, o, i) = (pods.clone(), outs.clone(), ins.clone());
+        async move {
+            let _ = p.wait_until_ready().await;
+            let _ = o.wait_until_ready().await;
+            let _ = i.wait_until_ready().await;
+            let _ = synced_tx.send(true);
+        }
+    });
+    let ctx = Arc::new(
+        TrainingContext::new(client.clone(), pods, outs, ins, opts.scheduler_name.clone(), leading)
+            .with_recorder(recorder)
+            .with_synced(synced),
+    );
+    fn job_of(ns: Option<String>, selector: &str) -> Option<ObjectRef<TrainingJob>> {
+        let ns = ns?;
+        (!selector.is_empty()).then(|| ObjectRef::<TrainingJob>::new(selector).within(&ns))
+    }
+    // A deleted job's remembered resize state goes with it.
+    let (jobs, jobs_w) = reflector::store::<TrainingJob>();
+    let mut seen = Deletions::default();
+    let forget = ctx.clone();
+    let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<TrainingJob>::all(client.clone()), cfg()))
+        .default_backoff()
+        .inspect_ok(move |ev| {
+            let key = |j: &TrainingJob| (format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()), ());
+            for (job, ()) in seen.follow(ev, key) {
+                forget.forget(&job);
+            }
+        })
+        .applied_objects();
+    tracing::info!("the TrainingJob controller starts");
+    Controller::for_stream(job_stream, jobs)
+        .with_config(ControllerConfig::default().concurrency(opts.worker_threads))
+        .owns_stream(pod_stream)
+        .watches_stream(out_stream, |r: ScaleOut| job_of(r.metadata.namespace, &r.spec.selector.name))
+        .watches_stream(in_stream, |r: ScaleIn| job_of(r.metadata.namespace, &r.spec.selector.name))
+        .graceful_shutdown_on(until)
+        .run(reconcile_training, training_error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!("trainingjob controller: {e}");
+            }
+        })
+        .await;
     synced_task.abort();
 }

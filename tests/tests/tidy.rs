@@ -87,6 +87,9 @@ fn crd_files_are_up_to_date() {
         ("deploy/crds/scheduling.volcano.sh_queues.yaml", volcano_api::crds::queue()),
         ("deploy/crds/batch.volcano.sh_jobs.yaml", volcano_api::crds::job()),
         ("deploy/crds/bus.volcano.sh_commands.yaml", volcano_api::crds::command()),
+        ("deploy/crds/kai.alibabacloud.com_trainingjobs.yaml", volcano_api::crds::training_job()),
+        ("deploy/crds/kai.alibabacloud.com_scaleouts.yaml", volcano_api::crds::scale_out()),
+        ("deploy/crds/kai.alibabacloud.com_scaleins.yaml", volcano_api::crds::scale_in()),
     ] {
         let generated = format!(
             "# Generated from volcano-api (tests/tests/tidy.rs); do not edit: BLESS=1 rewrites it.\n{}",
