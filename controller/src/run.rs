@@ -400,19 +400,25 @@ async fn training_controller(
     use crate::training_reconcile::{reconcile_training, served, training_error_policy, TrainingContext};
     use volcano_api::et::{ScaleIn, ScaleOut, TrainingJob};
     static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    match served(client).await {
-        Ok(true) => {}
-        Ok(false) => {
-            if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                tracing::info!(
-                    "TrainingJobs are not served: the kai.alibabacloud.com CRDs are not installed (deploy/crds/kai.alibabacloud.com_*.yaml); the TrainingJob controller does not run until the controller restarts with them"
-                );
+    // Asked again every minute while not served, so CRDs installed later are picked up
+    // without a restart.
+    loop {
+        match served(client).await {
+            Ok(true) => break,
+            Ok(false) => {
+                if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::info!(
+                        "TrainingJobs are not served: the kai.alibabacloud.com CRDs are not installed (deploy/crds/kai.alibabacloud.com_*.yaml); the TrainingJob controller starts once they are (checked every minute)"
+                    );
+                }
             }
-            return;
+            Err(e) => {
+                tracing::warn!("TrainingJobs not served: API discovery of kai.alibabacloud.com/v1alpha1 failed (trying again in a minute): {e}");
+            }
         }
-        Err(e) => {
-            tracing::warn!("TrainingJobs not served: API discovery of kai.alibabacloud.com/v1alpha1 failed: {e}");
-            return;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(60)) => {}
+            _ = until.clone() => return,
         }
     }
     let cfg = || watcher::Config::default().any_semantic();

@@ -288,9 +288,10 @@ async fn et_operators_examples_grow_and_shrink_a_training_job_in_the_safe_order(
 }
 
 /// Without the kai.alibabacloud.com CRDs the controller says TrainingJobs are not served
-/// and keeps running Volcano Jobs.
+/// and keeps running Volcano Jobs; once they are installed it serves TrainingJobs without a
+/// restart (discovery is asked again every minute).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_et_operator_crds_volcano_jobs_still_run() {
+async fn without_the_et_operator_crds_volcano_jobs_still_run_and_crds_installed_later_are_served() {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use volcano_api::crd::Queue;
     use volcano_api::job::Job;
@@ -338,6 +339,33 @@ async fn without_the_et_operator_crds_volcano_jobs_still_run() {
     })
     .await;
     assert!(!controller.is_finished(), "the controller runs on");
+
+    // The CRDs installed now: the controller asks discovery again every minute and starts
+    // serving TrainingJobs without a restart.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/crds");
+    for plural in ["trainingjobs", "scaleouts", "scaleins"] {
+        let path = dir.join(format!("kai.alibabacloud.com_{plural}.yaml"));
+        let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        crds.create(&PostParams::default(), &crd).await.unwrap();
+    }
+    eventually(WAIT, "TrainingJobs served again", || {
+        let client = client.clone();
+        async move { volcano_controller::training_reconcile::served(&client).await.ok()?.then_some(()) }
+    })
+    .await;
+    let tj: TrainingJob = example("training_job.yaml");
+    eventually(WAIT, "the TrainingJob created", || {
+        let (api, tj) = (Api::<TrainingJob>::namespaced(client.clone(), NS), tj.clone());
+        async move { api.create(&PostParams::default(), &tj).await.ok() }
+    })
+    .await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let lp = ListParams::default().labels(&format!("training-job-name={JOB},training-job-role=worker"));
+    eventually(Duration::from_secs(100), "the TrainingJob's workers, within a minute of the CRDs", || {
+        let (pods, lp) = (pods.clone(), lp.clone());
+        async move { (pods.list(&lp).await.ok()?.items.len() == 2).then_some(()) }
+    })
+    .await;
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(20), controller).await.expect("the controller stops").unwrap().unwrap();
 }
