@@ -56,16 +56,8 @@ pub struct Arrival {
     pub origin: Origin,
     /// What it does.
     pub change: Change,
-    /// The pods the job can have after it (checked at load, then dropped).
+    /// The pods the job can have after it (checked at load, then dropped: empty after).
     pub pods: Vec<NewPod>,
-}
-
-impl Arrival {
-    /// The arrival without its planned pods (they were only needed for the checks).
-    pub fn without_pods(mut self) -> Arrival {
-        self.pods = Vec::new();
-        self
-    }
 }
 
 /// The time an object is applied at, from [`APPLY_AT_ANNOTATION`] (`None` without it); the

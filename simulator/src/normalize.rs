@@ -360,6 +360,18 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         let queues: Vec<crd::Queue> = cluster.queues.values().map(|q| (**q).clone()).collect();
         let values: BTreeMap<String, i32> = classes.iter().map(|(n, (v, _))| (n.clone(), *v)).collect();
         let scheduler_name = scheduler_names.first().map(String::as_str).unwrap_or(SCHEDULER_NAME);
+        // Every pod a job can have passes the API server's checks before the first cycle,
+        // wherever it is created; returns the pod's key.
+        let check_pod = |new: volcano_controller::plan::NewPod, job_key: &str, origin: Option<&Origin>| {
+            let key = object_key(ObjectKind::Pod, &new.pod.metadata);
+            let in_template = |e| job::in_template(e, job_key, origin, new.task_index);
+            let mut pod = new.pod;
+            validation::pod(&pod).map_err(|FieldError { field, message }| {
+                in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
+            })?;
+            pod_defaults(&mut pod, &key, origin, &classes, global_default.as_ref()).map_err(in_template)?;
+            Ok::<String, InputError>(key)
+        };
         for (origin, job) in jobs {
             let job_key = object_key(ObjectKind::Job, &job.metadata);
             let (sim_job, all_pods) = job::admit_job(&job, origin.as_ref(), scheduler_name, &queues, &values)?;
@@ -369,17 +381,8 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
                 line: None,
                 item: None,
             });
-            // Every pod the job can have passes the API server's checks before the first
-            // cycle, wherever it is created.
             for new in all_pods {
-                let key = object_key(ObjectKind::Pod, &new.pod.metadata);
-                let in_template = |e| job::in_template(e, &job_key, origin.as_ref(), new.task_index);
-                let mut pod = new.pod;
-                validation::pod(&pod).map_err(|FieldError { field, message }| {
-                    in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
-                })?;
-                pod_defaults(&mut pod, &key, origin.as_ref(), &classes, global_default.as_ref())
-                    .map_err(in_template)?;
+                let key = check_pod(new, &job_key, origin.as_ref())?;
                 // A dump of a cluster holds the job's pods already: those are kept.
                 origins.insert(ObjectKind::Pod, key, job_origin.clone());
             }
@@ -391,20 +394,13 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         pod_order.extend(created.into_iter().filter_map(|k| Some((k.clone(), cluster.pods.get(&k)?.clone()))));
         // The Jobs applied later: admitted now (a new one) or checked as an update of the
         // job as it will be then, so that a bad one is an input error before the first cycle.
-        let arrivals = arrive::admit(held, &cluster.jobs, scheduler_name, &queues, &values)?;
-        for a in &arrivals {
-            for new in &a.pods {
-                let key = object_key(ObjectKind::Pod, &new.pod.metadata);
-                let in_template = |e| job::in_template(e, &a.key, Some(&a.origin), new.task_index);
-                let mut pod = new.pod.clone();
-                validation::pod(&pod).map_err(|FieldError { field, message }| {
-                    in_template(InputError::Field { origin: None, kind: "Pod", object: key.clone(), field, message })
-                })?;
-                pod_defaults(&mut pod, &key, Some(&a.origin), &classes, global_default.as_ref())
-                    .map_err(in_template)?;
+        let mut arrivals = arrive::admit(held, &cluster.jobs, scheduler_name, &queues, &values)?;
+        for a in &mut arrivals {
+            for new in std::mem::take(&mut a.pods) {
+                check_pod(new, &a.key, Some(&a.origin))?;
             }
         }
-        cluster.arrivals = arrivals.into_iter().map(arrive::Arrival::without_pods).collect();
+        cluster.arrivals = arrivals;
     }
 
     // Across objects: the queue hierarchy as Volcano's webhook admits it, and pods that hold
