@@ -53,6 +53,7 @@ use tokio::sync::watch;
 use volcano_api::bus::{Action, Command};
 use volcano_api::crd::PodGroup;
 use volcano_api::job::{Job, JobPhase};
+use volcano_kube::status_code as code;
 use volcano_metrics::ControllerMetrics;
 
 use crate::events::{self, OUT_OF_SYNC_KEY};
@@ -111,13 +112,6 @@ impl ReconcileError {
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
     let what = what.into();
     move |source| ReconcileError::Api { what, source }
-}
-
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
 }
 
 /// What every reconcile shares.

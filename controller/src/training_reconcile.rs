@@ -29,6 +29,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::crd::PodGroup;
 use volcano_api::et::{ScaleIn, ScaleOut, TrainingJob};
+use volcano_kube::status_code as code;
 
 use crate::plugins::ssh;
 use crate::recorder::{self, Recorder};
@@ -71,13 +72,6 @@ impl TrainingError {
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> TrainingError {
     let what = what.into();
     move |source| TrainingError::Api { what, source }
-}
-
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
-    }
 }
 
 /// What the TrainingJob reconciles share.

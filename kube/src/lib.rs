@@ -46,6 +46,15 @@ impl ClientError {
     }
 }
 
+/// The HTTP status of an error the API server answered (`None` for a connection or
+/// decoding error).
+pub fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
 /// A bounded label for a failed API call, saying what the operator looks at: the
 /// component's RBAC (`forbidden`, `unauthorized`), an object gone or changed under it
 /// (`not_found`, `conflict`), an object the API server refuses (`invalid`), an API server
