@@ -277,7 +277,13 @@ pub fn decide(view: &View<'_>, now_ms: i64, settings: Settings) -> Vec<JobDecisi
         .iter()
         .map(|q| (q.metadata.name.as_deref().unwrap_or_default(), q.spec.reclaimable != Some(false)))
         .collect();
-    let mut elastic: Vec<Elastic<'_>> = view.jobs.iter().filter_map(|j| elastic(j, view)).collect();
+    // PodGroups by the uid of the Job that owns them, built once (not a scan per job).
+    let by_owner: std::collections::HashMap<&str, &PodGroup> = view
+        .pod_groups
+        .iter()
+        .flat_map(|g| g.metadata.owner_references.iter().flatten().map(move |o| (o.uid.as_str(), *g)))
+        .collect();
+    let mut elastic: Vec<Elastic<'_>> = view.jobs.iter().filter_map(|j| elastic(j, view, &by_owner)).collect();
     elastic.sort_by(|a, b| a.key.cmp(&b.key));
     let gangs = waiting_gangs(&view.pod_groups, &view.queues, now_ms, settings.pending_ms);
     let may_take = |gang: &Gang, e: &Elastic<'_>| {
@@ -456,7 +462,11 @@ impl State {
     }
 }
 
-fn elastic<'a>(job: &'a Job, view: &View<'a>) -> Option<Elastic<'a>> {
+fn elastic<'a>(
+    job: &'a Job,
+    view: &View<'a>,
+    by_owner: &std::collections::HashMap<&str, &PodGroup>,
+) -> Option<Elastic<'a>> {
     if !wants_autoscale(job) || job.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -471,13 +481,12 @@ fn elastic<'a>(job: &'a Job, view: &View<'a>) -> Option<Elastic<'a>> {
         return None;
     }
     let ns = job.metadata.namespace.as_deref().unwrap_or_default();
-    let group = view.pod_groups.iter().find(|g| {
-        g.metadata.namespace.as_deref() == Some(ns)
-            && g.metadata
-                .owner_references
-                .as_ref()
-                .is_some_and(|o| o.iter().any(|o| o.uid == job.metadata.uid.clone().unwrap_or_default()))
-    });
+    let group = job
+        .metadata
+        .uid
+        .as_deref()
+        .and_then(|uid| by_owner.get(uid))
+        .filter(|g| g.metadata.namespace.as_deref() == Some(ns));
     let running = group.is_some_and(|g| g.status.as_ref().and_then(|s| s.phase) == Some(PodGroupPhase::Running));
     let mut pods: BTreeMap<String, TaskPods> = BTreeMap::new();
     for p in view.pods.get(&key).into_iter().flatten() {
