@@ -28,16 +28,12 @@ use tokio::sync::{oneshot, Mutex};
 use volcano_api::crd::PodGroup;
 use volcano_api::job::{Job, JobPhase};
 use volcano_controller::cli::{self as vcctl, JobCommand};
-use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
+use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
 
 // An upper bound: generous, so that a machine busy with builds does not fail a test that
 // passes in 20 s when idle.
 const WAIT: Duration = Duration::from_secs(120);
 const NS: &str = "default";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -157,6 +153,38 @@ fn pod<'a>(pods: &'a [Pod], name: &str) -> &'a Pod {
     pods.iter().find(|p| p.name_any() == name).unwrap_or_else(|| panic!("pod {name}"))
 }
 
+/// `volcano-rs scheduler` in process: a 200 ms period, no leader election, no listeners.
+struct Scheduler {
+    stop: oneshot::Sender<()>,
+    join: tokio::task::JoinHandle<()>,
+}
+
+fn scheduler(kubeconfig: PathBuf) -> Scheduler {
+    let mut so = volcano_scheduler::options::SchedulerOptions::defaults();
+    so.kubeconfig = Some(kubeconfig);
+    so.schedule_period = Duration::from_millis(200);
+    so.leader_elect = false;
+    so.listen_address = String::new();
+    so.healthz_address = String::new();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = volcano_scheduler::run::run(
+        so,
+        async move {
+            let _ = stopped.await;
+        },
+        None,
+    );
+    let join = tokio::spawn(async move { run.await.expect("the scheduler runs") });
+    Scheduler { stop, join }
+}
+
+impl Scheduler {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        self.join.await.unwrap();
+    }
+}
+
 struct Replica {
     stop: oneshot::Sender<()>,
     join: tokio::task::JoinHandle<Result<(), volcano_controller::ControllerError>>,
@@ -212,20 +240,7 @@ async fn the_examples_run_in_a_cluster() {
     }
 
     // The scheduler (it creates the default queue).
-    let mut so = volcano_scheduler::options::SchedulerOptions::defaults();
-    so.kubeconfig = Some(scheduler_kc);
-    so.schedule_period = Duration::from_millis(200);
-    so.leader_elect = false;
-    so.listen_address = String::new();
-    so.healthz_address = String::new();
-    let (sched_stop, sched_stopped) = oneshot::channel::<()>();
-    let scheduler = tokio::spawn(volcano_scheduler::run::run(
-        so,
-        async move {
-            let _ = sched_stopped.await;
-        },
-        None,
-    ));
+    let scheduler = scheduler(scheduler_kc);
 
     // The webhook, registered with the API server.
     let port = free_port();
@@ -397,8 +412,7 @@ async fn the_examples_run_in_a_cluster() {
     second_replica.join.await.unwrap().unwrap();
     let _ = hook_stop.send(());
     webhook.await.unwrap().unwrap();
-    let _ = sched_stop.send(());
-    scheduler.await.unwrap().unwrap();
+    scheduler.stop().await;
     eprintln!("controller failover: the Lease moved from {first} to {second}");
 }
 
@@ -440,20 +454,7 @@ async fn the_autoscaler_grows_a_job_into_idle_gpus_and_shrinks_it_for_a_gang() {
         .unwrap();
         queues.create(&PostParams::default(), &queue).await.unwrap();
     }
-    let mut so = volcano_scheduler::options::SchedulerOptions::defaults();
-    so.kubeconfig = Some(scheduler_kc);
-    so.schedule_period = Duration::from_millis(200);
-    so.leader_elect = false;
-    so.listen_address = String::new();
-    so.healthz_address = String::new();
-    let (sched_stop, sched_stopped) = oneshot::channel::<()>();
-    let scheduler = tokio::spawn(volcano_scheduler::run::run(
-        so,
-        async move {
-            let _ = sched_stopped.await;
-        },
-        None,
-    ));
+    let scheduler = scheduler(scheduler_kc);
     let replica = controller_with(
         &controller_kc,
         &[
@@ -533,6 +534,5 @@ async fn the_autoscaler_grows_a_job_into_idle_gpus_and_shrinks_it_for_a_gang() {
     kubelet.await.unwrap();
     let _ = replica.stop.send(());
     replica.join.await.unwrap().unwrap();
-    let _ = sched_stop.send(());
-    scheduler.await.unwrap().unwrap();
+    scheduler.stop().await;
 }

@@ -225,6 +225,12 @@ struct Elastic<'a> {
     request: BTreeMap<String, BTreeMap<String, f64>>,
 }
 
+impl Elastic<'_> {
+    fn resize(&self, b: &AutoscaleBounds, from: i32, to: i32, reason: Reason) -> Resize {
+        Resize { job: self.key.clone(), task: b.task.clone(), task_index: b.task_index, from, to, reason }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct TaskPods {
     bound: i32,
@@ -330,14 +336,7 @@ pub fn decide(view: &View<'_>, now_ms: i64, settings: Settings) -> Vec<JobDecisi
                 if to < now {
                     d.state.last_resize_ms = Some(now_ms);
                     replicas.insert((e.key.clone(), b.task_index), to);
-                    d.resizes.push(Resize {
-                        job: e.key.clone(),
-                        task: b.task.clone(),
-                        task_index: b.task_index,
-                        from: now,
-                        to,
-                        reason: Reason::Revert { bound, asked: now, backoff_ms: backoff },
-                    });
+                    d.resizes.push(e.resize(b, now, to, Reason::Revert { bound, asked: now, backoff_ms: backoff }));
                 }
             }
         }
@@ -394,18 +393,13 @@ pub fn decide(view: &View<'_>, now_ms: i64, settings: Settings) -> Vec<JobDecisi
                 d.state.probe_until_ms = None;
                 d.state.next_grow_ms = Some(now_ms + settings.cooldown_ms);
                 d.resizes.retain(|r| r.task_index != b.task_index);
-                d.resizes.push(Resize {
-                    job: e.key.clone(),
-                    task: b.task.clone(),
-                    task_index: b.task_index,
-                    from: e.job.spec.tasks[b.task_index].replicas,
-                    to: now - give,
-                    reason: Reason::Yield { gang: gang.key.clone(), queue: gang.queue.clone(), frees },
-                });
+                let from = e.job.spec.tasks[b.task_index].replicas;
+                let reason = Reason::Yield { gang: gang.key.clone(), queue: gang.queue.clone(), frees };
+                d.resizes.push(e.resize(b, from, now - give, reason));
                 out.insert(e.key.clone(), d);
                 yielded.insert(e.key.clone());
             }
-            if pods_needed(&need).is_none() {
+            if !still_needed(&need) {
                 break;
             }
         }
@@ -436,14 +430,7 @@ pub fn decide(view: &View<'_>, now_ms: i64, settings: Settings) -> Vec<JobDecisi
             let now = e.job.spec.tasks[b.task_index].replicas;
             let to = (now * 2).max(now + 1).min(b.max);
             if to > now {
-                d.resizes.push(Resize {
-                    job: e.key.clone(),
-                    task: b.task.clone(),
-                    task_index: b.task_index,
-                    from: now,
-                    to,
-                    reason: Reason::Grow,
-                });
+                d.resizes.push(e.resize(b, now, to, Reason::Grow));
             }
         }
         if !d.resizes.is_empty() {
@@ -567,7 +554,7 @@ fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue], now_ms: i64, pending_m
                 .min_resources
                 .iter()
                 .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), quantity(k, &v.0)?)))
+                .filter_map(|(k, v)| Some((k.clone(), quantity(&v.0)?)))
                 .filter(|(k, v)| *v > 0.0 && k != "pods" && !k.starts_with("count/"))
                 .map(|(k, v)| (k.strip_prefix("requests.").unwrap_or(&k).to_string(), v))
                 .collect();
@@ -586,7 +573,7 @@ fn waiting_gangs(groups: &[&PodGroup], queues: &[&Queue], now_ms: i64, pending_m
     out
 }
 
-fn quantity(_name: &str, v: &str) -> Option<f64> {
+fn quantity(v: &str) -> Option<f64> {
     volcano_api::quantity::parse(v).ok()
 }
 
@@ -596,8 +583,8 @@ fn at_capability(q: &Queue, need: &BTreeMap<String, f64>) -> bool {
     let Some(cap) = q.spec.capability.as_ref() else { return false };
     let allocated = q.status.as_ref().and_then(|s| s.allocated.as_ref());
     need.iter().any(|(k, v)| {
-        let Some(c) = cap.get(k).and_then(|c| quantity(k, &c.0)) else { return false };
-        let a = allocated.and_then(|a| a.get(k)).and_then(|a| quantity(k, &a.0)).unwrap_or(0.0);
+        let Some(c) = cap.get(k).and_then(|c| quantity(&c.0)) else { return false };
+        let a = allocated.and_then(|a| a.get(k)).and_then(|a| quantity(&a.0)).unwrap_or(0.0);
         a + v > c + 1e-9
     })
 }
@@ -612,7 +599,7 @@ fn template_request(task: &volcano_api::job::TaskSpec) -> BTreeMap<String, f64> 
         let mut m: BTreeMap<String, f64> = BTreeMap::new();
         for list in [r.and_then(|r| r.limits.as_ref()), r.and_then(|r| r.requests.as_ref())].into_iter().flatten() {
             for (k, v) in list {
-                if let Some(x) = quantity(k, &v.0) {
+                if let Some(x) = quantity(&v.0) {
                     m.insert(k.clone(), x);
                 }
             }
@@ -657,8 +644,8 @@ fn pods_to_cover(need: &BTreeMap<String, f64>, req: &BTreeMap<String, f64>) -> O
 }
 
 /// Whether anything is still needed.
-fn pods_needed(need: &BTreeMap<String, f64>) -> Option<()> {
-    need.values().any(|v| *v > 1e-9).then_some(())
+fn still_needed(need: &BTreeMap<String, f64>) -> bool {
+    need.values().any(|v| *v > 1e-9)
 }
 
 fn subtract(need: &mut BTreeMap<String, f64>, req: &BTreeMap<String, f64>, pods: i32) {

@@ -16,30 +16,14 @@ use serde_json::json;
 use volcano_api::bus::{Action, Command};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::{Job, JobPhase};
-use volcano_controller::{run, ControllerOptions};
-use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
+use volcano_controller::run;
+use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
+
+mod common;
+use common::options;
 
 const NS: &str = "ml";
 const WAIT: Duration = Duration::from_secs(30);
-
-/// The controller's flags, `/metrics` and `/healthz` on `http` (one listener).
-fn options(kubeconfig: &std::path::Path, http: &str) -> ControllerOptions {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        opts: ControllerOptions,
-    }
-    let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-    let args =
-        ["--kubeconfig", &kubeconfig, "--worker-threads", "2", "--listen-address", http, "--healthz-address", http];
-    Cli::try_parse_from(std::iter::once("controller").chain(args)).unwrap().opts
-}
-
-/// A local port free now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 /// The response to `GET path` from `addr`, headers included.
 async fn http_get(addr: &str, path: &str) -> String {

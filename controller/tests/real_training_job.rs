@@ -13,29 +13,15 @@ use kube::Client;
 use serde_json::json;
 use volcano_api::crd::PodGroup;
 use volcano_api::et::{ScaleIn, ScaleOut, TrainingJob};
-use volcano_controller::{run, ControllerOptions};
-use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
+use volcano_controller::run;
+use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
+
+mod common;
+use common::options;
 
 const NS: &str = "train";
 const WAIT: Duration = Duration::from_secs(30);
 const JOB: &str = "hvd-elastic";
-
-fn options(kubeconfig: &std::path::Path, http: &str) -> ControllerOptions {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        opts: ControllerOptions,
-    }
-    let kubeconfig = kubeconfig.to_str().unwrap().to_string();
-    let args =
-        ["--kubeconfig", &kubeconfig, "--worker-threads", "2", "--listen-address", http, "--healthz-address", http];
-    Cli::try_parse_from(std::iter::once("controller").chain(args)).unwrap().opts
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn example<T: serde::de::DeserializeOwned>(file: &str) -> T {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/et-operator").join(file);

@@ -642,3 +642,23 @@ async fn a_scale_in_waits_its_grace_period_before_deleting_pods() {
     let text = format!("{requeue:?}");
     assert!(text.contains("requeue_after: Some(") && !text.contains("requeue_after: None"), "{text}");
 }
+
+#[tokio::test]
+async fn a_restarted_controller_resumes_a_scale_out_from_the_published_host_list() {
+    let (client, _log, kept) = stateful_api();
+    let (ctx, _pods_w, _leading_tx) = running_mpi_job_context(client.clone());
+    reconcile(Arc::new(mpi_job(2, "0")), ctx.clone()).await.unwrap();
+    // 2 → 3: worker 2 is made, not Ready yet; then the controller restarts (no memory).
+    let three = Arc::new(mpi_job(3, "0"));
+    reconcile(three.clone(), ctx).await.unwrap();
+    let (ctx, mut pods_w, _leading_tx) = running_mpi_job_context(client);
+    pods_w.apply_watcher_event(&Event::Apply(mpi_pod("worker", 2, false)));
+    reconcile(three.clone(), ctx.clone()).await.unwrap();
+    let hostfile = |kept: &Kept| kept_data(kept, "m-mpi-hostfile").unwrap()["hostfile"].as_str().unwrap().to_string();
+    assert_eq!(hostfile(&kept), "m-worker-0.m slots=2\nm-worker-1.m slots=2\n", "the unready worker is not published");
+    assert_eq!(kept_data(&kept, "m-svc").unwrap()["VC_WORKER_NUM"], "2");
+    // Once Ready it is.
+    pods_w.apply_watcher_event(&Event::Apply(mpi_pod("worker", 2, true)));
+    reconcile(three, ctx).await.unwrap();
+    assert_eq!(hostfile(&kept).lines().count(), 3);
+}

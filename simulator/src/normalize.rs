@@ -124,39 +124,29 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut later: Vec<(usize, i64)> = Vec::new();
     for (i, (e, (key, check))) in entries.iter().zip(checks).enumerate() {
         let kind = e.object.kind();
-        if let Some(at) = arrive::apply_at(&e.object).map_err(|(field, message)| InputError::Field {
+        let field_error = |(field, message): (String, String)| InputError::Field {
             origin: Some(Box::new(e.origin.clone())),
             kind: kind.as_str(),
             object: key.clone(),
             field,
             message,
-        })? {
-            check.map_err(|FieldError { field, message }| InputError::Field {
-                origin: Some(Box::new(e.origin.clone())),
-                kind: kind.as_str(),
-                object: key.clone(),
-                field,
-                message,
-            })?;
+        };
+        let at = arrive::apply_at(&e.object).map_err(field_error)?;
+        // An object applied later may be written several times; the others once.
+        if at.is_none() {
+            if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
+                return Err(InputError::Duplicate {
+                    kind: kind.as_str(),
+                    object: key.clone(),
+                    first: Box::new(first),
+                    second: Box::new(e.origin.clone()),
+                });
+            }
+        }
+        check.map_err(|FieldError { field, message }| field_error((field, message)))?;
+        if let Some(at) = at {
             later.push((i, at));
-            keys.push(key);
-            continue;
         }
-        if let Some(first) = origins.insert(kind, key.clone(), e.origin.clone()) {
-            return Err(InputError::Duplicate {
-                kind: kind.as_str(),
-                object: key,
-                first: Box::new(first),
-                second: Box::new(e.origin.clone()),
-            });
-        }
-        check.map_err(|FieldError { field, message }| InputError::Field {
-            origin: Some(Box::new(e.origin.clone())),
-            kind: kind.as_str(),
-            object: key.clone(),
-            field,
-            message,
-        })?;
         keys.push(key);
     }
     // The held-back Jobs leave the input here, in input order.

@@ -39,7 +39,8 @@ impl Drop for ApiServer {
     }
 }
 
-fn free_port() -> u16 {
+/// A local port free now.
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address").port()
 }
 

@@ -13,12 +13,8 @@ use kube::Client;
 use serde_json::json;
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
-use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
+use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
 use volcano_webhook::run::{run, WebhookOptions};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 fn options(kubeconfig: &std::path::Path, port: u16) -> WebhookOptions {
     use clap::Parser;
