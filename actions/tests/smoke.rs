@@ -24,7 +24,7 @@ fn binds(effects: &[Effect]) -> Vec<(String, String)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Bind { pod, node } => Some((pod.to_string(), node.to_string())),
+            Effect::Bind { pod, node, .. } => Some((pod.to_string(), node.to_string())),
             _ => None,
         })
         .collect()

@@ -541,7 +541,7 @@ pub fn check(objects: &ClusterObjects, effects: &[Effect]) -> Vec<String> {
     let mut out = Vec::new();
     for e in effects {
         match e {
-            Effect::Bind { pod, node } => {
+            Effect::Bind { pod, node, .. } => {
                 let Some(&p) = c.pods.get(pod.key()) else {
                     out.push(format!("bind of pod {pod}, which is not in the cluster"));
                     continue;

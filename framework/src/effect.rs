@@ -186,6 +186,9 @@ pub enum Effect {
         pod: ObjectRef,
         /// Node name.
         node: Arc<str>,
+        /// Annotations to write on the pod before it is bound: the GPU cards chosen for it
+        /// ([`crate::device::NodeGpus::annotations`]); empty for most pods.
+        annotations: Vec<(&'static str, String)>,
     },
     /// Evict a pod.
     Evict {

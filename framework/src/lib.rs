@@ -14,6 +14,7 @@ pub mod action;
 pub mod close;
 pub mod cow;
 pub mod cycle;
+pub mod device;
 pub mod effect;
 pub mod explain;
 pub mod implicit;

@@ -11,6 +11,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
 
+use smallvec::SmallVec;
+
+use crate::device::{GpuAsk, NodeGpus};
 use crate::resource::{DimensionDefault, Resource};
 use crate::status::{Code, FitErrors, Status};
 
@@ -138,6 +141,13 @@ pub struct TaskInfo {
     pub ns_len: u32,
     /// The job (PodGroup) the pod belongs to; `None` for pods outside any PodGroup.
     pub job: Option<JobId>,
+    /// What the pod asks of GPU cards (`volcano.sh/gpu-*`, `volcano.sh/vgpu-*`), see
+    /// [`crate::device`]; part of the task's shape.
+    pub gpu: Option<GpuAsk>,
+    /// The cards of its node the task holds (indices into the node's
+    /// [`NodeInfo::gpus`]), while it holds them; kept when it leaves the node so that an undone
+    /// change gives it the same cards back.
+    pub devices: Option<SmallVec<[u16; 8]>>,
     /// Task role (`volcano.sh/task-spec` annotation, then label).
     pub role: String,
     /// Resource request: containers max'ed with init containers, plus overhead, plus `pods: 1`.
@@ -359,6 +369,9 @@ pub struct NodeInfo {
     /// between clones until one of them changes it, so that copying a chunk of nodes (what
     /// a session does when it changes one node of the chunk) allocates nothing per node.
     pub tasks: Arc<Vec<TaskId>>,
+    /// The node's GPU cards and their use, when a device plugin registers them (see
+    /// [`crate::device`]).
+    pub gpus: Option<Arc<NodeGpus>>,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// Whether the node object has any taint (`spec.taints` not empty).

@@ -221,6 +221,7 @@ impl Resource {
                 "memory" => self.memory += quantity::parse_value(&q.0).map_err(fail)?,
                 PODS => self.add_scalar(PODS, quantity::parse_value(&q.0).map_err(fail)?),
                 n if n.starts_with("count/") => {}
+                n if crate::device::IGNORED_RESOURCES.contains(&n) => {}
                 n => self.add_scalar(n, quantity::parse_milli(&q.0).map_err(fail)?),
             }
         }

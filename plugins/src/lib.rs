@@ -11,21 +11,28 @@
 
 use volcano_framework::PluginRegistry;
 
+pub mod bestfit;
 pub mod binpack;
 pub mod capacity;
 pub mod conformance;
+pub mod deviceshare;
+pub mod dotprod;
 pub mod drf;
 pub mod elastic;
+pub mod fragmentation;
 pub mod gang;
+pub mod gpu_packing;
 pub mod interpod;
 pub mod matching;
 pub mod node_labels;
 pub mod nodeorder;
 pub mod overcommit;
+pub mod placement;
 pub mod predicates;
 pub mod priority;
 pub mod proportion;
 pub mod queue_accounting;
+pub mod random;
 pub mod sla;
 pub mod task_topology;
 
@@ -33,17 +40,23 @@ pub mod task_topology;
 pub fn in_tree() -> PluginRegistry {
     let mut r = PluginRegistry::default();
     let entries: &[(&'static str, volcano_framework::PluginFactory)] = &[
+        (bestfit::NAME, bestfit::factory),
         (binpack::NAME, binpack::factory),
         (capacity::NAME, capacity::factory),
         (conformance::NAME, conformance::factory),
+        (deviceshare::NAME, deviceshare::factory),
+        (dotprod::NAME, dotprod::factory),
         (drf::NAME, drf::factory),
         (elastic::NAME, elastic::factory),
+        (fragmentation::NAME, fragmentation::factory),
         (gang::NAME, gang::factory),
+        (gpu_packing::NAME, gpu_packing::factory),
         (nodeorder::NAME, nodeorder::factory),
         (overcommit::NAME, overcommit::factory),
         (predicates::NAME, predicates::factory),
         (priority::NAME, priority::factory),
         (proportion::NAME, proportion::factory),
+        (random::NAME, random::factory),
         (sla::NAME, sla::factory),
         (task_topology::NAME, task_topology::factory),
     ];

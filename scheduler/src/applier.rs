@@ -345,14 +345,14 @@ impl Applier {
         let mut cache = inner.cache.lock().expect("cache lock");
         for effect in effects {
             match effect {
-                Effect::Bind { pod, node } => {
+                Effect::Bind { pod, node, annotations } => {
                     let created_ms = created_ms(cache.pod(pod.key()).map(|p| &**p));
                     if let (Some(m), Some(c)) = (inner.metrics.get(), created_ms) {
                         m.observe_task_stage(TaskStage::Assumed, (now_ms - c) as f64);
                     }
-                    cache.assume_bound(&pod, node.clone());
+                    cache.assume_bound(&pod, node.clone(), annotations.clone());
                     binds += 1;
-                    self.spawn(bind(inner.clone(), pod, node, created_ms));
+                    self.spawn(bind(inner.clone(), pod, node, annotations, created_ms));
                 }
                 Effect::Evict { pod, node, action, reason } => {
                     let grace = cache
@@ -496,7 +496,13 @@ fn since_ms(created_ms: i64) -> f64 {
     (k8s_openapi::jiff::Timestamp::now().as_millisecond() - created_ms) as f64
 }
 
-async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>, created_ms: Option<i64>) {
+async fn bind(
+    inner: Arc<Inner>,
+    pod: ObjectRef,
+    node: Arc<str>,
+    annotations: Vec<(&'static str, String)>,
+    created_ms: Option<i64>,
+) {
     let Ok(_permit) = inner.binds.clone().acquire_owned().await else { return };
     if !leading(&inner) {
         inner.cache.lock().expect("cache lock").forget(&pod);
@@ -529,12 +535,33 @@ async fn bind(inner: Arc<Inner>, pod: ObjectRef, node: Arc<str>, created_ms: Opt
             ..Default::default()
         },
     };
-    let pp = PostParams::default();
-    let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, &binding);
-    let result = match tokio::time::timeout(inner.config.request_timeout, call).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err((e.to_string(), is_not_found(&e))),
-        Err(_) => Err((format!("no answer within {:?}", inner.config.request_timeout), false)),
+    // The GPU cards chosen go on the pod before the bind (Volcano's device Allocate), with
+    // the pod's uid as a precondition; a pod whose patch fails is not bound.
+    let annotated = if annotations.is_empty() {
+        Ok(())
+    } else {
+        let map: serde_json::Map<String, Value> =
+            annotations.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
+        let body = json!({"metadata": {"uid": pod.uid(), "annotations": map}});
+        let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+        let call = api.patch(pod.name(), &params, &patch);
+        match tokio::time::timeout(inner.config.request_timeout, call).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err((format!("writing the GPU cards chosen: {e}"), is_not_found(&e))),
+            Err(_) => Err((format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout), false)),
+        }
+    };
+    let result = match annotated {
+        Err(e) => Err(e),
+        Ok(()) => {
+            let pp = PostParams::default();
+            let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, &binding);
+            match tokio::time::timeout(inner.config.request_timeout, call).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(e)) => Err((e.to_string(), is_not_found(&e))),
+                Err(_) => Err((format!("no answer within {:?}", inner.config.request_timeout), false)),
+            }
+        }
     };
     if let Some(g) = &binding_gauge {
         g.dec();

@@ -363,6 +363,8 @@ pub enum Assumption {
         uid: String,
         /// The node.
         node: Arc<str>,
+        /// The annotations the bind writes first (the GPU cards chosen).
+        annotations: Vec<(&'static str, String)>,
     },
     /// Being evicted: counts as Releasing on its node.
     Evicting {
@@ -653,9 +655,9 @@ impl ClusterCache {
 
     /// The pod is bound to `node` as far as the next cycles are concerned, until the watch
     /// shows it bound or it is [`forget`](Self::forget)ten.
-    pub fn assume_bound(&mut self, pod: &ObjectRef, node: Arc<str>) {
+    pub fn assume_bound(&mut self, pod: &ObjectRef, node: Arc<str>, annotations: Vec<(&'static str, String)>) {
         let uid = pod.uid().unwrap_or_default().to_string();
-        self.assumed.insert(pod.key().to_string(), Assumption::Bound { uid, node });
+        self.assumed.insert(pod.key().to_string(), Assumption::Bound { uid, node, annotations });
         self.keeper.pod_changed(pod.key());
     }
 
@@ -794,8 +796,14 @@ impl ClusterCache {
         let Some(a) = self.assumed.get(key) else { return pod.clone() };
         let mut p = (**pod).clone();
         match a {
-            Assumption::Bound { uid, node } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
+            Assumption::Bound { uid, node, annotations } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
                 p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+                if !annotations.is_empty() {
+                    let map = p.metadata.annotations.get_or_insert_with(Default::default);
+                    for (k, v) in annotations {
+                        map.insert((*k).to_string(), v.clone());
+                    }
+                }
             }
             Assumption::Evicting { uid } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
                 p.metadata.deletion_timestamp.get_or_insert_with(assumed_deletion_time);
@@ -1000,7 +1008,7 @@ mod tests {
     fn an_assumed_bind_holds_until_the_watch_shows_the_node() {
         let mut c = synced_cache();
         assert_eq!(status_of(&mut c, "p0"), TaskStatus::Pending);
-        c.assume_bound(&pod_ref("p0"), "n1".into());
+        c.assume_bound(&pod_ref("p0"), "n1".into(), Vec::new());
         assert_eq!(status_of(&mut c, "p0"), TaskStatus::Bound, "counted on its node while the bind is in flight");
         // An unrelated update of the pod (still without a node) keeps the assumption.
         c.apply_pod(Event::Apply(pod("p0", None)));
@@ -1073,7 +1081,7 @@ mod tests {
     #[test]
     fn a_failed_bind_returns_the_pod_to_pending() {
         let mut c = synced_cache();
-        c.assume_bound(&pod_ref("p0"), "n1".into());
+        c.assume_bound(&pod_ref("p0"), "n1".into(), Vec::new());
         c.forget(&pod_ref("p0"));
         assert_eq!(status_of(&mut c, "p0"), TaskStatus::Pending);
     }
@@ -1081,7 +1089,7 @@ mod tests {
     #[test]
     fn a_replaced_pod_is_not_bound_by_an_old_assumption() {
         let mut c = synced_cache();
-        c.assume_bound(&pod_ref("p0"), "n1".into());
+        c.assume_bound(&pod_ref("p0"), "n1".into(), Vec::new());
         let mut replaced = pod("p0", None);
         replaced.metadata.uid = Some("uid-new".into());
         c.apply_pod(Event::Apply(replaced));
@@ -1338,7 +1346,7 @@ mod tests {
     fn binds_evictions_and_status_writes_update_the_snapshot_in_place() {
         let mut c = synced_cache();
         c.snapshot().unwrap();
-        c.assume_bound(&pod_ref("p0"), Arc::from("n1"));
+        c.assume_bound(&pod_ref("p0"), Arc::from("n1"), Vec::new());
         let (kept, built) = kept_and_built(&mut c);
         assert_eq!(kept, built);
         assert_eq!((c.rebuilds(), c.updates()), (1, 1));

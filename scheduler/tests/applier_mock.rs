@@ -199,7 +199,7 @@ async fn binds_go_out_in_effect_order_with_the_pod_uid_as_precondition() {
     let expected: Vec<(String, String)> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::Bind { pod, node } => Some((pod.name().to_string(), node.to_string())),
+            Effect::Bind { pod, node, .. } => Some((pod.name().to_string(), node.to_string())),
             _ => None,
         })
         .collect();

@@ -466,7 +466,7 @@ impl Cluster {
         let mut rec = CycleRecord { cycle, time_ms: now_ms, ..CycleRecord::default() };
         for effect in effects {
             match effect {
-                Effect::Bind { pod, node } => {
+                Effect::Bind { pod, node, annotations } => {
                     let what = || format!("bind {pod} to {node}");
                     if !self.nodes.contains_key(&**node) {
                         return Err(fail(what(), format!("node {node} does not exist")));
@@ -478,6 +478,13 @@ impl Cluster {
                         return Err(fail(what(), format!("the pod is already bound to {bound}")));
                     }
                     spec.node_name = Some(node.to_string());
+                    if !annotations.is_empty() {
+                        let map = p.metadata.annotations.get_or_insert_with(Default::default);
+                        for (k, v) in annotations {
+                            map.insert((*k).to_string(), v.clone());
+                        }
+                    }
+                    let spec = p.spec.get_or_insert_with(Default::default);
                     let containers = started_containers(spec, &now);
                     let status = p.status.get_or_insert_with(Default::default);
                     status.phase = Some("Running".into());

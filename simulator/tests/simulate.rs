@@ -133,7 +133,7 @@ fn effects_that_cannot_apply_are_errors() {
         let (ns, name) = key.split_once('/').unwrap();
         ObjectRef::namespaced(ns, name, "")
     };
-    let bind = |pod: &str, node: &str| Effect::Bind { pod: pod_ref(pod), node: node.into() };
+    let bind = |pod: &str, node: &str| Effect::Bind { pod: pod_ref(pod), node: node.into(), annotations: Vec::new() };
     let err = cluster.apply_effects(&[bind("ml/nope", "n1")], 1, 0).unwrap_err();
     assert_eq!(err.to_string(), "cannot apply bind ml/nope to n1: pod ml/nope does not exist");
     let err = cluster.apply_effects(&[bind("ml/a", "n9")], 1, 0).unwrap_err();
@@ -164,7 +164,7 @@ fn effects_carry_the_uid_and_never_touch_a_replaced_pod() {
     let n = normalise(common::manifest(&docs(&[node("n1", "4", "8Gi"), pod("ml", "a", "1", "1Gi")]))).unwrap();
     let mut cluster: Cluster = n.cluster;
     let uid = cluster.pods["ml/a"].metadata.uid.clone().expect("normalised pods have a uid");
-    let stale = Effect::Bind { pod: ObjectRef::namespaced("ml", "a", "another-uid"), node: "n1".into() };
+    let stale = Effect::Bind { pod: ObjectRef::namespaced("ml", "a", "another-uid"), node: "n1".into(), annotations: Vec::new() };
     let err = cluster.apply_effects(&[stale], 1, 0).unwrap_err();
     assert!(err.message.contains("was replaced"), "{err}");
     assert!(cluster.pods["ml/a"].spec.as_ref().unwrap().node_name.is_none(), "nothing applied");
@@ -180,7 +180,7 @@ fn effects_carry_the_uid_and_never_touch_a_replaced_pod() {
         (conditions[0].type_.as_str(), conditions[0].status.as_str(), conditions[0].reason.as_deref()),
         ("PodScheduled", "False", Some("Unschedulable"))
     );
-    let rec = cluster.apply_effects(&[Effect::Bind { pod, node: "n1".into() }], 2, 0).unwrap();
+    let rec = cluster.apply_effects(&[Effect::Bind { pod, node: "n1".into(), annotations: Vec::new() }], 2, 0).unwrap();
     assert_eq!(rec.binds.len(), 1);
     let conditions = cluster.pods["ml/a"].status.as_ref().unwrap().conditions.clone().unwrap_or_default();
     assert!(conditions.is_empty(), "a bound pod loses its PodScheduled=False condition: {conditions:?}");

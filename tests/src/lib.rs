@@ -66,6 +66,11 @@ impl NodeBuilder {
         self.0.metadata.labels.get_or_insert_with(BTreeMap::new).insert(k.into(), v.into());
         self
     }
+    /// Adds an annotation.
+    pub fn annotation(mut self, k: &str, v: &str) -> Self {
+        self.0.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(k.into(), v.into());
+        self
+    }
     /// Adds a taint.
     pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
         let spec = self.0.spec.get_or_insert_with(Default::default);

@@ -104,7 +104,7 @@ fn objects(nodes: usize, pods: Vec<Pod>) -> ClusterObjects {
 
 fn bind(key: &str, node: &str) -> Effect {
     let (ns, name) = key.split_once('/').unwrap();
-    Effect::Bind { pod: ObjectRef::namespaced(ns, name, ""), node: node.into() }
+    Effect::Bind { pod: ObjectRef::namespaced(ns, name, ""), node: node.into(), annotations: Vec::new() }
 }
 
 fn binds(list: &[(&str, &str)]) -> Vec<Effect> {

@@ -690,7 +690,14 @@ impl Session {
     pub(crate) fn dispatch(&mut self, t: TaskId) {
         let task = self.snap.task(t);
         let node = task.node.expect("an allocated task has a node");
-        self.effects.push(Effect::Bind { pod: task.object_ref(), node: self.snap.node(node).name.clone() });
+        let info = self.snap.node(node);
+        let annotations = match (&task.gpu, &task.devices, &info.gpus) {
+            (Some(ask), Some(cards), Some(gpus)) => {
+                gpus.annotations(ask, cards, &info.name, self.ctx.now_ms.saturating_mul(1_000_000))
+            }
+            _ => Vec::new(),
+        };
+        self.effects.push(Effect::Bind { pod: task.object_ref(), node: info.name.clone(), annotations });
         self.snap.set_task_status(t, TaskStatus::Binding);
         self.record_scheduled(t);
     }

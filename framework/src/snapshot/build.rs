@@ -335,6 +335,7 @@ pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
         nonzero_cpu: 0,
         nonzero_memory: 0,
         tasks: Arc::default(),
+        gpus: crate::device::NodeGpus::from_node(n).map(Arc::new),
         unschedulable: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
         has_taints: n.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| !t.is_empty()),
         node: n.clone(),
@@ -469,6 +470,8 @@ impl PodContext<'_> {
         let task = TaskInfo {
             ns_len: namespace.len() as u32,
             role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
+            gpu: crate::device::pod_ask(pod),
+            devices: None,
             best_effort: resreq.is_empty(),
             resreq,
             nonzero_cpu,
@@ -505,6 +508,11 @@ fn request_key(t: &TaskInfo) -> u64 {
     for (n, v) in t.resreq.dims() {
         n.bytes().for_each(&mut mix);
         v.to_bits().to_le_bytes().into_iter().for_each(&mut mix);
+    }
+    if let Some(g) = &t.gpu {
+        for v in [g.kind as u32, g.count, g.memory_mib, g.memory_percent, g.cores] {
+            v.to_le_bytes().into_iter().for_each(&mut mix);
+        }
     }
     t.nonzero_cpu.to_le_bytes().into_iter().for_each(&mut mix);
     t.nonzero_memory.to_le_bytes().into_iter().for_each(&mut mix);
@@ -589,7 +597,8 @@ pub(crate) fn same_base_shape(a: &TaskInfo, b: &TaskInfo) -> bool {
 
 fn same_shape_with(a: &TaskInfo, b: &TaskInfo, pod_rules: bool) -> bool {
     use k8s_openapi::api::core::v1::ContainerPort;
-    if a.resreq != b.resreq || a.nonzero_cpu != b.nonzero_cpu || a.nonzero_memory != b.nonzero_memory {
+    if a.resreq != b.resreq || a.nonzero_cpu != b.nonzero_cpu || a.nonzero_memory != b.nonzero_memory || a.gpu != b.gpu
+    {
         return false;
     }
     let (Some(x), Some(y)) = (a.pod.spec.as_ref(), b.pod.spec.as_ref()) else {

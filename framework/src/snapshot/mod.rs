@@ -287,6 +287,31 @@ impl Snapshot {
         node.nonzero_cpu = node.nonzero_cpu.wrapping_add(task.nonzero_cpu);
         node.nonzero_memory = node.nonzero_memory.wrapping_add(task.nonzero_memory);
         Arc::make_mut(&mut node.tasks).push(t);
+        if task.status != TaskStatus::Pipelined {
+            self.take_devices(n, t);
+        }
+    }
+
+    /// Gives the task cards of the node's GPUs (see [`crate::device`]): the cards it held
+    /// when they still fit, the cards its pod's annotation names for a pod on its node,
+    /// else the cards [`crate::device::NodeGpus::choose`] picks. A task whose ask does not
+    /// fit (a node without cards of its kind, or `deviceshare` not checking) holds none.
+    fn take_devices(&mut self, n: NodeId, t: TaskId) {
+        let task = &self.tasks[t.idx()];
+        let (Some(ask), Some(gpus)) = (task.gpu, self.nodes[n.idx()].gpus.as_ref()) else { return };
+        let kept = task.devices.as_ref().filter(|c| gpus.fits_on(&ask, c)).cloned();
+        let from_pod = || {
+            let on_node = task.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&*self.nodes[n.idx()].name);
+            on_node.then(|| gpus.cards_of(&task.pod)).flatten()
+        };
+        let cards = kept.or_else(from_pod).or_else(|| gpus.choose(&ask));
+        let Some(cards) = cards else {
+            self.tasks[t.idx()].devices = None;
+            return;
+        };
+        let node = &mut self.nodes[n.idx()];
+        Arc::make_mut(node.gpus.as_mut().expect("checked above")).take(&ask, &cards);
+        self.tasks[t.idx()].devices = Some(cards);
     }
 
     /// Reverses [`Snapshot::node_add_task`] for the task's current status.
@@ -311,6 +336,11 @@ impl Snapshot {
         node.nonzero_memory = node.nonzero_memory.wrapping_sub(task.nonzero_memory);
         if let Some(pos) = node.tasks.iter().rposition(|x| *x == t) {
             Arc::make_mut(&mut node.tasks).swap_remove(pos);
+        }
+        if let (Some(ask), Some(cards), Some(gpus)) = (task.gpu, task.devices.as_ref(), node.gpus.as_mut()) {
+            if task.status != TaskStatus::Pipelined {
+                Arc::make_mut(gpus).give_back(&ask, cards);
+            }
         }
     }
 }
