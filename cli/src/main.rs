@@ -37,6 +37,7 @@ use volcano_sim::SimError;
 mod bench;
 mod bench_cluster;
 mod explain;
+mod replay;
 mod simulate;
 
 /// Exit code for invalid input: manifests, configuration, unreadable files.
@@ -106,6 +107,11 @@ enum Command {
     /// (admission, placements, predicate failures per node, jobs ahead, preemption), on a
     /// cluster or on manifests (docs/observability.md).
     Explain(explain::ExplainArgs),
+    /// Replay public cluster traces through the scheduling core: the GPU allocation ratio on
+    /// Alibaba's openb trace under the FGD paper's protocol, job completion times on
+    /// Philly, Muri and ITP (docs/replay.md).
+    #[command(subcommand)]
+    Replay(replay::ReplayCommand),
 }
 
 #[derive(Args, Debug)]
@@ -310,6 +316,7 @@ fn run(cli: &Cli) -> ExitCode {
         }),
         Command::BenchCluster(cmd) => bench_cluster::run(cmd),
         Command::Explain(args) => explain::explain(args),
+        Command::Replay(cmd) => replay::replay(cmd),
     };
     match result {
         Ok(text) => {

@@ -263,20 +263,44 @@ impl NodeGpus {
     /// The cards `ask` would get here now, in the order they are chosen; `None` when it
     /// does not fit. The most used card first (in milli-cards), lowest index on a tie.
     pub fn choose(&self, ask: &GpuAsk) -> Option<SmallVec<[u16; 8]>> {
-        if ask.device_kind() != self.kind || ask.count as usize > self.devices.len() {
-            return None;
-        }
-        let mut order: SmallVec<[u16; 8]> = (0..self.devices.len() as u16)
-            .filter(|&i| ask.fits(&self.devices[i as usize], &self.used[i as usize]))
-            .collect();
-        if order.len() < ask.count as usize {
-            return None;
-        }
+        let mut order = self.choose_all(ask)?;
         order.sort_by_key(|&i| {
             (std::cmp::Reverse(used_milli(&self.devices[i as usize], &self.used[i as usize])), i)
         });
         order.truncate(ask.count as usize);
         Some(order)
+    }
+
+    /// [`NodeGpus::choose`], but the cards in a random order (a hash of `seed`, `salt` and
+    /// the card's index) instead of the fullest first.
+    pub fn choose_at_random(&self, ask: &GpuAsk, seed: u64, salt: &str) -> Option<SmallVec<[u16; 8]>> {
+        let mut order = self.choose_all(ask)?;
+        let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x9e3779b97f4a7c15);
+        for b in salt.bytes() {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x100000001b3);
+        }
+        let key = |i: u16| {
+            let mut z = h ^ (i as u64).wrapping_mul(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+            z ^ (z >> 31)
+        };
+        order.sort_by_key(|&i| key(i));
+        order.truncate(ask.count as usize);
+        Some(order)
+    }
+
+    /// Every card that can take one share of `ask` now, by index; `None` when fewer than
+    /// it asks.
+    fn choose_all(&self, ask: &GpuAsk) -> Option<SmallVec<[u16; 8]>> {
+        if ask.device_kind() != self.kind || ask.count as usize > self.devices.len() {
+            return None;
+        }
+        let fit: SmallVec<[u16; 8]> = (0..self.devices.len() as u16)
+            .filter(|&i| ask.fits(&self.devices[i as usize], &self.used[i as usize]))
+            .collect();
+        (fit.len() >= ask.count as usize).then_some(fit)
     }
 
     /// Whether `ask` fits here now.

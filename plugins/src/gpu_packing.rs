@@ -1,7 +1,6 @@
 //! The `gpu-packing` plugin: GPU packing (the FGD paper's baseline): cards in use first, then nodes in use, then idle nodes.
 //!
-//! Scores are min-max normalised to integers 0–100 over the feasible nodes, times
-//! `gpu-packing.weight` (1); see [`crate::placement`].
+//! Scores are integers 0–100, times `gpu-packing.weight` (1); see [`crate::placement`].
 
 use std::sync::Arc;
 
@@ -9,7 +8,7 @@ use serde::Deserialize;
 use volcano_api::conf::{args, PluginOption};
 use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, NodeId, Plugin, PluginBuilder, Snapshot, TaskId};
 
-use crate::placement::{add_normalised, NodeFree, Request};
+use crate::placement::{NodeFree, Request};
 
 /// Configuration name.
 pub const NAME: &str = "gpu-packing";
@@ -69,22 +68,15 @@ impl Plugin for GpuPacking {
 
     fn hooks(&self) -> Hooks {
         if self.weight > 0.0 {
-            Hooks::BATCH_NODE_ORDER
+            Hooks::NODE_ORDER
         } else {
             Hooks::empty()
         }
     }
 
-    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
-        let t = snap.task(task);
-        let raw: Vec<f64> = nodes
-            .iter()
-            .map(|&n| {
-                let node = snap.node(n);
-                raw_score(&Request::of(t, node), &NodeFree::of(node))
-            })
-            .collect();
-        add_normalised(&raw, scores, self.weight, true);
+    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+        let n = snap.node(node);
+        raw_score(&Request::of(snap.task(task), n), &NodeFree::of(n)) * self.weight
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {

@@ -2,12 +2,14 @@
 //! `fragmentation`) share: a node's GPUs and cpu as they see them, a task's request, and the
 //! min-max normalisation of their scores.
 //!
-//! Each of them scores through [`volcano_framework::Plugin::batch_node_order`]: raw scores
-//! over the feasible nodes, normalised to 0–100 (an integer for the paper's baselines, as
-//! kube-scheduler's scores are), times the plugin's weight. Ties go to the first node by
-//! name, as for every score; `random` with weight 1 beside an integer score breaks them at
-//! random instead (what `volcano-rs replay openb` configures, as the FGD paper's simulator
-//! does).
+//! Each of them scores a node through [`volcano_framework::Plugin::node_order`], from 0 to
+//! 100 (an integer for the paper's baselines, as kube-scheduler's scores are), times the
+//! plugin's weight, so that the node index keeps their scores per shape and re-evaluates
+//! only the nodes that change. The protocol of the FGD paper normalises scores min-max over
+//! the feasible nodes; for integer scores spanning at most 100 points that changes no
+//! decision, so it is left out. Ties go to the first node by name, as for every score;
+//! `random` with weight 1 beside an integer score breaks them at random instead (what
+//! `volcano-rs replay openb` configures, as the paper's simulator does).
 
 use smallvec::SmallVec;
 use volcano_framework::device::{gpu_free, gpu_request, MILLI};
@@ -96,18 +98,5 @@ impl Request {
     /// Whether it asks for a fraction of one card.
     pub fn is_fraction(&self) -> bool {
         self.count == 1 && self.milli < MILLI
-    }
-}
-
-/// Adds `raw` min-max normalised to 0–100 (floored to an integer when `integer`), times
-/// `weight`, into `scores`. Equal raw scores all get 0.
-pub fn add_normalised(raw: &[f64], scores: &mut [f64], weight: f64, integer: bool) {
-    let (min, max) = raw.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    if !(max > min) {
-        return;
-    }
-    for (s, &r) in scores.iter_mut().zip(raw) {
-        let v = (r - min) * 100.0 / (max - min);
-        *s += weight * if integer { v.floor() } else { v };
     }
 }

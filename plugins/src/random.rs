@@ -33,7 +33,7 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
         return Err(ArgsError(format!("argument \"random.weight\": {weight} is negative")));
     }
     let seed = args.seed.unwrap_or(0) as u64;
-    Ok(Arc::new(move || Box::new(Random { seed, weight }) as Box<dyn Plugin>))
+    Ok(Arc::new(move || Box::new(Random { seed, weight, nodes: Vec::new() }) as Box<dyn Plugin>))
 }
 
 /// The plugin.
@@ -41,15 +41,28 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
 pub struct Random {
     seed: u64,
     weight: f64,
+    /// Per node, the hash of its name (set at session open).
+    nodes: Vec<u64>,
 }
 
-/// A value in [0, 1) from a seed and two strings (FNV-1a, then splitmix64's finaliser).
-pub fn unit(seed: u64, a: &str, b: &str) -> f64 {
+/// FNV-1a of a string, from `seed`.
+fn fnv(seed: u64, s: &str) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325 ^ seed.wrapping_mul(0x9e3779b97f4a7c15);
-    for byte in a.bytes().chain([0xff]).chain(b.bytes()) {
+    for byte in s.bytes() {
         h ^= byte as u64;
         h = h.wrapping_mul(0x100000001b3);
     }
+    h
+}
+
+/// A value in [0, 1) from a seed and two strings (FNV-1a of each, then splitmix64's
+/// finaliser).
+pub fn unit(seed: u64, a: &str, b: &str) -> f64 {
+    mix(fnv(seed, a), fnv(0, b))
+}
+
+fn mix(a: u64, b: u64) -> f64 {
+    let h = a ^ b.rotate_left(29);
     let mut z = h.wrapping_add(0x9e3779b97f4a7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
@@ -70,8 +83,13 @@ impl Plugin for Random {
         }
     }
 
+    fn on_session_open(&mut self, snap: &Snapshot, _ctx: &volcano_framework::SessionContext) {
+        self.nodes = snap.nodes.iter().map(|n| fnv(0, &n.name)).collect();
+    }
+
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
-        unit(self.seed, snap.task(task).uid(), &snap.node(node).name) * self.weight
+        let b = self.nodes.get(node.idx()).copied().unwrap_or_else(|| fnv(0, &snap.node(node).name));
+        mix(fnv(self.seed, snap.task(task).uid()), b) * self.weight
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {

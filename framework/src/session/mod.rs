@@ -36,11 +36,15 @@ pub struct SessionOptions {
     /// Use the incremental node index when every filtering and scoring plugin allows it
     /// (same placements as a full scan, much faster on large clusters).
     pub node_index: bool,
+    /// GPU cards of a placed pod chosen at random (seeded by this and the pod's uid) among
+    /// the cards that fit, instead of the fullest first: the FGD paper's Random baseline,
+    /// for `volcano-rs replay` (see [`crate::device`]).
+    pub card_seed: Option<u64>,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        SessionOptions { parallelism: 1, parallel_threshold: 256, node_index: true }
+        SessionOptions { parallelism: 1, parallel_threshold: 256, node_index: true, card_seed: None }
     }
 }
 
@@ -154,6 +158,8 @@ impl Session {
         // Room for a bind per task and a status per job and queue, so that the effects are
         // never moved while they grow (untouched capacity costs no memory).
         let effects = Vec::with_capacity(snap.tasks.len() + snap.jobs.len() + snap.queues.len());
+        let mut snap = snap;
+        snap.card_seed = options.card_seed;
         let mut ssn = Session {
             snap,
             ctx,

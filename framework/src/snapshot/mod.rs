@@ -70,6 +70,8 @@ pub struct Snapshot {
     state: u64,
     /// The failed attempts of the last session over this revision.
     retries: Option<Arc<RetryMemo>>,
+    /// [`crate::SessionOptions::card_seed`] of the session working on it.
+    pub(crate) card_seed: Option<u64>,
 }
 
 /// The next snapshot revision: unique in the process, so that a revision names one state
@@ -304,7 +306,10 @@ impl Snapshot {
             let on_node = task.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&*self.nodes[n.idx()].name);
             on_node.then(|| gpus.cards_of(&task.pod)).flatten()
         };
-        let cards = kept.or_else(from_pod).or_else(|| gpus.choose(&ask));
+        let cards = kept.or_else(from_pod).or_else(|| match self.card_seed {
+            None => gpus.choose(&ask),
+            Some(seed) => gpus.choose_at_random(&ask, seed, task.uid()),
+        });
         let Some(cards) = cards else {
             self.tasks[t.idx()].devices = None;
             return;

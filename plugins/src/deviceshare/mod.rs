@@ -79,17 +79,18 @@ impl Plugin for DeviceShare {
         let n = snap.node(node);
         let Some(gpus) = n.gpus.as_deref().filter(|g| g.kind == ask.device_kind()) else {
             return fail(match ask.kind {
-                AskKind::Vgpu => format!("node {} registers no vGPU cards", n.name),
-                _ => format!("node {} has no shareable GPU cards", n.name),
+                AskKind::Vgpu => "node registers no vGPU cards".to_string(),
+                _ => "node has no shareable GPU cards".to_string(),
             });
         };
         if gpus.fits(&ask) {
             return Ok(());
         }
+        // Volcano's messages, without the node's name so that FitErrors counts them.
         fail(match ask.kind {
-            AskKind::Memory => format!("GpuShare no enough gpu memory on node {}", n.name),
-            AskKind::Number => format!("GpuNumber no enough gpu number on node {}", n.name),
-            AskKind::Vgpu => format!("not enough gpu fitted on node {}", n.name),
+            AskKind::Memory => "GpuShare no enough gpu memory on this node".to_string(),
+            AskKind::Number => "GpuNumber no enough gpu number on this node".to_string(),
+            AskKind::Vgpu => "not enough gpu fitted on this node".to_string(),
         })
     }
 

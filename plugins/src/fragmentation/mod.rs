@@ -34,7 +34,7 @@ use volcano_framework::{
 };
 
 use crate::matching::required_node_affinity_matches;
-use crate::placement::{add_normalised, NodeFree, Request, MAX_CPU, MAX_GPU};
+use crate::placement::{NodeFree, Request, MAX_CPU, MAX_GPU};
 
 #[cfg(test)]
 mod tests;
@@ -57,6 +57,47 @@ pub struct Args {
     /// change, rounded to an integer; no best-fit tie-break).
     #[serde(rename = "fragmentation.mode", default, deserialize_with = "args::string")]
     pub mode: Option<String>,
+    /// `fragmentation.resolution` (mode's): scores are rounded down to a multiple of this
+    /// many points (1 in `fgd` mode), and ties are broken by `fragmentation.tieBreak`.
+    #[serde(rename = "fragmentation.resolution", default, deserialize_with = "args::float")]
+    pub resolution: Option<f64>,
+    /// `fragmentation.tieBreak` (mode's): `none` (the first node by name), `bestfit` (the
+    /// node the pod leaves with the least cpu and GPU free) or `packing` (the node whose
+    /// cards are the most used after the pod).
+    #[serde(rename = "fragmentation.tieBreak", default, deserialize_with = "args::string")]
+    pub tie_break: Option<String>,
+    /// `fragmentation.weighting` (`count`): how requests weigh in the workload: `count` (by
+    /// pods) or `gpu` (by the milli-cards they ask).
+    #[serde(rename = "fragmentation.weighting", default, deserialize_with = "args::string")]
+    pub weighting: Option<String>,
+}
+
+/// How ties of equal (rounded) scores are broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TieBreak {
+    /// The first node by name.
+    None,
+    /// The node the pod leaves with the least cpu and GPU free.
+    BestFit,
+    /// The node whose cards are the most used after the pod.
+    Packing,
+}
+
+/// The plugin's settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// `fragmentation.weight`.
+    pub weight: f64,
+    /// `fragmentation.popularity`.
+    pub popularity: f64,
+    /// `fragmentation.mode`.
+    pub mode: Mode,
+    /// `fragmentation.resolution`; 0 keeps scores whole.
+    pub resolution: f64,
+    /// `fragmentation.tieBreak`.
+    pub tie_break: TieBreak,
+    /// `fragmentation.weighting` is `gpu`.
+    pub by_gpu: bool,
 }
 
 /// How scores are made.
@@ -86,8 +127,40 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             return Err(ArgsError(format!("argument \"fragmentation.mode\": {other:?} is not \"expected\" or \"fgd\"")))
         }
     };
-    Ok(Arc::new(move || Box::new(Fragmentation::new(weight, popularity, mode)) as Box<dyn Plugin>))
+    let (default_resolution, default_tie) = match mode {
+        Mode::Fgd => (1.0, TieBreak::None),
+        Mode::Expected => (DEFAULT_RESOLUTION, DEFAULT_TIE_BREAK),
+    };
+    let resolution = args.resolution.unwrap_or(default_resolution);
+    if !(resolution >= 0.0) {
+        return Err(ArgsError(format!("argument \"fragmentation.resolution\": {resolution} is negative")));
+    }
+    let tie_break = match args.tie_break.as_deref().map(str::trim) {
+        None | Some("") => default_tie,
+        Some("none") => TieBreak::None,
+        Some("bestfit") => TieBreak::BestFit,
+        Some("packing") => TieBreak::Packing,
+        Some(other) => {
+            return Err(ArgsError(format!(
+                "argument \"fragmentation.tieBreak\": {other:?} is not \"none\", \"bestfit\" or \"packing\""
+            )))
+        }
+    };
+    let by_gpu = match args.weighting.as_deref().map(str::trim) {
+        None | Some("") | Some("count") => false,
+        Some("gpu") => true,
+        Some(other) => {
+            return Err(ArgsError(format!("argument \"fragmentation.weighting\": {other:?} is not \"count\" or \"gpu\"")))
+        }
+    };
+    let settings = Settings { weight, popularity, mode, resolution, tie_break, by_gpu };
+    Ok(Arc::new(move || Box::new(Fragmentation::new(settings)) as Box<dyn Plugin>))
 }
+
+/// The default resolution of the `expected` mode, points.
+pub const DEFAULT_RESOLUTION: f64 = 1.0;
+/// The default tie-break of the `expected` mode.
+pub const DEFAULT_TIE_BREAK: TieBreak = TieBreak::BestFit;
 
 /// One request of the workload.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,9 +176,7 @@ pub struct Typical {
 /// The plugin for one session.
 #[derive(Debug)]
 pub struct Fragmentation {
-    weight: f64,
-    popularity: f64,
-    mode: Mode,
+    settings: Settings,
     workload: Vec<Typical>,
     /// Per node, its access class: which requests of the workload its labels allow.
     class_of: Vec<u32>,
@@ -117,11 +188,9 @@ pub struct Fragmentation {
 
 impl Fragmentation {
     /// A plugin with these settings and no workload yet.
-    pub fn new(weight: f64, popularity: f64, mode: Mode) -> Self {
+    pub fn new(settings: Settings) -> Self {
         Fragmentation {
-            weight,
-            popularity,
-            mode,
+            settings,
             workload: Vec::new(),
             class_of: Vec::new(),
             classes: Vec::new(),
@@ -149,23 +218,36 @@ impl Fragmentation {
         v
     }
 
-    fn raw_score(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+    /// The score of placing the task on the node, 0–100: `100 × sigmoid(Δ / 1000)` where Δ
+    /// is how much the node's fragmentation goes down (milli-cards); the paper's mode
+    /// truncates it to an integer, volcano-rs's keeps it whole and takes a fraction of a
+    /// point off for what the pod leaves free (best fit on ties).
+    pub fn score(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
         let n = snap.node(node);
         let req = Request::of(snap.task(task), n);
         let free = NodeFree::of(n);
         let cards = if req.count == 0 { Some(SmallVec::new()) } else { free.choose(req.count, req.milli) };
-        let Some(cards) = cards else { return f64::NEG_INFINITY };
+        let Some(cards) = cards else { return 0.0 };
         let after = free.after(req.cpu, req.milli, &cards);
         let delta = self.fragmentation(node, &free) - self.fragmentation(node, &after);
-        match self.mode {
-            Mode::Fgd => (sigmoid(delta / 1000.0) * 100.0).trunc(),
-            Mode::Expected => {
-                // The change decides; what the pod leaves free breaks ties (less is better),
-                // scaled below one milli-card so that it never outweighs a change.
-                let left = (after.cpu / MAX_CPU + after.gpu_total() as f64 / MAX_GPU) / 2.0;
-                delta - left.clamp(0.0, 1.0) * 0.5
-            }
+        let s = sigmoid(delta / 1000.0) * 100.0;
+        let res = self.settings.resolution;
+        if res <= 0.0 {
+            return s;
         }
+        // Rounded down to the resolution; the tie-break adds less than one step.
+        let tie = match self.settings.tie_break {
+            TieBreak::None => 0.0,
+            TieBreak::BestFit => {
+                let left = (after.cpu / MAX_CPU + after.gpu_total() as f64 / MAX_GPU) / 2.0;
+                1.0 - left.clamp(0.0, 1.0)
+            }
+            TieBreak::Packing => {
+                let cards = after.gpus.len().max(1) as f64;
+                1.0 - after.gpu_total() as f64 / (cards * 1000.0)
+            }
+        };
+        (s / res).floor() * res + tie.clamp(0.0, 1.0) * res * 0.999
     }
 }
 
@@ -199,7 +281,7 @@ pub fn frag_of(workload: &[Typical], allowed: impl Fn(usize) -> bool, free: &Nod
 
 /// The workload of a snapshot: the GPU requests of its pending and running pods, most
 /// common first, cut at `popularity` percent of the pods, frequencies summing to 1.
-pub fn workload_of(snap: &Snapshot, popularity: f64) -> Vec<Typical> {
+pub fn workload_of(snap: &Snapshot, popularity: f64, by_gpu: bool) -> Vec<Typical> {
     let Some(any_node) = snap.nodes.iter().next() else { return Vec::new() };
     // Tasks of one shape have equal requests and node constraints: count shapes first.
     let mut by_shape: HashMap<u32, (TaskId, u64)> = HashMap::new();
@@ -231,6 +313,11 @@ pub fn workload_of(snap: &Snapshot, popularity: f64) -> Vec<Typical> {
         match groups.iter_mut().find(|(r, c, _, _)| *r == req && *c == constraints) {
             Some(g) => g.3 += n,
             None => groups.push((req, constraints, rep, n)),
+        }
+    }
+    if by_gpu {
+        for g in &mut groups {
+            g.3 *= g.0.gpu_total() as u64;
         }
     }
     let total: u64 = groups.iter().map(|g| g.3).sum();
@@ -267,18 +354,18 @@ impl Plugin for Fragmentation {
     }
 
     fn hooks(&self) -> Hooks {
-        if self.weight > 0.0 {
-            Hooks::BATCH_NODE_ORDER
+        if self.settings.weight > 0.0 {
+            Hooks::NODE_ORDER
         } else {
             Hooks::empty()
         }
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
-        if self.weight <= 0.0 {
+        if self.settings.weight <= 0.0 {
             return;
         }
-        self.workload = workload_of(snap, self.popularity);
+        self.workload = workload_of(snap, self.settings.popularity, self.settings.by_gpu);
         let mut interned: HashMap<Vec<bool>, u32> = HashMap::new();
         self.class_of = snap
             .nodes
@@ -306,15 +393,8 @@ impl Plugin for Fragmentation {
         self.classes = classes;
     }
 
-    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
-        let mut raw: Vec<f64> = nodes.iter().map(|&n| self.raw_score(snap, task, n)).collect();
-        let floor = raw.iter().copied().filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min);
-        for v in &mut raw {
-            if !v.is_finite() {
-                *v = if floor.is_finite() { floor } else { 0.0 };
-            }
-        }
-        add_normalised(&raw, scores, self.weight, self.mode == Mode::Fgd);
+    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+        self.score(snap, task, node) * self.settings.weight
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {

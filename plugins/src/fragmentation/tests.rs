@@ -26,7 +26,15 @@ fn fragmentation_counts_what_each_request_cannot_use() {
 
 #[test]
 fn a_fraction_goes_where_it_fragments_least() {
-    let mut plugin = Fragmentation::new(1.0, 95.0, Mode::Expected);
+    let settings = Settings {
+        weight: 1.0,
+        popularity: 95.0,
+        mode: Mode::Expected,
+        resolution: 1.0,
+        tie_break: TieBreak::BestFit,
+        by_gpu: false,
+    };
+    let mut plugin = Fragmentation::new(settings);
     plugin.workload = vec![typical(1000.0, 1, 500, 0.5), typical(1000.0, 1, 1000, 0.5)];
     plugin.class_of = vec![0, 0];
     plugin.classes = vec![vec![true, true]];
