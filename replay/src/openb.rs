@@ -367,10 +367,13 @@ pub fn pod_objects(p: &TracePod, i: usize) -> (Pod, PodGroup) {
     let mut requests = BTreeMap::new();
     requests.insert("cpu".to_string(), quantity(format!("{}m", p.cpu_milli)));
     requests.insert("memory".to_string(), quantity(format!("{}Mi", p.memory_mib)));
+    // Extended resources are asked as limits (what HAMi reads), equal to the requests.
+    let mut limits = BTreeMap::new();
     if p.num_gpu > 0 {
-        requests.insert(VGPU_NUMBER.to_string(), quantity(p.num_gpu));
-        requests.insert(VGPU_CORES.to_string(), quantity(p.gpu_milli / 10));
-        requests.insert(VGPU_MEMORY_PERCENTAGE.to_string(), quantity(p.gpu_milli / 10));
+        limits.insert(VGPU_NUMBER.to_string(), quantity(p.num_gpu));
+        limits.insert(VGPU_CORES.to_string(), quantity(p.gpu_milli / 10));
+        limits.insert(VGPU_MEMORY_PERCENTAGE.to_string(), quantity(p.gpu_milli / 10));
+        requests.extend(limits.clone());
     }
     let affinity = (!p.gpu_spec.is_empty()).then(|| Affinity {
         node_affinity: Some(NodeAffinity {
@@ -402,7 +405,11 @@ pub fn pod_objects(p: &TracePod, i: usize) -> (Pod, PodGroup) {
             scheduler_name: Some(DEFAULT_SCHEDULER_NAME.to_string()),
             containers: vec![Container {
                 name: "main".to_string(),
-                resources: Some(ResourceRequirements { requests: Some(requests), ..Default::default() }),
+                resources: Some(ResourceRequirements {
+                    requests: Some(requests),
+                    limits: (!limits.is_empty()).then_some(limits),
+                    ..Default::default()
+                }),
                 ..Default::default()
             }],
             affinity,
@@ -514,3 +521,28 @@ pub fn mean_sd(values: &[f64]) -> (f64, f64) {
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64;
     (mean, var.sqrt())
 }
+
+/// The objects of a run as multi-document YAML (what `volcano-rs simulate` reads): the
+/// queue, the nodes, then each pod's PodGroup and pod in arrival order.
+pub fn manifests(objects: &ClusterObjects) -> Result<String, serde_json::Error> {
+    let mut docs: Vec<serde_json::Value> = Vec::new();
+    for q in &objects.queues {
+        docs.push(serde_json::to_value(&**q)?);
+    }
+    for n in &objects.nodes {
+        docs.push(serde_json::to_value(&**n)?);
+    }
+    for (pg, pod) in objects.pod_groups.iter().zip(&objects.pods) {
+        docs.push(serde_json::to_value(&**pg)?);
+        docs.push(serde_json::to_value(&**pod)?);
+    }
+    let mut out = String::new();
+    for d in docs {
+        out.push_str("---\n");
+        out.push_str(&serde_yaml_ng::to_string(&d).map_err(serde::ser::Error::custom)?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

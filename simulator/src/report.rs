@@ -50,6 +50,25 @@ pub struct PodLine {
     pub pod_group: Option<String>,
     /// Why it waits, for a pending pod without a node.
     pub pending_reason: Option<String>,
+    /// The GPU cards the scheduler chose for it (`volcano.sh/gpu-index`, or the card ids of
+    /// `volcano.sh/vgpu-ids-new`), comma-separated.
+    pub gpu_cards: Option<String>,
+}
+
+/// The GPU cards recorded on a pod by the `deviceshare` accounting, comma-separated.
+fn gpu_cards(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+    use volcano_framework::device::{GPU_INDEX, VGPU_IDS};
+    let a = pod.metadata.annotations.as_ref()?;
+    if let Some(ids) = a.get(VGPU_IDS) {
+        let cards: Vec<&str> = ids
+            .split(';')
+            .flat_map(|c| c.split(':'))
+            .filter(|c| c.contains(','))
+            .filter_map(|c| c.split(',').next())
+            .collect();
+        return Some(cards.join(","));
+    }
+    a.get(GPU_INDEX).cloned()
 }
 
 /// A PodGroup condition.
@@ -385,6 +404,7 @@ impl Report {
                     scheduler,
                     pod_group,
                     pending_reason: None,
+                    gpu_cards: gpu_cards(pod),
                 };
                 if line.node.is_none() && line.phase == "Pending" {
                     line.pending_reason = Some(pending_reason(&line, cluster, last, scheduler_names));
@@ -481,7 +501,11 @@ impl Report {
                         .collect(),
                 })
                 .collect(),
-            pods: self.pods.iter().map(|p| OutPod { pod: &p.pod, node: p.node.as_deref(), phase: &p.phase }).collect(),
+            pods: self
+                .pods
+                .iter()
+                .map(|p| OutPod { pod: &p.pod, node: p.node.as_deref(), phase: &p.phase, gpu_cards: p.gpu_cards.as_deref() })
+                .collect(),
             pod_groups: self
                 .pod_groups
                 .iter()
@@ -884,6 +908,8 @@ struct OutPod<'a> {
     pod: &'a str,
     node: Option<&'a str>,
     phase: &'a str,
+    #[serde(rename = "gpuCards", skip_serializing_if = "Option::is_none")]
+    gpu_cards: Option<&'a str>,
 }
 
 #[derive(Serialize)]

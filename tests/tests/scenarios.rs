@@ -103,9 +103,10 @@ fn render(report: &Value) -> String {
     }
     out.push_str("pods\n");
     for p in report["pods"].as_array().into_iter().flatten() {
+        let cards = p["gpuCards"].as_str().map(|c| format!(" cards {c}")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {}: {} {}",
+            "  {}: {} {}{cards}",
             p["pod"].as_str().unwrap_or_default(),
             p["node"].as_str().unwrap_or("-"),
             p["phase"].as_str().unwrap_or_default()

@@ -4,23 +4,25 @@
 //!
 //! **Expected fragmentation.** The *workload* is the distribution of GPU requests the
 //! cluster sees: the pods of the snapshot that ask for GPUs (pending and running), grouped
-//! by request (cpu, cards, milli-cards per card) and node constraints, the most common ones
-//! that make up `fragmentation.popularity` percent of them (95), with their frequencies. For a
-//! node and one request of the workload, the free GPU that request could not use is
-//! fragmented: all of the node's free milli-cards when the request cannot land there (its
-//! node selector or affinity rules the node out, not enough cpu, not enough cards with room),
-//! else the free milli-cards of the cards too full for it. A node's fragmentation is the
-//! frequency-weighted sum over the workload. A pod is scored on each feasible node by how
-//! much placing it there (on the cards the device layer would give it) increases that node's
-//! fragmentation: the less, the better.
+//! by request (cpu, cards, milli-cards per card) and node constraints, weighted by the
+//! milli-cards they ask (`fragmentation.weighting`), the most common ones that make up
+//! `fragmentation.popularity` percent of the weight (95). For a node and one request of the
+//! workload, the free GPU that request could not use is fragmented: all of the node's free
+//! milli-cards when the request cannot land there (its node selector or affinity rules the
+//! node out, not enough cpu, not enough cards with room), else the free milli-cards of the
+//! cards too full for it. A node's fragmentation is the weighted sum over the workload. A pod
+//! scores `100 × sigmoid(Δ / 1000)` on a node, where Δ is how much placing it there (on the
+//! cards the device layer would give it) lowers the node's fragmentation.
 //!
-//! **What it adds to FGD.** The workload is the cluster's own and follows it as it changes
-//! (each session reads the pods it has), not a trace given in advance; requests of several
-//! cards and node constraints (GPU models through node labels) are part of it; the score
-//! keeps the whole difference instead of a sigmoid rounded to an integer (FGD's many random
-//! ties); and among nodes with equal fragmentation, the one the pod fills most wins (best
-//! fit), so idle nodes are kept whole for the large requests. `fragmentation.mode: fgd`
-//! scores as the paper does (sigmoid, integer), for comparison.
+//! **What it changes from FGD.** The workload is the cluster's own, read at every session,
+//! so it follows the mix as it changes, not a trace given in advance; requests of several
+//! cards and node constraints (GPU models through node labels) are part of it; requests weigh
+//! by the GPU they ask, not by pod count (a 8-card request blocked matters more than a 0.1
+//! card one); and scores rounded to `fragmentation.resolution` points (1) tie-break by best
+//! fit (the node the pod leaves with the least cpu and GPU free) instead of at random, so
+//! equal choices fill nodes instead of spreading. The score reads only the node and the
+//! task's request, so the node index keeps it per shape. `fragmentation.mode: fgd` scores
+//! as the paper does, for comparison.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -66,8 +68,8 @@ pub struct Args {
     /// cards are the most used after the pod).
     #[serde(rename = "fragmentation.tieBreak", default, deserialize_with = "args::string")]
     pub tie_break: Option<String>,
-    /// `fragmentation.weighting` (`count`): how requests weigh in the workload: `count` (by
-    /// pods) or `gpu` (by the milli-cards they ask).
+    /// `fragmentation.weighting` (mode's: `gpu`, `count` in `fgd` mode): how requests weigh
+    /// in the workload: `count` (by pods) or `gpu` (by the milli-cards they ask).
     #[serde(rename = "fragmentation.weighting", default, deserialize_with = "args::string")]
     pub weighting: Option<String>,
 }
@@ -147,7 +149,8 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
         }
     };
     let by_gpu = match args.weighting.as_deref().map(str::trim) {
-        None | Some("") | Some("count") => false,
+        None | Some("") => mode == Mode::Expected,
+        Some("count") => false,
         Some("gpu") => true,
         Some(other) => {
             return Err(ArgsError(format!("argument \"fragmentation.weighting\": {other:?} is not \"count\" or \"gpu\"")))
