@@ -68,8 +68,9 @@ pub struct Args {
     /// cards are the most used after the pod).
     #[serde(rename = "fragmentation.tieBreak", default, deserialize_with = "args::string")]
     pub tie_break: Option<String>,
-    /// `fragmentation.weighting` (mode's: `gpu`, `count` in `fgd` mode): how requests weigh
-    /// in the workload: `count` (by pods) or `gpu` (by the milli-cards they ask).
+    /// `fragmentation.weighting` (mode's: `cards`, `count` in `fgd` mode): how requests weigh
+    /// in the workload: `count` (by pods), `cards` (a pod of `k` whole cards counts `1 + k`)
+    /// or `gpu` (by the milli-cards they ask).
     #[serde(rename = "fragmentation.weighting", default, deserialize_with = "args::string")]
     pub weighting: Option<String>,
 }
@@ -98,9 +99,23 @@ pub struct Settings {
     pub resolution: f64,
     /// `fragmentation.tieBreak`.
     pub tie_break: TieBreak,
-    /// `fragmentation.weighting` is `gpu`.
-    pub by_gpu: bool,
+    /// `fragmentation.weighting`.
+    pub weighting: Weighting,
 }
+
+/// How a request weighs in the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weighting {
+    /// By pods.
+    Count,
+    /// By pods, a pod of `k` whole cards counting `1 + k` (FGD's `gpuResWeight` 1).
+    Cards,
+    /// By the milli-cards asked.
+    Gpu,
+}
+
+/// The default weighting of the `expected` mode.
+pub const DEFAULT_WEIGHTING: Weighting = Weighting::Cards;
 
 /// How scores are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,15 +163,19 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             )))
         }
     };
-    let by_gpu = match args.weighting.as_deref().map(str::trim) {
-        None | Some("") => mode == Mode::Expected,
-        Some("count") => false,
-        Some("gpu") => true,
+    let weighting = match args.weighting.as_deref().map(str::trim) {
+        None | Some("") if mode == Mode::Fgd => Weighting::Count,
+        None | Some("") => DEFAULT_WEIGHTING,
+        Some("count") => Weighting::Count,
+        Some("cards") => Weighting::Cards,
+        Some("gpu") => Weighting::Gpu,
         Some(other) => {
-            return Err(ArgsError(format!("argument \"fragmentation.weighting\": {other:?} is not \"count\" or \"gpu\"")))
+            return Err(ArgsError(format!(
+                "argument \"fragmentation.weighting\": {other:?} is not \"count\", \"cards\" or \"gpu\""
+            )))
         }
     };
-    let settings = Settings { weight, popularity, mode, resolution, tie_break, by_gpu };
+    let settings = Settings { weight, popularity, mode, resolution, tie_break, weighting };
     Ok(Arc::new(move || Box::new(Fragmentation::new(settings)) as Box<dyn Plugin>))
 }
 
@@ -284,7 +303,7 @@ pub fn frag_of(workload: &[Typical], allowed: impl Fn(usize) -> bool, free: &Nod
 
 /// The workload of a snapshot: the GPU requests of its pending and running pods, most
 /// common first, cut at `popularity` percent of the pods, frequencies summing to 1.
-pub fn workload_of(snap: &Snapshot, popularity: f64, by_gpu: bool) -> Vec<Typical> {
+pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting) -> Vec<Typical> {
     let Some(any_node) = snap.nodes.iter().next() else { return Vec::new() };
     // Tasks of one shape have equal requests and node constraints: count shapes first.
     let mut by_shape: HashMap<u32, (TaskId, u64)> = HashMap::new();
@@ -318,9 +337,12 @@ pub fn workload_of(snap: &Snapshot, popularity: f64, by_gpu: bool) -> Vec<Typica
             None => groups.push((req, constraints, rep, n)),
         }
     }
-    if by_gpu {
-        for g in &mut groups {
-            g.3 *= g.0.gpu_total() as u64;
+    for g in &mut groups {
+        match weighting {
+            Weighting::Count => {}
+            Weighting::Cards if g.0.milli >= 1000 => g.3 *= 1 + g.0.count as u64,
+            Weighting::Cards => {}
+            Weighting::Gpu => g.3 *= g.0.gpu_total() as u64,
         }
     }
     let total: u64 = groups.iter().map(|g| g.3).sum();
@@ -368,7 +390,7 @@ impl Plugin for Fragmentation {
         if self.settings.weight <= 0.0 {
             return;
         }
-        self.workload = workload_of(snap, self.settings.popularity, self.settings.by_gpu);
+        self.workload = workload_of(snap, self.settings.popularity, self.settings.weighting);
         let mut interned: HashMap<Vec<bool>, u32> = HashMap::new();
         self.class_of = snap
             .nodes

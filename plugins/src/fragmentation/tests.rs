@@ -32,7 +32,7 @@ fn a_fraction_goes_where_it_fragments_least() {
         mode: Mode::Expected,
         resolution: 1.0,
         tie_break: TieBreak::BestFit,
-        by_gpu: false,
+        weighting: Weighting::Count,
     };
     let mut plugin = Fragmentation::new(settings);
     plugin.workload = vec![typical(1000.0, 1, 500, 0.5), typical(1000.0, 1, 1000, 0.5)];
