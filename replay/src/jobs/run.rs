@@ -6,10 +6,16 @@
 //! every job submitted since the last cycle arrives (a gang's PodGroup and pods, or an
 //! elastic Volcano Job planned by the simulator's job controller), then the cycle runs on the
 //! kept snapshot brought up to date, its effects are applied, and (elastic) the job
-//! controller and the elastic autoscaler react. A cycle that placed, evicted or changed
-//! something is followed by one a second later; otherwise the clock jumps to the first period
-//! at or after the next event (a submission, a pod's end, an elastic job's end, an
-//! autoscaler's timer). A finished job's pods and PodGroup (and Volcano Job) are deleted.
+//! controller and the elastic autoscaler react. While a job waits, a cycle that placed,
+//! evicted or changed something is followed by one a second later; otherwise the clock jumps
+//! to the first period at or after the next event: a submission, or — only while a job
+//! waits, since the scheduler has nothing to do otherwise — a pod's end; with `--elastic`
+//! also an elastic job's end and the autoscaler's and job controller's timers. A finished
+//! job's pods and PodGroup (and Volcano Job) are deleted.
+//!
+//! The GPUs allocated over time are counted from what happened to the pods: a pod's GPUs
+//! from the cycle that bound it to its exact end (its start plus its run time), or to the
+//! cycle that evicted or deleted it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,7 +24,7 @@ use volcano_framework::{run_cycle, CycleContext, InvariantChecker, Profile, Sess
 use volcano_sim::control::{self, Pass};
 use volcano_sim::{Cluster, Origins, SimError, SCHEDULER_NAME};
 
-use super::objects::{self, ElasticShape, EPOCH_MS, GPU, NAMESPACE};
+use super::objects::{self, ElasticShape, EPOCH_MS, NAMESPACE};
 use super::trace::Trace;
 use crate::error::ReplayError;
 use crate::progress::Progress;
@@ -70,6 +76,8 @@ struct Live {
     /// The pods of the gang (none for an elastic job).
     pods: u32,
     bound: u32,
+    /// GPUs of the pods bound now (a gang's; an elastic job's are in [`Elastic::held`]).
+    held: u32,
     finished: u32,
     attempt: u32,
     /// When the last pod of the gang was bound, ms.
@@ -98,10 +106,30 @@ pub fn replay(trace: &Trace, profile: &Profile, elastic: bool, progress: &mut Pr
         live: BTreeMap::new(),
         out: RunOutcome { jobs: vec![JobOutcome::default(); trace.jobs.len()], ..Default::default() },
         finished: 0,
+        waiting: 0,
+        deltas: Vec::with_capacity(trace.jobs.len() * 2),
     };
     r.queue_objects = r.cluster.queues.values().map(|q| (**q).clone()).collect();
     r.run(progress)?;
+    r.out.samples = samples(std::mem::take(&mut r.deltas), trace.queues.len());
     Ok(r.out)
+}
+
+/// The allocated GPUs per queue after each time something changed, from the changes.
+fn samples(mut deltas: Vec<(i64, usize, i64)>, queues: usize) -> Vec<Sample> {
+    deltas.sort_by_key(|d| d.0);
+    let mut now = vec![0i64; queues];
+    let mut out: Vec<Sample> = Vec::new();
+    let mut i = 0;
+    while i < deltas.len() {
+        let t = deltas[i].0;
+        while i < deltas.len() && deltas[i].0 == t {
+            now[deltas[i].1] += deltas[i].2;
+            i += 1;
+        }
+        out.push(Sample { t_ms: t, gpus: now.iter().map(|g| *g as f32).collect() });
+    }
+    out
 }
 
 struct Replay<'a> {
@@ -113,10 +141,20 @@ struct Replay<'a> {
     live: BTreeMap<usize, Live>,
     out: RunOutcome,
     finished: u64,
+    /// Gangs that arrived and are not wholly bound.
+    waiting: usize,
+    /// Changes of the allocated GPUs: (trace time ms, queue, GPUs).
+    deltas: Vec<(i64, usize, i64)>,
 }
 
 fn abs(rel_ms: i64) -> i64 {
     EPOCH_MS + rel_ms
+}
+
+/// The GPUs of a gang's pod (`…-K`, [`objects::gang_pods`]).
+fn pod_gpus(pod: &str, gpus: u32, node_gpus: u32) -> u32 {
+    let k: usize = pod.rsplit('-').next().and_then(|k| k.parse().ok()).unwrap_or(0);
+    objects::gang_pods(gpus, node_gpus).get(k).copied().unwrap_or(0)
 }
 
 impl Replay<'_> {
@@ -126,8 +164,6 @@ impl Replay<'_> {
         let mut next = 0usize;
         let mut now = jobs.first().map(|j| j.submit_ms).unwrap_or(0);
         now = now.div_euclid(PERIOD_MS) * PERIOD_MS;
-        let queue_index: BTreeMap<&str, usize> =
-            self.trace.queues.iter().enumerate().map(|(i, q)| (q.name.as_str(), i)).collect();
         loop {
             // Pods whose run time is over succeed; a gang whose pods all did is done.
             for key in self.cluster.finish_due(abs(now)) {
@@ -172,33 +208,27 @@ impl Replay<'_> {
             if self.elastic {
                 changed |= self.control(now)?;
             }
-            let mut gpus = vec![0f32; self.trace.queues.len()];
-            for (q, report) in &outcome.queues {
-                if let Some(&i) = queue_index.get(q.as_str()) {
-                    // Extended resources are in milli-units (one GPU is 1000).
-                    gpus[i] = (report.allocated.get(GPU) / 1000.0) as f32;
-                }
-            }
-            self.out.samples.push(Sample { t_ms: now, gpus });
             self.out.last_ms = now;
             progress.set(self.finished, || format!("day {:.1}", now as f64 / 86_400_000.0));
-            // The next cycle: a second later when this one changed something, else the first
-            // period at or after the next event.
+            // The next cycle: a second later when this one changed something while a job
+            // waits, else the first period at or after the next event.
+            let waiting = self.waiting > 0 || self.elastic;
             let events = [
                 jobs.get(next).map(|j| j.submit_ms),
-                self.cluster.next_finish_ms().map(|t| t - EPOCH_MS),
+                self.cluster.next_finish_ms().map(|t| t - EPOCH_MS).filter(|_| waiting),
                 self.next_elastic_ms(now),
             ];
             let event = events.into_iter().flatten().min();
             let at = match event {
-                _ if changed => now + PERIOD_MS,
+                _ if changed && waiting => now + PERIOD_MS,
                 Some(t) => (t.max(now + 1) + PERIOD_MS - 1).div_euclid(PERIOD_MS) * PERIOD_MS,
                 None => break,
             };
-            if next >= jobs.len() && self.live.is_empty() {
-                break;
-            }
             now = at;
+        }
+        // Nothing waits: the jobs still running finish at their times.
+        for key in self.cluster.finish_due(i64::MAX) {
+            self.pod_finished(&key);
         }
         progress.finish();
         Ok(())
@@ -218,12 +248,15 @@ impl Replay<'_> {
             self.cluster.jobs.insert(format!("{NAMESPACE}/{}", objects::job_name(index)), sj);
             let work_left = job.duration_ms as f64 * f64::from(job.gpus);
             let e = Elastic { shape, work_left, held: 0, since: now };
-            self.live.insert(index, Live { pods: 0, bound: 0, finished: 0, attempt: 0, bound_at: now, elastic: Some(e) });
+            let live = Live { pods: 0, bound: 0, held: 0, finished: 0, attempt: 0, bound_at: now, elastic: Some(e) };
+            self.live.insert(index, live);
         } else {
             let (pg, pods) = objects::gang(index, job, self.trace, 0);
             self.put_gang(pg, pods);
             let n = objects::gang_pods(job.gpus, self.trace.node.gpus).len() as u32;
-            self.live.insert(index, Live { pods: n, bound: 0, finished: 0, attempt: 0, bound_at: now, elastic: None });
+            let live = Live { pods: n, bound: 0, held: 0, finished: 0, attempt: 0, bound_at: now, elastic: None };
+            self.live.insert(index, live);
+            self.waiting += 1;
         }
         Ok(())
     }
@@ -243,9 +276,13 @@ impl Replay<'_> {
         if live.elastic.is_some() {
             return;
         }
+        let gpus = pod_gpus(pod, self.trace.jobs[index].gpus, self.trace.node.gpus);
         live.bound += 1;
+        live.held += gpus;
+        self.deltas.push((now, self.trace.jobs[index].queue, i64::from(gpus)));
         if live.bound == live.pods {
             live.bound_at = now;
+            self.waiting -= 1;
             self.out.jobs[index].start_ms.get_or_insert(now);
         }
     }
@@ -263,14 +300,19 @@ impl Replay<'_> {
     /// A pod of job `index` was evicted: a gang restarts (its other pods are deleted, the
     /// gang is created again at once and starts from the beginning); an elastic job is left
     /// to the job controller.
-    fn pod_evicted(&mut self, pod: &str, _now: i64) {
+    fn pod_evicted(&mut self, pod: &str, now: i64) {
         let Some(index) = objects::job_index(pod) else { return };
         let Some(live) = self.live.get_mut(&index) else { return };
         if live.elastic.is_some() {
             return;
         }
+        if live.bound == live.pods {
+            self.waiting += 1;
+        }
+        self.deltas.push((now, self.trace.jobs[index].queue, -i64::from(live.held)));
         live.attempt += 1;
         live.bound = 0;
+        live.held = 0;
         live.finished = 0;
         let attempt = live.attempt;
         self.out.jobs[index].restarts += 1;
@@ -290,6 +332,8 @@ impl Replay<'_> {
         let Some(live) = self.live.remove(&index) else { return };
         self.out.jobs[index].end_ms = Some(end);
         self.finished += 1;
+        let held = live.elastic.as_ref().map_or(live.held, |e| e.held);
+        self.deltas.push((end, self.trace.jobs[index].queue, -i64::from(held)));
         let key = format!("{NAMESPACE}/{}", objects::job_name(index));
         if live.elastic.is_some() {
             if let Some(sj) = self.cluster.jobs.remove(&key) {
@@ -370,7 +414,11 @@ impl Replay<'_> {
                 .existing_pods(&self.cluster.pods)
                 .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
                 .count() as u32;
-            e.held = running * e.shape.pod_gpus;
+            let held = running * e.shape.pod_gpus;
+            if held != e.held {
+                self.deltas.push((now, self.trace.jobs[index].queue, i64::from(held) - i64::from(e.held)));
+            }
+            e.held = held;
             e.since = now;
             if running >= e.shape.min {
                 self.out.jobs[index].start_ms.get_or_insert(now);
