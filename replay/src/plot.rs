@@ -35,7 +35,13 @@ fn range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
 /// Writes a line chart of `series` to `path` (an SVG file): `title` above, the axes labelled
 /// `x_label` and `y_label`, one coloured line per series and a legend of their names. The y
 /// axis starts at 0 when every value is ≥ 0.
-pub fn line_chart(path: &Path, title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Result<(), ReplayError> {
+pub fn line_chart(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+) -> Result<(), ReplayError> {
     draw(path, title, x_label, y_label, series)
         .map_err(|message| ReplayError::Plot { path: path.to_path_buf(), message })
 }

@@ -129,8 +129,11 @@ tiers:
 fn a_malformed_row_names_file_line_and_column() {
     let dir = temp_dir("malformed");
     let path = dir.join("trace.csv");
-    std::fs::write(&path, format!("{MURI_HEADER}\n0,1,0,1,dqn,128,1000,0,1,1,1,0,0\n1,x,0,1,dqn,128,1000,0,1,1,1,0,0\n"))
-        .unwrap();
+    std::fs::write(
+        &path,
+        format!("{MURI_HEADER}\n0,1,0,1,dqn,128,1000,0,1,1,1,0,0\n1,x,0,1,dqn,128,1000,0,1,1,1,0,0\n"),
+    )
+    .unwrap();
     let profile = volcano_builtin::default_profile().unwrap();
     let err = jobs::load_and_replay(path.to_str().unwrap(), &dir, &profile, &Options::default()).unwrap_err();
     match &err {

@@ -129,7 +129,12 @@ pub fn replay(trace: Trace, profile: &Profile, options: &Options) -> Result<Repl
 }
 
 /// Reads the trace `name` (see [`trace::load`]) and replays it.
-pub fn load_and_replay(name: &str, traces_dir: &Path, profile: &Profile, options: &Options) -> Result<Replayed, ReplayError> {
+pub fn load_and_replay(
+    name: &str,
+    traces_dir: &Path,
+    profile: &Profile,
+    options: &Options,
+) -> Result<Replayed, ReplayError> {
     replay(trace::load(name, traces_dir)?, profile, options)
 }
 

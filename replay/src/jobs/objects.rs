@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod, PodSpec, PodStatus, PodTemplateSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeStatus, Pod, PodSpec, PodStatus, PodTemplateSpec, ResourceRequirements,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue};
@@ -57,9 +59,17 @@ pub fn cluster(trace: &Trace) -> ClusterObjects {
     let nodes = (0..trace.nodes)
         .map(|i| {
             Arc::new(Node {
-                metadata: ObjectMeta { name: Some(format!("node-{i:04}")), uid: Some(format!("node-{i}")), ..Default::default() },
+                metadata: ObjectMeta {
+                    name: Some(format!("node-{i:04}")),
+                    uid: Some(format!("node-{i}")),
+                    ..Default::default()
+                },
                 spec: Some(Default::default()),
-                status: Some(NodeStatus { allocatable: Some(alloc.clone()), capacity: Some(alloc.clone()), ..Default::default() }),
+                status: Some(NodeStatus {
+                    allocatable: Some(alloc.clone()),
+                    capacity: Some(alloc.clone()),
+                    ..Default::default()
+                }),
             })
         })
         .collect();
@@ -94,7 +104,11 @@ fn pod_spec(node: &NodeShape, gpus: u32) -> PodSpec {
         containers: vec![Container {
             name: "main".into(),
             image: Some("trace".into()),
-            resources: Some(ResourceRequirements { requests: Some(req.clone()), limits: Some(req), ..Default::default() }),
+            resources: Some(ResourceRequirements {
+                requests: Some(req.clone()),
+                limits: Some(req),
+                ..Default::default()
+            }),
             ..Default::default()
         }],
         ..Default::default()
@@ -177,7 +191,7 @@ pub fn elastic_shape(gpus: u32, node_gpus: u32) -> Option<ElasticShape> {
     if gpus < 2 {
         return None;
     }
-    let pod_gpus = (1..=node_gpus.min(gpus / 2)).rev().find(|p| gpus % p == 0)?;
+    let pod_gpus = (1..=node_gpus.min(gpus / 2)).rev().find(|p| gpus.is_multiple_of(*p))?;
     let replicas = gpus / pod_gpus;
     Some(ElasticShape { pod_gpus, replicas, min: replicas.div_ceil(2) })
 }

@@ -141,9 +141,19 @@ pub fn write_files(r: &Replayed, dir: &Path) -> Result<Vec<PathBuf>, ReplayError
 
     let title = format!("{}{}: GPU utilisation", r.trace.name, if r.summary.elastic { " (elastic)" } else { "" });
     let path = dir.join("utilisation.svg");
-    line_chart(&path, &title, "hours", "allocated GPUs (%)", &[Series { name: "utilisation".into(), points: util_line }])?;
+    line_chart(
+        &path,
+        &title,
+        "hours",
+        "allocated GPUs (%)",
+        &[Series { name: "utilisation".into(), points: util_line }],
+    )?;
     written.push(path);
-    let title = format!("{}{}: share of the cluster's GPUs per queue", r.trace.name, if r.summary.elastic { " (elastic)" } else { "" });
+    let title = format!(
+        "{}{}: share of the cluster's GPUs per queue",
+        r.trace.name,
+        if r.summary.elastic { " (elastic)" } else { "" }
+    );
     let path = dir.join("queue_share.svg");
     line_chart(&path, &title, "hours", "allocated GPUs (% of the cluster)", &lines)?;
     written.push(path);

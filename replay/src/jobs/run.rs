@@ -96,7 +96,12 @@ struct Elastic {
 }
 
 /// Replays `trace` under `profile`; `elastic` makes multi-GPU jobs elastic Volcano Jobs.
-pub fn replay(trace: &Trace, profile: &Profile, elastic: bool, progress: &mut Progress) -> Result<RunOutcome, ReplayError> {
+pub fn replay(
+    trace: &Trace,
+    profile: &Profile,
+    elastic: bool,
+    progress: &mut Progress,
+) -> Result<RunOutcome, ReplayError> {
     let mut r = Replay {
         trace,
         profile,
@@ -183,7 +188,8 @@ impl Replay<'_> {
             }
             self.out.cycles += 1;
             let cycle = self.out.cycles;
-            let snap = self.cluster.snapshot(&names).map_err(|e| SimError::from(Origins::default().snapshot_error(e)))?;
+            let snap =
+                self.cluster.snapshot(&names).map_err(|e| SimError::from(Origins::default().snapshot_error(e)))?;
             let cx = CycleContext { cycle, now_ms: abs(now), options: SessionOptions::default() };
             let mut checker = InvariantChecker::default();
             let outcome = run_cycle(snap, self.profile, &cx, &mut checker);
@@ -241,8 +247,9 @@ impl Replay<'_> {
         let shape = if self.elastic { objects::elastic_shape(job.gpus, self.trace.node.gpus) } else { None };
         if let Some(shape) = shape {
             let vj = objects::elastic_job(index, job, self.trace, shape);
-            let (mut sj, _) = volcano_sim::job::admit_job(&vj, None, SCHEDULER_NAME, &self.queue_objects, &BTreeMap::new())
-                .map_err(SimError::from)?;
+            let (mut sj, _) =
+                volcano_sim::job::admit_job(&vj, None, SCHEDULER_NAME, &self.queue_objects, &BTreeMap::new())
+                    .map_err(SimError::from)?;
             sj.job.metadata.creation_timestamp = vj.metadata.creation_timestamp.clone();
             sj.dirty = true;
             self.cluster.jobs.insert(format!("{NAMESPACE}/{}", objects::job_name(index)), sj);
@@ -405,7 +412,8 @@ impl Replay<'_> {
         if !resizes.is_empty() {
             rec.absorb(control::reconcile_jobs(&mut self.cluster, abs(now), Pass::Cycle).map_err(SimError::from)?);
         }
-        let changed = !(resizes.is_empty() && rec.created.is_empty() && rec.deleted.is_empty() && rec.phases.is_empty());
+        let changed =
+            !(resizes.is_empty() && rec.created.is_empty() && rec.deleted.is_empty() && rec.phases.is_empty());
         for (&index, live) in &mut self.live {
             let Some(e) = live.elastic.as_mut() else { continue };
             let key = format!("{NAMESPACE}/{}", objects::job_name(index));

@@ -128,7 +128,13 @@ impl<'a> Csv<'a> {
     }
 
     /// Field `column` of a row as a number accepted by `ok` (`what` says what is expected).
-    fn number(&self, (line, row): &(usize, Vec<&str>), column: usize, what: &str, ok: fn(f64) -> bool) -> Result<f64, ReplayError> {
+    fn number(
+        &self,
+        (line, row): &(usize, Vec<&str>),
+        column: usize,
+        what: &str,
+        ok: fn(f64) -> bool,
+    ) -> Result<f64, ReplayError> {
         let text = row[column];
         match text.parse::<f64>() {
             Ok(v) if v.is_finite() && ok(v) => Ok(v),
@@ -273,7 +279,8 @@ pub fn muri(name: &str, path: &Path, text: &str, spec: Option<(&Path, &str)>) ->
         let switches = int("num_switch")?;
         let per_switch = int("num_node_p_switch")?;
         trace.nodes = switches * per_switch;
-        trace.node = NodeShape { gpus: int("num_gpu_p_node")?, cpus: int("num_cpu_p_node")?, memory_gib: int("mem_p_node")? };
+        trace.node =
+            NodeShape { gpus: int("num_gpu_p_node")?, cpus: int("num_cpu_p_node")?, memory_gib: int("mem_p_node")? };
         trace.sizing = format!(
             "{} ({switches} switch(es) × {per_switch} nodes × {} GPUs)",
             spec_path.file_name().unwrap_or_default().to_string_lossy(),
@@ -290,7 +297,8 @@ pub fn philly_queues(path: &Path, text: &str) -> Result<Vec<QueueSpec>, ReplayEr
     let (vc, nodes) = (csv.index("vc")?, csv.index("node num")?);
     let mut queues = Vec::new();
     for row in &csv.rows {
-        let n = csv.number(row, nodes, "a whole number of nodes ≥ 1", |v| v.fract() == 0.0 && (1.0..1e6).contains(&v))?;
+        let n =
+            csv.number(row, nodes, "a whole number of nodes ≥ 1", |v| v.fract() == 0.0 && (1.0..1e6).contains(&v))?;
         queues.push(QueueSpec { name: row.1[vc].to_string(), weight: n as i32 });
     }
     Ok(queues)
@@ -467,7 +475,8 @@ mod tests {
 
     #[test]
     fn the_cluster_without_a_spec_is_half_the_peak() {
-        let job = |s: i64, d: i64, g: u32| TraceJob { id: String::new(), queue: 0, gpus: g, submit_ms: s, duration_ms: d };
+        let job =
+            |s: i64, d: i64, g: u32| TraceJob { id: String::new(), queue: 0, gpus: g, submit_ms: s, duration_ms: d };
         // Peak 40 GPUs (t in 7..10): half is 20, three 8-GPU nodes; the job at 10 starts as
         // the first ends.
         let (nodes, _) = size_cluster(&[job(0, 10, 8), job(5, 10, 8), job(6, 10, 8), job(7, 10, 16), job(10, 5, 8)]);
