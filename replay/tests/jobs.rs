@@ -100,7 +100,7 @@ fn arrivals_are_coalesced_into_the_next_period() {
 }
 
 /// A configuration of its own (`--config`): binpack on GPUs places the two small gangs on one
-/// node, leaving the other whole for the 8-GPU job that comes next.
+/// node, leaving the other whole for the 8-GPU job that comes next; the default spreads them.
 #[test]
 fn another_configuration_changes_the_answer() {
     let binpack = r#"actions: "enqueue, allocate, backfill"
@@ -121,6 +121,10 @@ tiers:
     let path = muri_trace(&dir, 2, &[(0, 4, 0, 10_000), (1, 4, 0, 10_000), (2, 8, 1000, 10_000)]);
     let packed = replay(&path, Some(binpack), false);
     assert_eq!(times(&packed)[2], (Some(1.0), Some(11.0)), "binpack leaves a node free for the 8-GPU job");
+    // Volcano's default configuration spreads them (nodeorder's least-requested score): the
+    // 8-GPU job waits for one of them to end.
+    let spread = replay(&path, None, false);
+    assert_eq!(times(&spread)[2], (Some(10.0), Some(20.0)), "the default configuration spreads the small gangs");
     std::fs::remove_dir_all(&dir).ok();
 }
 
