@@ -109,14 +109,14 @@ pub fn write_files(r: &Replayed, dir: &Path) -> Result<Vec<PathBuf>, ReplayError
         r.outcome.samples.iter().map(|s| (s.t_ms, s.gpus.iter().map(|g| f64::from(*g)).collect())).collect();
     let end = (r.summary.makespan * 1000.0) as i64;
     let points = resample(&samples, end, MAX_POINTS);
-    let hours = |t: i64| t as f64 / 3_600_000.0;
+    let days = |t: i64| t as f64 / 86_400_000.0;
 
     let mut util = String::from("time_s,gpus_allocated,utilisation_pct\n");
     let mut util_line = Vec::with_capacity(points.len());
     for (t, v) in &points {
         let used: f64 = v.iter().sum();
         let _ = writeln!(util, "{},{:.3},{:.3}", t / 1000, used, 100.0 * used / total);
-        util_line.push((hours(*t), 100.0 * used / total));
+        util_line.push((days(*t), 100.0 * used / total));
     }
     let path = dir.join("utilisation.csv");
     write(&path, &util)?;
@@ -131,7 +131,7 @@ pub fn write_files(r: &Replayed, dir: &Path) -> Result<Vec<PathBuf>, ReplayError
         for (q, x) in v.iter().enumerate() {
             let pct = 100.0 * x / total;
             let _ = write!(share, ",{pct:.3}");
-            lines[q].points.push((hours(*t), pct));
+            lines[q].points.push((days(*t), pct));
         }
         share.push('\n');
     }
@@ -144,7 +144,7 @@ pub fn write_files(r: &Replayed, dir: &Path) -> Result<Vec<PathBuf>, ReplayError
     line_chart(
         &path,
         &title,
-        "hours",
+        "days",
         "allocated GPUs (%)",
         &[Series { name: "utilisation".into(), points: util_line }],
     )?;
@@ -155,7 +155,7 @@ pub fn write_files(r: &Replayed, dir: &Path) -> Result<Vec<PathBuf>, ReplayError
         if r.summary.elastic { " (elastic)" } else { "" }
     );
     let path = dir.join("queue_share.svg");
-    line_chart(&path, &title, "hours", "allocated GPUs (% of the cluster)", &lines)?;
+    line_chart(&path, &title, "days", "allocated GPUs (% of the cluster)", &lines)?;
     written.push(path);
     Ok(written)
 }
