@@ -5,7 +5,9 @@
 //! - `simulate`: schedule Kubernetes manifests on an in-memory cluster with the real
 //!   scheduling core (see `docs/simulate.md` and the `volcano-sim` crate);
 //! - `bench`: run the standard benchmark workloads (see `docs/performance.md` and the
-//!   `volcano-benches` crate).
+//!   `volcano-benches` crate);
+//! - `replay`: replay public traces through the scheduling core (see `docs/replay.md` and
+//!   the `volcano-replay` crate).
 //!
 //! - `scheduler`: the kube backend (`volcano-scheduler`, see `docs/scheduler.md`);
 //! - `webhook`: the admission webhook (`volcano-webhook`, see `docs/webhook.md`);
@@ -16,7 +18,7 @@
 //! - `bench-cluster`: a scheduler process timed against a real API server.
 //!
 //! `main` holds the command line and the exit codes; each offline subcommand's flags and the
-//! glue to its library are a module of their own (`simulate`, `bench`, `explain`), and
+//! glue to its library are a module of their own (`simulate`, `bench`, `explain`, `replay`), and
 //! `bench_cluster` is the one subcommand with its own API client.
 //!
 //! Exit codes: 0 success, 1 invalid input (manifests, configuration, unreadable files),
@@ -86,6 +88,11 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Run the standard benchmark workloads (docs/performance.md) and check their results.
     Bench(bench::BenchArgs),
+    /// Replay public traces through the scheduling core: the GPU allocation ratio on
+    /// Alibaba's openb trace under the FGD paper's protocol, job completion times on Philly,
+    /// Muri and ITP on a virtual clock; summary, CSV files and charts (docs/replay.md).
+    #[command(subcommand)]
+    Replay(replay::ReplayCommand),
     /// Schedule the pods of a cluster: watch the API server, run a cycle every
     /// --schedule-period, bind through the API (docs/scheduler.md).
     Scheduler(Box<SchedulerArgs>),
@@ -107,11 +114,6 @@ enum Command {
     /// (admission, placements, predicate failures per node, jobs ahead, preemption), on a
     /// cluster or on manifests (docs/observability.md).
     Explain(explain::ExplainArgs),
-    /// Replay public cluster traces through the scheduling core: the GPU allocation ratio on
-    /// Alibaba's openb trace under the FGD paper's protocol, job completion times on
-    /// Philly, Muri and ITP (docs/replay.md).
-    #[command(subcommand)]
-    Replay(replay::ReplayCommand),
 }
 
 #[derive(Args, Debug)]
@@ -305,6 +307,7 @@ fn run(cli: &Cli) -> ExitCode {
     let result = match &cli.command {
         Command::Simulate(args) => simulate::simulate(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Replay(cmd) => replay::replay(cmd),
         Command::Scheduler(args) => return scheduler(args),
         Command::Webhook(args) => return webhook(args),
         Command::Controller(args) => return controller(args),
@@ -316,7 +319,6 @@ fn run(cli: &Cli) -> ExitCode {
         }),
         Command::BenchCluster(cmd) => bench_cluster::run(cmd),
         Command::Explain(args) => explain::explain(args),
-        Command::Replay(cmd) => replay::replay(cmd),
     };
     match result {
         Ok(text) => {
@@ -333,7 +335,8 @@ fn run(cli: &Cli) -> ExitCode {
         }
         Err(err) => {
             eprintln!("error: {}", error_chain(&err));
-            let bug = err.downcast_ref::<SimError>().is_some_and(SimError::is_scheduler_bug);
+            let bug = err.downcast_ref::<SimError>().is_some_and(SimError::is_scheduler_bug)
+                || err.downcast_ref::<volcano_replay::ReplayError>().is_some_and(|e| e.is_scheduler_bug());
             ExitCode::from(if bug { EXIT_SCHEDULER_BUG } else { EXIT_INPUT })
         }
     }

@@ -1,4 +1,5 @@
-//! `volcano-rs replay`: its flags and output; what it runs is `volcano_replay`.
+//! `volcano-rs replay`: public traces replayed through the real scheduling core
+//! (`volcano-replay`, docs/replay.md): `openb` (the FGD protocol) and `jobs` (job traces).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -6,7 +7,10 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
+use volcano_replay::jobs;
 use volcano_replay::openb::{self, Trace};
+
+use crate::load_profile;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ReplayCommand {
@@ -15,6 +19,53 @@ pub(crate) enum ReplayCommand {
     /// ratio when the GPUs asked reach 100 % of the cluster's, and writes the whole curve
     /// (CSV) and a plot (SVG) (docs/replay.md).
     Openb(OpenbArgs),
+    /// Replay a job trace (Muri, Philly, ITP): each job a gang of GPUs submitted at its time
+    /// and running for its duration, scheduled cycle by cycle on a virtual clock.
+    Jobs(JobsArgs),
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct JobsArgs {
+    /// The trace: muri/trace1 … muri/trace4 (or muri/traceN_pr), philly, itp/cluster01 …
+    /// itp/cluster10 (under --traces-dir), or the path of a CSV file in one of their schemas.
+    #[arg(long, value_name = "TRACE")]
+    trace: String,
+    /// A Volcano scheduler configuration file (volcano-scheduler.conf); default: the built-in
+    /// configuration.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Make every job of more than one GPU an elastic Volcano Job (between half and all of
+    /// its GPUs), resized by the elastic autoscaler; its work progresses with the GPUs it holds.
+    #[arg(long)]
+    elastic: bool,
+    /// Where to write jobs.csv, utilisation.csv, queue_share.csv and their charts.
+    #[arg(long, value_name = "DIR", default_value = "replay-out")]
+    out: PathBuf,
+    /// Output format of the summary.
+    #[arg(long, short = 'o', value_enum, default_value_t = Output::Table)]
+    output: Output,
+    /// The folder of the public traces.
+    #[arg(long, value_name = "DIR", default_value = "../shared/traces")]
+    traces_dir: PathBuf,
+}
+
+fn replay_jobs(args: &JobsArgs) -> anyhow::Result<String> {
+    let profile = load_profile(args.config.as_deref())?;
+    let options = jobs::Options { elastic: args.elastic, progress: true };
+    let replayed = jobs::load_and_replay(&args.trace, &args.traces_dir, &profile, &options)?;
+    let files = jobs::output::write_files(&replayed, &args.out)?;
+    tracing::info!(files = files.len(), out = %args.out.display(), "replay files written");
+    let text = match args.output {
+        Output::Table => {
+            let mut t = jobs::output::table(&replayed.summary);
+            t.push_str(&format!("{:<24} {}\n", "files", args.out.display()));
+            t
+        }
+        Output::Json => jobs::output::json(&replayed.summary),
+    };
+    // The process ends next: freeing the replayed cluster object by object only costs time.
+    std::mem::forget(replayed);
+    Ok(text)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -94,6 +145,7 @@ struct Series {
 pub(crate) fn replay(cmd: &ReplayCommand) -> anyhow::Result<String> {
     match cmd {
         ReplayCommand::Openb(args) => replay_openb(args),
+        ReplayCommand::Jobs(args) => replay_jobs(args),
     }
 }
 
@@ -107,7 +159,7 @@ fn replay_openb(args: &OpenbArgs) -> anyhow::Result<String> {
     let seeds = parse_seeds(&args.seeds)?;
     let policies: Vec<(String, Option<volcano_framework::Profile>)> = match &args.config {
         Some(path) => {
-            let profile = crate::load_profile(Some(path))?;
+            let profile = load_profile(Some(path))?;
             let name = path.file_stem().map_or("config".into(), |s| s.to_string_lossy().into_owned());
             vec![(name, Some(profile))]
         }

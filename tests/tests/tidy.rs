@@ -121,6 +121,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("volcano-scheduler", 4),
     ("volcano-sim", 4),
     ("volcano-benches", 5),
+    ("volcano-replay", 5),
     ("volcano-rs", 6),
 ];
 
@@ -140,11 +141,16 @@ const ONLY: &[(&str, &[&str])] = &[
     ("volcano-webhook", &["volcano-api", "volcano-kube"]),
     // The bench harness is an offline shell: the simulator's cluster model, never the kube side.
     ("volcano-benches", &["volcano-api", "volcano-framework", "volcano-builtin", "volcano-metrics", "volcano-sim"]),
+    // The trace replays are offline shells too: the simulator's cluster and the core.
+    (
+        "volcano-replay",
+        &["volcano-api", "volcano-framework", "volcano-builtin", "volcano-plugins", "volcano-actions", "volcano-sim"],
+    ),
 ];
 
-/// The crates of the offline commands (`simulate`, `explain --manifests`, `bench`): none of
+/// The crates of the offline commands (`simulate`, `explain --manifests`, `bench`, `replay`): none of
 /// them depends, directly or not, on a crate that talks to the API server.
-const OFFLINE: &[&str] = &["volcano-builtin", "volcano-sim", "volcano-benches"];
+const OFFLINE: &[&str] = &["volcano-builtin", "volcano-sim", "volcano-benches", "volcano-replay"];
 /// The workspace crates that talk to the API server.
 const KUBE_FACING: &[&str] = &["volcano-kube", "volcano-scheduler", "volcano-webhook"];
 
