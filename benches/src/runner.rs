@@ -700,8 +700,11 @@ mod tests {
     #[test]
     fn the_rule_check_sees_a_broken_spread_case() {
         let objects = workloads::spread_objects(50, 200, 400);
-        let bind =
-            |pod: &str, node: &str| Effect::Bind { pod: ObjectRef::namespaced("bench", pod, ""), node: node.into(), annotations: Vec::new() };
+        let bind = |pod: &str, node: &str| Effect::Bind {
+            pod: ObjectRef::namespaced("bench", pod, ""),
+            node: node.into(),
+            annotations: Vec::new(),
+        };
         // Job 3 (size 8) is of family 0 (anti-affinity to its own job on the hostname).
         let effects = vec![bind("job-000003-0", "node-00001"), bind("job-000003-1", "node-00001")];
         let failures = check_rules(&objects, &effects, 1);

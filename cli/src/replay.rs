@@ -173,6 +173,10 @@ fn replay_openb(args: &OpenbArgs) -> anyhow::Result<String> {
     if args.output == Output::Table {
         writeln!(out, "{:<12} {:<14} {:>16} {:>6} {:>9}", "TRACE", "POLICY", "ALLOC@100 %", "SEEDS", "SECONDS")?;
     }
+    // One step per run (trace × policy × seed), drawn once the whole lasts more than a second.
+    let mut progress =
+        volcano_replay::progress::Progress::new((traces.len() * policies.len() * seeds.len()) as u64, "runs");
+    let mut done = 0u64;
     for trace_name in &traces {
         let trace = Trace::read(&dir, trace_name)?;
         let mut all = Vec::new();
@@ -190,6 +194,8 @@ fn replay_openb(args: &OpenbArgs) -> anyhow::Result<String> {
                 };
                 let random_cards = args.config.is_none() && policy == "random";
                 results.push(openb::run_with(&trace, profile, seed, random_cards)?);
+                done += 1;
+                progress.set(done, || format!("{trace_name} {policy} seed {seed}"));
             }
             let at_100: Vec<f64> = results.iter().filter_map(|r| r.alloc_at_100()).collect();
             let curve = (0..=openb::MAX_ARRIVED)
@@ -232,11 +238,12 @@ fn replay_openb(args: &OpenbArgs) -> anyhow::Result<String> {
         }
         write_curves(&args.out, trace_name, &all)?;
     }
+    progress.finish();
     Ok(out)
 }
 
 /// `<out>/openb-<trace>.csv`: per arrived %, each policy's mean allocation and unallocated
-/// GPU %.
+/// GPU %; `<out>/openb-<trace>.svg`: unallocated GPU % against arrived %, a line per policy.
 fn write_curves(out: &Path, trace: &str, series: &[Series]) -> anyhow::Result<()> {
     let path = out.join(format!("openb-{trace}.csv"));
     let mut text = String::from("arrived");
@@ -255,5 +262,19 @@ fn write_curves(out: &Path, trace: &str, series: &[Series]) -> anyhow::Result<()
         text.push('\n');
     }
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    let lines: Vec<volcano_replay::plot::Series> = series
+        .iter()
+        .map(|s| volcano_replay::plot::Series {
+            name: s.policy.clone(),
+            points: (0..=openb::MAX_ARRIVED).filter_map(|x| s.curve[x].map(|v| (x as f64, 100.0 - v))).collect(),
+        })
+        .collect();
+    volcano_replay::plot::line_chart(
+        &out.join(format!("openb-{trace}.svg")),
+        &format!("openb {trace}: unallocated GPU as the cluster fills"),
+        "arrived (% of the cluster's GPUs asked)",
+        "unallocated GPU %",
+        &lines,
+    )?;
     Ok(())
 }

@@ -193,16 +193,14 @@ impl GpuAsk {
     /// The share of one card it takes, in milli-cards, on a card of this memory: the
     /// larger of its compute and memory shares (a whole card for `gpu-number`).
     pub fn milli_on(&self, memory_mib: u32) -> u32 {
-        let mem = |m: u32| if memory_mib == 0 { 0 } else { (m as u64 * MILLI as u64).div_ceil(memory_mib as u64) as u32 };
+        let mem =
+            |m: u32| if memory_mib == 0 { 0 } else { (m as u64 * MILLI as u64).div_ceil(memory_mib as u64) as u32 };
         match self.kind {
             AskKind::Number => MILLI,
             AskKind::Memory => mem(self.memory_mib).min(MILLI),
             AskKind::Vgpu => {
-                let memory = if self.memory_percent != Self::UNSET {
-                    self.memory_percent * 10
-                } else {
-                    mem(self.memory_mib)
-                };
+                let memory =
+                    if self.memory_percent != Self::UNSET { self.memory_percent * 10 } else { mem(self.memory_mib) };
                 (self.cores * 10).max(memory).min(MILLI)
             }
         }
@@ -264,9 +262,7 @@ impl NodeGpus {
     /// does not fit. The most used card first (in milli-cards), lowest index on a tie.
     pub fn choose(&self, ask: &GpuAsk) -> Option<SmallVec<[u16; 8]>> {
         let mut order = self.choose_all(ask)?;
-        order.sort_by_key(|&i| {
-            (std::cmp::Reverse(used_milli(&self.devices[i as usize], &self.used[i as usize])), i)
-        });
+        order.sort_by_key(|&i| (std::cmp::Reverse(used_milli(&self.devices[i as usize], &self.used[i as usize])), i));
         order.truncate(ask.count as usize);
         Some(order)
     }
@@ -434,7 +430,8 @@ pub fn pod_ask(pod: &Pod) -> Option<GpuAsk> {
     let spec = pod.spec.as_ref()?;
     let read = |c: &k8s_openapi::api::core::v1::Container, name: &str| -> Option<f64> {
         let r = c.resources.as_ref()?;
-        let q = r.limits.as_ref().and_then(|l| l.get(name)).or_else(|| r.requests.as_ref().and_then(|l| l.get(name)))?;
+        let q =
+            r.limits.as_ref().and_then(|l| l.get(name)).or_else(|| r.requests.as_ref().and_then(|l| l.get(name)))?;
         quantity::parse_value(&q.0).ok()
     };
     let mut vgpu: Option<GpuAsk> = None;
@@ -463,10 +460,12 @@ pub fn pod_ask(pod: &Pod) -> Option<GpuAsk> {
         }
         if let Some(n) = read(c, GPU_NUMBER).filter(|n| *n > 0.0) {
             let count = n as u32 + share.filter(|s| s.kind == AskKind::Number).map_or(0, |s| s.count);
-            share = Some(GpuAsk { kind: AskKind::Number, count, memory_mib: 0, memory_percent: GpuAsk::UNSET, cores: 100 });
+            share =
+                Some(GpuAsk { kind: AskKind::Number, count, memory_mib: 0, memory_percent: GpuAsk::UNSET, cores: 100 });
         } else if let Some(m) = read(c, GPU_MEMORY).filter(|m| *m > 0.0) {
             let memory_mib = m as u32 + share.filter(|s| s.kind == AskKind::Memory).map_or(0, |s| s.memory_mib);
-            share = Some(GpuAsk { kind: AskKind::Memory, count: 1, memory_mib, memory_percent: GpuAsk::UNSET, cores: 0 });
+            share =
+                Some(GpuAsk { kind: AskKind::Memory, count: 1, memory_mib, memory_percent: GpuAsk::UNSET, cores: 0 });
         }
     }
     vgpu.filter(|a| a.count > 0).or(share)

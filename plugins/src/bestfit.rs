@@ -87,6 +87,11 @@ impl Incremental for BestFit {
     fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
         true
     }
+
+    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
+        // The score reads only the task's requests (see `shape_local`).
+        Some(0)
+    }
 }
 
 #[cfg(test)]

@@ -155,10 +155,11 @@ pub fn trace_names(dir: &Path) -> Result<Vec<String>, OpenbError> {
 
 /// Reads a CSV file into rows of named columns, checking the header has `required`.
 fn rows(path: &Path, required: &[&str]) -> Result<Vec<(u64, BTreeMap<String, String>)>, OpenbError> {
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(path).map_err(|e| match e.into_kind() {
-        csv::ErrorKind::Io(source) => OpenbError::Read { path: path.to_path_buf(), source },
-        other => OpenbError::Row { path: path.to_path_buf(), line: 1, message: format!("{other:?}") },
-    })?;
+    let mut reader =
+        csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(path).map_err(|e| match e.into_kind() {
+            csv::ErrorKind::Io(source) => OpenbError::Read { path: path.to_path_buf(), source },
+            other => OpenbError::Row { path: path.to_path_buf(), line: 1, message: format!("{other:?}") },
+        })?;
     let header: Vec<String> = reader
         .headers()
         .map_err(|e| OpenbError::Row { path: path.to_path_buf(), line: 1, message: e.to_string() })?
@@ -236,7 +237,9 @@ pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, OpenbError> {
                 return Err(bad(format!("column gpu_milli: {gpu_milli} is above 1000")));
             }
             if num_gpu > 1 && gpu_milli != 1000 {
-                return Err(bad(format!("column gpu_milli: {gpu_milli} with num_gpu {num_gpu} (a fraction needs num_gpu 1)")));
+                return Err(bad(format!(
+                    "column gpu_milli: {gpu_milli} with num_gpu {num_gpu} (a fraction needs num_gpu 1)"
+                )));
             }
             if gpu_milli % 10 != 0 {
                 return Err(bad(format!("column gpu_milli: {gpu_milli} is not a multiple of 10 (1 % of a card)")));
@@ -363,7 +366,8 @@ pub fn node_object(n: &TraceNode) -> Node {
 /// after the first, so the arrival order is the job order.
 pub fn pod_objects(p: &TracePod, i: usize) -> (Pod, PodGroup) {
     let name = format!("p{i:06}-{}", p.name);
-    let created = Time(k8s_openapi::jiff::Timestamp::from_millisecond(1_600_000_000_000 + i as i64).unwrap_or_default());
+    let created =
+        Time(k8s_openapi::jiff::Timestamp::from_millisecond(1_600_000_000_000 + i as i64).unwrap_or_default());
     let mut requests = BTreeMap::new();
     requests.insert("cpu".to_string(), quantity(format!("{}m", p.cpu_milli)));
     requests.insert("memory".to_string(), quantity(format!("{}Mi", p.memory_mib)));
@@ -434,12 +438,14 @@ pub fn pod_objects(p: &TracePod, i: usize) -> (Pod, PodGroup) {
 /// The cluster objects of a run: the trace's nodes, the queue `default`, and the pods of
 /// `order` (indices into `trace.pods`) with their PodGroups, in arrival order.
 pub fn objects(trace: &Trace, order: &[usize]) -> ClusterObjects {
-    let mut objects = ClusterObjects {
-        nodes: trace.nodes.iter().map(|n| Arc::new(node_object(n))).collect(),
-        ..Default::default()
-    };
+    let mut objects =
+        ClusterObjects { nodes: trace.nodes.iter().map(|n| Arc::new(node_object(n))).collect(), ..Default::default() };
     objects.queues.push(Arc::new(Queue {
-        metadata: ObjectMeta { name: Some("default".into()), uid: Some("uid-queue-default".into()), ..Default::default() },
+        metadata: ObjectMeta {
+            name: Some("default".into()),
+            uid: Some("uid-queue-default".into()),
+            ..Default::default()
+        },
         spec: QueueSpec { weight: Some(1), ..Default::default() },
         status: None,
     }));

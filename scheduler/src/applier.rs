@@ -548,7 +548,10 @@ async fn bind(
         match tokio::time::timeout(inner.config.request_timeout, call).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err((format!("writing the GPU cards chosen: {e}"), is_not_found(&e))),
-            Err(_) => Err((format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout), false)),
+            Err(_) => Err((
+                format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout),
+                false,
+            )),
         }
     };
     let result = match annotated {

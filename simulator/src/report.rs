@@ -504,7 +504,12 @@ impl Report {
             pods: self
                 .pods
                 .iter()
-                .map(|p| OutPod { pod: &p.pod, node: p.node.as_deref(), phase: &p.phase, gpu_cards: p.gpu_cards.as_deref() })
+                .map(|p| OutPod {
+                    pod: &p.pod,
+                    node: p.node.as_deref(),
+                    phase: &p.phase,
+                    gpu_cards: p.gpu_cards.as_deref(),
+                })
                 .collect(),
             pod_groups: self
                 .pod_groups

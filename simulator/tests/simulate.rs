@@ -164,7 +164,11 @@ fn effects_carry_the_uid_and_never_touch_a_replaced_pod() {
     let n = normalise(common::manifest(&docs(&[node("n1", "4", "8Gi"), pod("ml", "a", "1", "1Gi")]))).unwrap();
     let mut cluster: Cluster = n.cluster;
     let uid = cluster.pods["ml/a"].metadata.uid.clone().expect("normalised pods have a uid");
-    let stale = Effect::Bind { pod: ObjectRef::namespaced("ml", "a", "another-uid"), node: "n1".into(), annotations: Vec::new() };
+    let stale = Effect::Bind {
+        pod: ObjectRef::namespaced("ml", "a", "another-uid"),
+        node: "n1".into(),
+        annotations: Vec::new(),
+    };
     let err = cluster.apply_effects(&[stale], 1, 0).unwrap_err();
     assert!(err.message.contains("was replaced"), "{err}");
     assert!(cluster.pods["ml/a"].spec.as_ref().unwrap().node_name.is_none(), "nothing applied");

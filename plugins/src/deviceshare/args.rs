@@ -69,7 +69,9 @@ impl Args {
             ));
         }
         if gpu_sharing && vgpu {
-            return Err(ArgsError("deviceshare.GPUSharingEnable and deviceshare.VGPUEnable cannot both be true".into()));
+            return Err(ArgsError(
+                "deviceshare.GPUSharingEnable and deviceshare.VGPUEnable cannot both be true".into(),
+            ));
         }
         if raw.ascend_mind_cluster == Some(true) || raw.ascend_hami == Some(true) {
             return Err(ArgsError(

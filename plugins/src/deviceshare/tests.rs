@@ -87,7 +87,13 @@ fn fractions_share_a_card_and_whole_cards_need_idle_ones() {
 fn gpu_sharing_fits_memory_on_one_card_and_records_its_index() {
     let snap = Objects::new()
         .node(node("n1", "32", "64Gi").res("volcano.sh/gpu-memory", "32768").res("volcano.sh/gpu-number", "2"))
-        .pod(pod("ns", "busy").cpu_mem("1", "1Gi").req("volcano.sh/gpu-memory", "10000").annotation("volcano.sh/gpu-index", "1").running_on("n1"))
+        .pod(
+            pod("ns", "busy")
+                .cpu_mem("1", "1Gi")
+                .req("volcano.sh/gpu-memory", "10000")
+                .annotation("volcano.sh/gpu-index", "1")
+                .running_on("n1"),
+        )
         .pod(pod("ns", "p").cpu_mem("1", "1Gi").req("volcano.sh/gpu-memory", "6000"))
         .pod(pod("ns", "big").cpu_mem("1", "1Gi").req("volcano.sh/gpu-memory", "17000"))
         .snapshot();

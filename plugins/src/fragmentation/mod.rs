@@ -4,8 +4,8 @@
 //!
 //! **Expected fragmentation.** The *workload* is the distribution of GPU requests the
 //! cluster sees: the pods of the snapshot that ask for GPUs (pending and running), grouped
-//! by request (cpu, cards, milli-cards per card) and node constraints, weighted by the
-//! milli-cards they ask (`fragmentation.weighting`), the most common ones that make up
+//! by request (cpu, cards, milli-cards per card) and node constraints, weighted by their
+//! pods (`fragmentation.weighting`), the most common ones that make up
 //! `fragmentation.popularity` percent of the weight (95). For a node and one request of the
 //! workload, the free GPU that request could not use is fragmented: all of the node's free
 //! milli-cards when the request cannot land there (its node selector or affinity rules the
@@ -16,9 +16,8 @@
 //!
 //! **What it changes from FGD.** The workload is the cluster's own, read at every session,
 //! so it follows the mix as it changes, not a trace given in advance; requests of several
-//! cards and node constraints (GPU models through node labels) are part of it; requests weigh
-//! by the GPU they ask, not by pod count (a 8-card request blocked matters more than a 0.1
-//! card one); and scores rounded to `fragmentation.resolution` points (1) tie-break by best
+//! cards and node constraints (GPU models through node labels) are part of it; and scores
+//! rounded to `fragmentation.resolution` points (1) tie-break by best
 //! fit (the node the pod leaves with the least cpu and GPU free) instead of at random, so
 //! equal choices fill nodes instead of spreading. The score reads only the node and the
 //! task's request, so the node index keeps it per shape. `fragmentation.mode: fgd` scores
@@ -68,7 +67,7 @@ pub struct Args {
     /// cards are the most used after the pod).
     #[serde(rename = "fragmentation.tieBreak", default, deserialize_with = "args::string")]
     pub tie_break: Option<String>,
-    /// `fragmentation.weighting` (mode's: `cards`, `count` in `fgd` mode): how requests weigh
+    /// `fragmentation.weighting` (`count`): how requests weigh
     /// in the workload: `count` (by pods), `cards` (a pod of `k` whole cards counts `1 + k`)
     /// or `gpu` (by the milli-cards they ask).
     #[serde(rename = "fragmentation.weighting", default, deserialize_with = "args::string")]
@@ -115,7 +114,7 @@ pub enum Weighting {
 }
 
 /// The default weighting of the `expected` mode.
-pub const DEFAULT_WEIGHTING: Weighting = Weighting::Cards;
+pub const DEFAULT_WEIGHTING: Weighting = Weighting::Count;
 
 /// How scores are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,5 +443,10 @@ impl Incremental for Fragmentation {
 
     fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
         true
+    }
+
+    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
+        // The score reads only the task's requests (see `shape_local`).
+        Some(0)
     }
 }

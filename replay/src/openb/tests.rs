@@ -50,11 +50,8 @@ fn a_malformed_row_is_reported_with_file_line_and_column() {
     let dir = std::env::temp_dir().join(format!("openb-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("openb_pod_list_bad.csv");
-    std::fs::write(
-        &path,
-        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\np1,lots,1024,1,500\n",
-    )
-    .unwrap();
+    std::fs::write(&path, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\np1,lots,1024,1,500\n")
+        .unwrap();
     let err = read_pods(&path).unwrap_err().to_string();
     assert_eq!(err, format!("{}:3: column cpu_milli: \"lots\" is not a whole number of millicores", path.display()));
     std::fs::write(&path, "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,2,500\n").unwrap();
