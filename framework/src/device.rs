@@ -66,7 +66,7 @@ pub const GPU_MODEL_LABEL: &str = "nvidia.com/gpu.product";
 
 /// The resource names the resource vector leaves to this module (Volcano's
 /// `IgnoredDevicesList` for vGPU): no node advertises them, the cards account them.
-pub const IGNORED_RESOURCES: [&str; 3] = [VGPU_MEMORY, VGPU_MEMORY_PERCENTAGE, VGPU_CORES];
+pub use crate::resource::CARD_ONLY_RESOURCES as IGNORED_RESOURCES;
 
 /// Milli-units of one card.
 pub const MILLI: u32 = 1000;

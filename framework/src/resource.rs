@@ -91,6 +91,12 @@ pub const PODS: &str = "pods";
 /// The NVIDIA GPU resource name.
 pub const NVIDIA_GPU: &str = "nvidia.com/gpu";
 
+/// Requests that only GPU cards account (`crate::device`), left out of the vector as
+/// Volcano's `IgnoredDevicesList` leaves them: HAMi vGPU memory, memory percentage and
+/// compute per card.
+pub const CARD_ONLY_RESOURCES: [&str; 3] =
+    ["volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage", "volcano.sh/vgpu-cores"];
+
 /// How a dimension missing on one side of a comparison is treated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DimensionDefault {
@@ -221,7 +227,7 @@ impl Resource {
                 "memory" => self.memory += quantity::parse_value(&q.0).map_err(fail)?,
                 PODS => self.add_scalar(PODS, quantity::parse_value(&q.0).map_err(fail)?),
                 n if n.starts_with("count/") => {}
-                n if crate::device::IGNORED_RESOURCES.contains(&n) => {}
+                n if CARD_ONLY_RESOURCES.contains(&n) => {}
                 n => self.add_scalar(n, quantity::parse_milli(&q.0).map_err(fail)?),
             }
         }

@@ -16,7 +16,7 @@ fn registries() -> Registries {
     volcano_builtin::registries()
 }
 
-const CONFIGS: [&str; 3] = [
+const CONFIGS: [&str; 4] = [
     // Volcano's default.
     "",
     // Helm-like, with binpack on GPUs and the eviction actions.
@@ -57,6 +57,31 @@ tiers:
     enablePreemptable: false
   - name: predicates
   - name: nodeorder
+"#,
+    // The GPU placement policies together (their node-index promises: shape-local scores,
+    // shared evaluations across shapes).
+    r#"
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: deviceshare
+    arguments:
+      deviceshare.VGPUEnable: true
+  - name: fragmentation
+  - name: bestfit
+    arguments:
+      bestfit.weight: 0.5
+  - name: gpu-packing
+    arguments:
+      gpu-packing.weight: 0.25
+  - name: dotprod
+    arguments:
+      dotprod.weight: 0.125
 "#,
 ];
 
@@ -126,7 +151,7 @@ fn arb_cluster() -> impl Strategy<Value = (Cluster, usize)> {
 
 /// Random clusters with fewer than `max_jobs` jobs.
 fn arb_cluster_of(max_jobs: usize) -> impl Strategy<Value = (Cluster, usize)> {
-    (1usize..7, 1usize..4, 1usize..max_jobs, 0usize..3).prop_flat_map(|(nodes, queues, jobs, config)| {
+    (1usize..7, 1usize..4, 1usize..max_jobs, 0usize..CONFIGS.len()).prop_flat_map(|(nodes, queues, jobs, config)| {
         let node_s: Vec<_> = (0..nodes).map(arb_node).collect();
         let job_s: Vec<_> = (0..jobs).map(|i| arb_job(i, queues)).collect();
         let queue_s: Vec<_> = (0..queues)
