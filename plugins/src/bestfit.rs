@@ -26,7 +26,7 @@ pub struct Args {
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
     let args: Args = parse_args(&opt.arguments)?;
     let weight = args.weight.unwrap_or(1.0);
-    if !(weight >= 0.0) {
+    if weight.is_nan() || weight < 0.0 {
         return Err(ArgsError(format!("argument \"bestfit.weight\": {weight} is negative")));
     }
     Ok(Arc::new(move || Box::new(BestFit { weight }) as Box<dyn Plugin>))

@@ -29,7 +29,7 @@ pub struct Args {
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
     let args: Args = parse_args(&opt.arguments)?;
     let weight = args.weight.unwrap_or(1.0);
-    if !(weight >= 0.0) {
+    if weight.is_nan() || weight < 0.0 {
         return Err(ArgsError(format!("argument \"random.weight\": {weight} is negative")));
     }
     let seed = args.seed.unwrap_or(0) as u64;

@@ -154,7 +154,10 @@ pub fn trace_names(dir: &Path) -> Result<Vec<String>, OpenbError> {
 }
 
 /// Reads a CSV file into rows of named columns, checking the header has `required`.
-fn rows(path: &Path, required: &[&str]) -> Result<Vec<(u64, BTreeMap<String, String>)>, OpenbError> {
+/// A CSV record: its line and its fields by column name.
+type Row = (u64, BTreeMap<String, String>);
+
+fn rows(path: &Path, required: &[&str]) -> Result<Vec<Row>, OpenbError> {
     let mut reader =
         csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(path).map_err(|e| match e.into_kind() {
             csv::ErrorKind::Io(source) => OpenbError::Read { path: path.to_path_buf(), source },
@@ -241,7 +244,7 @@ pub fn read_pods(path: &Path) -> Result<Vec<TracePod>, OpenbError> {
                     "column gpu_milli: {gpu_milli} with num_gpu {num_gpu} (a fraction needs num_gpu 1)"
                 )));
             }
-            if gpu_milli % 10 != 0 {
+            if !gpu_milli.is_multiple_of(10) {
                 return Err(bad(format!("column gpu_milli: {gpu_milli} is not a multiple of 10 (1 % of a card)")));
             }
             let spec = row.get("gpu_spec").map(String::as_str).unwrap_or_default();

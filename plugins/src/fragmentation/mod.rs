@@ -129,7 +129,7 @@ pub enum Mode {
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
     let args: Args = parse_args(&opt.arguments)?;
     let weight = args.weight.unwrap_or(1.0);
-    if !(weight >= 0.0) {
+    if weight.is_nan() || weight < 0.0 {
         return Err(ArgsError(format!("argument \"fragmentation.weight\": {weight} is negative")));
     }
     let popularity = args.popularity.unwrap_or(95.0);
@@ -148,7 +148,7 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
         Mode::Expected => (DEFAULT_RESOLUTION, DEFAULT_TIE_BREAK),
     };
     let resolution = args.resolution.unwrap_or(default_resolution);
-    if !(resolution >= 0.0) {
+    if resolution.is_nan() || resolution < 0.0 {
         return Err(ArgsError(format!("argument \"fragmentation.resolution\": {resolution} is negative")));
     }
     let tie_break = match args.tie_break.as_deref().map(str::trim) {
@@ -194,6 +194,9 @@ pub struct Typical {
     rep: TaskId,
 }
 
+/// A node's state as fragmentation reads it: its label class, free cpu, free cards sorted.
+type StateKey = (u32, i64, SmallVec<[u32; 8]>);
+
 /// The plugin for one session.
 #[derive(Debug)]
 pub struct Fragmentation {
@@ -204,7 +207,7 @@ pub struct Fragmentation {
     /// Per class, per request of the workload: allowed.
     classes: Vec<Vec<bool>>,
     /// Fragmentation by (class, free cpu, free cards sorted).
-    memo: Mutex<HashMap<(u32, i64, SmallVec<[u32; 8]>), f64>>,
+    memo: Mutex<HashMap<StateKey, f64>>,
 }
 
 impl Fragmentation {
