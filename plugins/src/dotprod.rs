@@ -4,38 +4,17 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use volcano_api::conf::{args, PluginOption};
-use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, NodeId, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_api::conf::PluginOption;
+use volcano_framework::{ArgsError, PluginBuilder};
 
-use crate::placement::{NodeFree, Request, MAX_CPU, MAX_GPU};
+use crate::placement::{policy_factory, NodeFree, Request, MAX_CPU, MAX_GPU};
 
 /// Configuration name.
 pub const NAME: &str = "dotprod";
 
-/// The `dotprod` arguments.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// `dotprod.weight` (1).
-    #[serde(rename = "dotprod.weight", default, deserialize_with = "args::float")]
-    pub weight: Option<f64>,
-}
-
-/// Checks the arguments and returns the builder.
+/// Checks `dotprod.weight` and returns the builder (see [`crate::placement::ScorePolicy`]).
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    let args: Args = parse_args(&opt.arguments)?;
-    let weight = args.weight.unwrap_or(1.0);
-    if weight.is_nan() || weight < 0.0 {
-        return Err(ArgsError(format!("argument \"dotprod.weight\": {weight} is negative")));
-    }
-    Ok(Arc::new(move || Box::new(DotProd { weight }) as Box<dyn Plugin>))
-}
-
-/// The plugin.
-#[derive(Clone, Debug)]
-pub struct DotProd {
-    weight: f64,
+    policy_factory(NAME, opt, raw_score)
 }
 
 /// The raw score: 100 × (1 − the smallest dot product of the request and a group of the
@@ -55,53 +34,6 @@ pub fn raw_score(req: &Request, free: &NodeFree) -> f64 {
         (cpu + req.gpu_total() as f64 / MAX_GPU * idle / MAX_GPU) / 2.0
     };
     (100.0 * (1.0 - dot)).floor()
-}
-
-impl Plugin for DotProd {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn hooks(&self) -> Hooks {
-        if self.weight > 0.0 {
-            Hooks::NODE_ORDER
-        } else {
-            Hooks::empty()
-        }
-    }
-
-    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
-        let n = snap.node(node);
-        raw_score(&Request::of(snap.task(task), n), &NodeFree::of(n)) * self.weight
-    }
-
-    fn incremental(&self) -> Option<&dyn Incremental> {
-        Some(self)
-    }
-
-    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
-        Some(self)
-    }
-}
-
-impl Incremental for DotProd {
-    fn reads_clock(&self, _snap: &Snapshot) -> bool {
-        false
-    }
-
-    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
-        // The score reads the task's requests and the node's free cpu and cards.
-        true
-    }
-
-    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
-        true
-    }
-
-    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
-        // The score reads only the task's requests (see `shape_local`).
-        Some(0)
-    }
 }
 
 #[cfg(test)]

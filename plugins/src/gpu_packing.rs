@@ -4,38 +4,17 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-use volcano_api::conf::{args, PluginOption};
-use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, NodeId, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_api::conf::PluginOption;
+use volcano_framework::{ArgsError, PluginBuilder};
 
-use crate::placement::{NodeFree, Request};
+use crate::placement::{policy_factory, NodeFree, Request};
 
 /// Configuration name.
 pub const NAME: &str = "gpu-packing";
 
-/// The `gpu-packing` arguments.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Args {
-    /// `gpu-packing.weight` (1).
-    #[serde(rename = "gpu-packing.weight", default, deserialize_with = "args::float")]
-    pub weight: Option<f64>,
-}
-
-/// Checks the arguments and returns the builder.
+/// Checks `gpu-packing.weight` and returns the builder (see [`crate::placement::ScorePolicy`]).
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
-    let args: Args = parse_args(&opt.arguments)?;
-    let weight = args.weight.unwrap_or(1.0);
-    if weight.is_nan() || weight < 0.0 {
-        return Err(ArgsError(format!("argument \"gpu-packing.weight\": {weight} is negative")));
-    }
-    Ok(Arc::new(move || Box::new(GpuPacking { weight }) as Box<dyn Plugin>))
-}
-
-/// The plugin.
-#[derive(Clone, Debug)]
-pub struct GpuPacking {
-    weight: f64,
+    policy_factory(NAME, opt, raw_score)
 }
 
 /// The raw score (the FGD paper's GPU packing): a fractional or whole-card request that
@@ -59,53 +38,6 @@ pub fn raw_score(req: &Request, free: &NodeFree) -> f64 {
     }
     let left: i64 = chosen.iter().map(|&i| free.gpus[i as usize] as i64 * 100 / 1000).sum();
     (100 - left / 10).max(50) as f64
-}
-
-impl Plugin for GpuPacking {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn hooks(&self) -> Hooks {
-        if self.weight > 0.0 {
-            Hooks::NODE_ORDER
-        } else {
-            Hooks::empty()
-        }
-    }
-
-    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
-        let n = snap.node(node);
-        raw_score(&Request::of(snap.task(task), n), &NodeFree::of(n)) * self.weight
-    }
-
-    fn incremental(&self) -> Option<&dyn Incremental> {
-        Some(self)
-    }
-
-    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
-        Some(self)
-    }
-}
-
-impl Incremental for GpuPacking {
-    fn reads_clock(&self, _snap: &Snapshot) -> bool {
-        false
-    }
-
-    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
-        // The score reads the task's requests and the node's free cpu and cards.
-        true
-    }
-
-    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
-        true
-    }
-
-    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
-        // The score reads only the task's requests (see `shape_local`).
-        Some(0)
-    }
 }
 
 #[cfg(test)]

@@ -11,9 +11,14 @@
 //! `random` with weight 1 beside an integer score breaks them at random instead (what
 //! `volcano-rs replay openb` configures, as the paper's simulator does).
 
+use std::sync::Arc;
+
 use smallvec::SmallVec;
+use volcano_api::conf::PluginOption;
 use volcano_framework::device::{gpu_free, gpu_request, MILLI};
-use volcano_framework::{NodeInfo, TaskInfo};
+use volcano_framework::{
+    ArgsError, Hooks, Incremental, NodeId, NodeInfo, Plugin, PluginBuilder, Snapshot, TaskId, TaskInfo,
+};
 
 /// cpu of the largest node, millicores: the scale of the cpu dimension (the FGD paper's).
 pub const MAX_CPU: f64 = 128_000.0;
@@ -98,5 +103,105 @@ impl Request {
     /// Whether it asks for a fraction of one card.
     pub fn is_fraction(&self) -> bool {
         self.count == 1 && self.milli < MILLI
+    }
+}
+
+/// A policy's raw score of a request on a node, 0–100.
+pub type RawScore = fn(&Request, &NodeFree) -> f64;
+
+/// A placement policy that is only a raw score (`dotprod`, `gpu-packing`, `bestfit`): its
+/// node order is the raw score times `<name>.weight`, its only argument (1; not negative).
+#[derive(Clone, Debug)]
+pub struct ScorePolicy {
+    name: &'static str,
+    weight: f64,
+    raw: RawScore,
+}
+
+/// Checks `<name>.weight` and returns the builder of a [`ScorePolicy`].
+pub fn policy_factory(
+    name: &'static str,
+    opt: &PluginOption,
+    raw: RawScore,
+) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
+    let key = format!("{name}.weight");
+    let mut weight = 1.0;
+    for (k, v) in &opt.arguments {
+        if *k != key {
+            return Err(ArgsError(format!("unknown field `{k}`, expected `{key}`")));
+        }
+        weight = v.as_f64().ok_or_else(|| ArgsError(format!("argument {key:?}: {v} is not a number")))?;
+    }
+    if weight.is_nan() || weight < 0.0 {
+        return Err(ArgsError(format!("argument {key:?}: {weight} is negative")));
+    }
+    Ok(Arc::new(move || Box::new(ScorePolicy { name, weight, raw }) as Box<dyn Plugin>))
+}
+
+impl Plugin for ScorePolicy {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn hooks(&self) -> Hooks {
+        if self.weight > 0.0 {
+            Hooks::NODE_ORDER
+        } else {
+            Hooks::empty()
+        }
+    }
+
+    fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
+        let n = snap.node(node);
+        (self.raw)(&Request::of(snap.task(task), n), &NodeFree::of(n)) * self.weight
+    }
+
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+}
+
+impl Incremental for ScorePolicy {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
+        // The score reads the task's requests and the node's free cpu and cards.
+        true
+    }
+
+    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
+        true
+    }
+
+    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
+        // The score reads only the task's requests (see `shape_local`).
+        Some(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opt(args: serde_json::Value) -> PluginOption {
+        PluginOption { name: "bestfit".into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
+    }
+
+    #[test]
+    fn a_policy_takes_its_weight_and_nothing_else() {
+        let raw: RawScore = |_, _| 1.0;
+        assert!(policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": 2})), raw).is_ok());
+        let unknown = policy_factory("bestfit", &opt(serde_json::json!({"dotprod.weight": 2})), raw).err().unwrap();
+        assert!(unknown.0.contains("unknown field `dotprod.weight`"), "{}", unknown.0);
+        let negative = policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": -1})), raw).err().unwrap();
+        assert!(negative.0.contains("is negative"), "{}", negative.0);
+        let text = policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": "x"})), raw).err().unwrap();
+        assert!(text.0.contains("is not a number"), "{}", text.0);
     }
 }
