@@ -267,6 +267,15 @@ impl NodeGpus {
         Some(order)
     }
 
+    /// [`NodeGpus::choose`], but the least shared card first (fewest pods), lowest index on
+    /// a tie: Volcano's vGPU card order under `deviceshare.SchedulePolicy: spread`.
+    pub fn choose_least_shared(&self, ask: &GpuAsk) -> Option<SmallVec<[u16; 8]>> {
+        let mut order = self.choose_all(ask)?;
+        order.sort_by_key(|&i| (self.used[i as usize].pods, i));
+        order.truncate(ask.count as usize);
+        Some(order)
+    }
+
     /// [`NodeGpus::choose`], but the cards in a random order (a hash of `seed`, `salt` and
     /// the card's index) instead of the fullest first.
     pub fn choose_at_random(&self, ask: &GpuAsk, seed: u64, salt: &str) -> Option<SmallVec<[u16; 8]>> {

@@ -13,6 +13,7 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use bitflags::bitflags;
+use smallvec::SmallVec;
 
 use crate::effect::EventType;
 use crate::model::{JobId, NodeId, QueueId, TaskId};
@@ -64,6 +65,8 @@ bitflags! {
         const JOB_STARVING = 1 << 18;
         /// [`Plugin::on_allocate`] and [`Plugin::on_deallocate`].
         const EVENT_HANDLER = 1 << 19;
+        /// [`Plugin::choose_devices`].
+        const DEVICE_CHOICE = 1 << 20;
     }
 }
 
@@ -297,6 +300,16 @@ pub trait Plugin: Send + Sync {
 
     /// A task was evicted (or an allocation was undone).
     fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {}
+
+    /// Which cards of the node's GPUs the task takes when it is allocated there (it asks
+    /// for GPUs and the node has cards of its kind, see [`crate::device`]), or `None` to
+    /// leave the choice to the next plugin and in the end to the device layer (the
+    /// fullest cards that fit). The first plugin with an answer decides; an answer whose
+    /// cards cannot take the task is ignored. A plugin whose node order depends on the
+    /// cards scores the node with the cards it answers here.
+    fn choose_devices(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Option<SmallVec<[u16; 8]>> {
+        None
+    }
 }
 
 /// What a plugin promises so that the session may reuse work instead of asking it again:

@@ -203,7 +203,7 @@ pub fn enabled_hooks(p: &PluginOption) -> Hooks {
         (p.enabled_queue_order, Hooks::QUEUE_ORDER),
         (p.enabled_task_order, Hooks::TASK_ORDER),
         (p.enabled_predicate, Hooks::PRE_PREDICATE | Hooks::PREDICATE),
-        (p.enabled_node_order, Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER),
+        (p.enabled_node_order, Hooks::NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::DEVICE_CHOICE),
         (p.enabled_preemptable, Hooks::PREEMPTABLE),
         (p.enabled_reclaimable, Hooks::RECLAIMABLE),
         (p.enabled_overused, Hooks::OVERUSED),

@@ -654,6 +654,105 @@ async fn config_reload(server: &ApiServer) {
     let _ = std::fs::remove_file(conf);
 }
 
+/// HAMi vGPU cards end to end: a node registering two cards by annotation, pods asking for
+/// fractions of a card; the scheduler writes the chosen cards on each pod (uid-preconditioned
+/// patch) before it binds, the fractions share the fullest card that fits, a whole-card pod
+/// takes the idle card, and a pod that fits no card stays pending. A pod already running on
+/// a card (its annotation, from an earlier scheduler) is accounted: the scheduler restarted
+/// over the same objects keeps every card within its capacity.
+async fn gpu_cards(server: &ApiServer) {
+    let (ns, sched) = ("cards", "volcano-rs-cards");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("volcano.sh/vgpu-number", "20")]);
+    let node = Node {
+        metadata: ObjectMeta {
+            name: Some("cards-n1".into()),
+            labels: Some([("envtest-scenario".to_string(), ns.to_string())].into_iter().collect()),
+            annotations: Some(
+                [(
+                    "volcano.sh/node-vgpu-register".to_string(),
+                    "GPU-a,10,16000,A100,true,hami-core:GPU-b,10,16000,A100,true,hami-core:".to_string(),
+                )]
+                .into_iter()
+                .collect(),
+            ),
+            ..Default::default()
+        },
+        spec: Some(NodeSpec::default()),
+        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
+    };
+    nodes.create(&PostParams::default(), &node).await.expect("node created");
+    nodes
+        .patch("cards-n1", &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"taints": null}})))
+        .await
+        .expect("taints removed");
+    nodes
+        .patch_status("cards-n1", &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": node.status})))
+        .await
+        .expect("node status");
+    let conf: PathBuf = std::env::temp_dir().join(format!("volcano-rs-envtest-cards-{}.conf", std::process::id()));
+    std::fs::write(
+        &conf,
+        "actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n  - name: predicates\n  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n",
+    )
+    .unwrap();
+    let vgpu = |name: &str, percent: &str| {
+        let mut p = pod(ns, name, sched, None, 0);
+        let limits = quantities(&[
+            ("cpu", "1"),
+            ("memory", "1Gi"),
+            ("volcano.sh/vgpu-number", "1"),
+            ("volcano.sh/vgpu-cores", percent),
+            ("volcano.sh/vgpu-memory-percentage", percent),
+        ]);
+        let c = &mut p.spec.as_mut().unwrap().containers[0];
+        c.resources = Some(ResourceRequirements {
+            requests: Some(quantities(&[("cpu", "1"), ("memory", "1Gi"), ("volcano.sh/vgpu-number", "1")])),
+            limits: Some(limits),
+            ..Default::default()
+        });
+        p
+    };
+    let mut o = options(server, sched, ns);
+    o.scheduler_conf = Some(conf.clone());
+    let running = start(o).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for (name, percent) in [("half", "50"), ("quarter", "25"), ("whole", "100")] {
+        pods.create(&PostParams::default(), &vgpu(name, percent)).await.unwrap();
+        // One at a time, so that the order of placement is the order here.
+        eventually(WAIT, "vGPU pod bound", || async { node_of(&client, ns, name).await }).await;
+    }
+    let cards_of = |p: &Pod| {
+        let a = p.metadata.annotations.clone().unwrap_or_default();
+        a.get("volcano.sh/vgpu-ids-new").cloned().unwrap_or_default()
+    };
+    let half = pods.get("half").await.unwrap();
+    let quarter = pods.get("quarter").await.unwrap();
+    let whole = pods.get("whole").await.unwrap();
+    assert!(cards_of(&half).starts_with("GPU-a,"), "half on the first card: {:?}", cards_of(&half));
+    assert!(cards_of(&quarter).starts_with("GPU-a,"), "quarter shares it: {:?}", cards_of(&quarter));
+    assert!(cards_of(&whole).starts_with("GPU-b,"), "whole on the idle card: {:?}", cards_of(&whole));
+    running.stop().await;
+
+    // A new scheduler over the same objects reads the cards from the annotations: a pod
+    // asking for 30 % fits no card (GPU-a has 25 % left, GPU-b none) and stays pending,
+    // while one asking for 25 % takes what is left of GPU-a.
+    let mut o = options(server, sched, ns);
+    o.scheduler_conf = Some(conf.clone());
+    let running = start(o).await;
+    pods.create(&PostParams::default(), &vgpu("too-much", "30")).await.unwrap();
+    pods.create(&PostParams::default(), &vgpu("last", "25")).await.unwrap();
+    eventually(WAIT, "the 25 % pod bound", || async { node_of(&client, ns, "last").await }).await;
+    let last = pods.get("last").await.unwrap();
+    assert!(cards_of(&last).starts_with("GPU-a,"), "last on what is left of GPU-a: {:?}", cards_of(&last));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(node_of(&client, ns, "too-much").await, None, "no card has 30 % left");
+    running.stop().await;
+    let _ = std::fs::remove_file(conf);
+}
+
 /// Objects shaped as Volcano writes them (a PodGroup with a status and `transitionID`
 /// conditions, a Queue with every common field) are valid under volcano-rs's CRDs.
 async fn volcano_shaped_objects(server: &ApiServer) {
@@ -927,6 +1026,9 @@ async fn real_api_server_suite() {
     }
     if run("config_reload") {
         config_reload(&server).await;
+    }
+    if run("gpu_cards") {
+        gpu_cards(&server).await;
     }
     if run("leader_failover") {
         leader_failover(&server).await;

@@ -11,6 +11,7 @@ pub mod worklist;
 use std::cmp::Ordering;
 
 use rayon::prelude::*;
+use smallvec::SmallVec;
 
 use crate::effect::Effect;
 use crate::model::*;
@@ -625,11 +626,23 @@ impl Session {
     /// Places a pending task on a node (status Allocated) and fires `on_allocate`.
     pub(crate) fn do_allocate(&mut self, t: TaskId, n: NodeId) {
         debug_assert_eq!(self.snap.task(t).status, TaskStatus::Pending);
+        if let Some(cards) = self.chosen_devices(t, n) {
+            self.snap.tasks[t.idx()].devices = Some(cards);
+        }
         self.snap.set_task_status(t, TaskStatus::Allocated);
         self.snap.tasks[t.idx()].node = Some(n);
         self.snap.node_add_task(n, t);
         self.index_mut().touch_used(n);
         self.fire_allocate(t);
+    }
+
+    /// The cards a [`Hooks::DEVICE_CHOICE`] plugin gives the task on the node, if the task
+    /// asks for GPUs there; [`Snapshot::node_add_task`] takes them when they fit.
+    fn chosen_devices(&self, t: TaskId, n: NodeId) -> Option<SmallVec<[u16; 8]>> {
+        if self.snap.task(t).gpu.is_none() || self.snap.node(n).gpus.is_none() {
+            return None;
+        }
+        self.active(Hooks::DEVICE_CHOICE).find_map(|p| p.choose_devices(&self.snap, t, n))
     }
 
     /// Reserves a pending task on a node's future idle resources (status Pipelined).

@@ -15,12 +15,16 @@
 //!   are idle; the score is the policy's card score summed over the chosen cards, times the
 //!   weight (Volcano's `GPUScore`).
 //!
+//! - cards: a vGPU pod goes to the fullest cards that fit, and under `spread` to the least
+//!   shared ones (fewest pods; Volcano's vGPU order), which the node's score then reads.
+//!
 //! The chosen cards go on the pod as Volcano's annotations when it is bound.
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
 use volcano_api::conf::PluginOption;
-use volcano_framework::device::{used_milli, AskKind, NodeGpus, MILLI};
+use volcano_framework::device::{used_milli, AskKind, GpuAsk, NodeGpus, MILLI};
 use volcano_framework::status::{Code, Status};
 use volcano_framework::{ArgsError, Hooks, Incremental, NodeId, Plugin, PluginBuilder, Snapshot, TaskId};
 
@@ -58,6 +62,20 @@ impl DeviceShare {
             AskKind::Vgpu => self.args.vgpu,
         }
     }
+
+    /// The cards the task gets on these GPUs: under `spread`, a vGPU pod's least shared
+    /// cards (Volcano's order); otherwise the device layer's (the fullest that fit).
+    fn cards(&self, gpus: &NodeGpus, ask: &GpuAsk) -> Option<SmallVec<[u16; 8]>> {
+        if self.spreads(ask) {
+            gpus.choose_least_shared(ask)
+        } else {
+            gpus.choose(ask)
+        }
+    }
+
+    fn spreads(&self, ask: &GpuAsk) -> bool {
+        self.args.policy == Policy::Spread && ask.kind == AskKind::Vgpu
+    }
 }
 
 impl Plugin for DeviceShare {
@@ -66,10 +84,12 @@ impl Plugin for DeviceShare {
     }
 
     fn hooks(&self) -> Hooks {
+        let choice =
+            if self.args.policy == Policy::Spread && self.args.vgpu { Hooks::DEVICE_CHOICE } else { Hooks::empty() };
         if self.args.weight > 0 {
-            Hooks::PREDICATE | Hooks::NODE_ORDER
+            Hooks::PREDICATE | Hooks::NODE_ORDER | choice
         } else {
-            Hooks::PREDICATE
+            Hooks::PREDICATE | choice
         }
     }
 
@@ -97,8 +117,13 @@ impl Plugin for DeviceShare {
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
         let Some(ask) = snap.task(task).gpu.filter(|a| self.enabled(a.kind)) else { return 0.0 };
         let Some(gpus) = snap.node(node).gpus.as_deref() else { return 0.0 };
-        let Some(cards) = gpus.choose(&ask) else { return 0.0 };
+        let Some(cards) = self.cards(gpus, &ask) else { return 0.0 };
         card_score(gpus, &cards, self.args.policy) * self.args.weight as f64
+    }
+
+    fn choose_devices(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Option<SmallVec<[u16; 8]>> {
+        let ask = snap.task(task).gpu.filter(|a| self.enabled(a.kind) && self.spreads(a))?;
+        self.cards(snap.node(node).gpus.as_deref()?, &ask)
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {

@@ -6,7 +6,7 @@
 //! cluster sees: the pods of the snapshot that ask for GPUs (pending and running), grouped
 //! by request (cpu, cards, milli-cards per card) and node constraints, weighted by their
 //! pods (`fragmentation.weighting`), the most common ones that make up
-//! `fragmentation.popularity` percent of the weight (95). For a node and one request of the
+//! `fragmentation.popularity` percent of the weight (all of it). For a node and one request of the
 //! workload, the free GPU that request could not use is fragmented: all of the node's free
 //! milli-cards when the request cannot land there (its node selector or affinity rules the
 //! node out, not enough cpu, not enough cards with room), else the free milli-cards of the
@@ -50,7 +50,7 @@ pub struct Args {
     /// `fragmentation.weight` (1).
     #[serde(rename = "fragmentation.weight", default, deserialize_with = "args::float")]
     pub weight: Option<f64>,
-    /// `fragmentation.popularity` (95): the percentage of the GPU pods whose requests make
+    /// `fragmentation.popularity` (100): the percentage of the GPU pods whose requests make
     /// the workload, the most common requests first.
     #[serde(rename = "fragmentation.popularity", default, deserialize_with = "args::float")]
     pub popularity: Option<f64>,
@@ -72,6 +72,21 @@ pub struct Args {
     /// or `gpu` (by the milli-cards they ask).
     #[serde(rename = "fragmentation.weighting", default, deserialize_with = "args::string")]
     pub weighting: Option<String>,
+    /// `fragmentation.cardChoice` (mode's): which card of a node takes a fraction of one
+    /// card: `fragmentation` (the card that leaves the node the least fragmented; the
+    /// `expected` mode's) or `tightest` (the fullest that fits, the device layer's; the
+    /// `fgd` mode's, as the FGD protocol has it).
+    #[serde(rename = "fragmentation.cardChoice", default, deserialize_with = "args::string")]
+    pub card_choice: Option<String>,
+}
+
+/// Which card of a node takes a fraction of one card.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CardChoice {
+    /// The card that leaves the node the least fragmented (the fullest of those on ties).
+    Fragmentation,
+    /// The fullest card that fits (the device layer's choice).
+    Tightest,
 }
 
 /// How ties of equal (rounded) scores are broken.
@@ -100,6 +115,8 @@ pub struct Settings {
     pub tie_break: TieBreak,
     /// `fragmentation.weighting`.
     pub weighting: Weighting,
+    /// `fragmentation.cardChoice`.
+    pub card_choice: CardChoice,
 }
 
 /// How a request weighs in the workload.
@@ -132,10 +149,6 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
     if weight.is_nan() || weight < 0.0 {
         return Err(ArgsError(format!("argument \"fragmentation.weight\": {weight} is negative")));
     }
-    let popularity = args.popularity.unwrap_or(95.0);
-    if !(popularity > 0.0 && popularity <= 100.0) {
-        return Err(ArgsError(format!("argument \"fragmentation.popularity\": {popularity} is not in (0, 100]")));
-    }
     let mode = match args.mode.as_deref().map(str::trim) {
         None | Some("") | Some("expected") => Mode::Expected,
         Some("fgd") => Mode::Fgd,
@@ -143,6 +156,13 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             return Err(ArgsError(format!("argument \"fragmentation.mode\": {other:?} is not \"expected\" or \"fgd\"")))
         }
     };
+    let popularity = args.popularity.unwrap_or(match mode {
+        Mode::Fgd => FGD_POPULARITY,
+        Mode::Expected => DEFAULT_POPULARITY,
+    });
+    if !(popularity > 0.0 && popularity <= 100.0) {
+        return Err(ArgsError(format!("argument \"fragmentation.popularity\": {popularity} is not in (0, 100]")));
+    }
     let (default_resolution, default_tie) = match mode {
         Mode::Fgd => (1.0, TieBreak::None),
         Mode::Expected => (DEFAULT_RESOLUTION, DEFAULT_TIE_BREAK),
@@ -174,10 +194,25 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             )))
         }
     };
-    let settings = Settings { weight, popularity, mode, resolution, tie_break, weighting };
+    let card_choice = match args.card_choice.as_deref().map(str::trim) {
+        None | Some("") if mode == Mode::Fgd => CardChoice::Tightest,
+        None | Some("") => CardChoice::Fragmentation,
+        Some("fragmentation") => CardChoice::Fragmentation,
+        Some("tightest") => CardChoice::Tightest,
+        Some(other) => {
+            return Err(ArgsError(format!(
+                "argument \"fragmentation.cardChoice\": {other:?} is not \"fragmentation\" or \"tightest\""
+            )))
+        }
+    };
+    let settings = Settings { weight, popularity, mode, resolution, tie_break, weighting, card_choice };
     Ok(Arc::new(move || Box::new(Fragmentation::new(settings)) as Box<dyn Plugin>))
 }
 
+/// The default `fragmentation.popularity` of the `expected` mode: the whole workload.
+pub const DEFAULT_POPULARITY: f64 = 100.0;
+/// The default `fragmentation.popularity` of the `fgd` mode: the paper's typical pods.
+pub const FGD_POPULARITY: f64 = 95.0;
 /// The default resolution of the `expected` mode, points.
 pub const DEFAULT_RESOLUTION: f64 = 1.0;
 /// The default tie-break of the `expected` mode.
@@ -242,6 +277,38 @@ impl Fragmentation {
         v
     }
 
+    /// Where the request goes on the node — its cards, the node after, and the node's
+    /// fragmentation after; `None` when it does not fit. A fraction of one card goes to the
+    /// card that leaves the node the least fragmented (`fragmentation.cardChoice`), the
+    /// fullest of those, the lowest index on a tie; whole cards go where the device layer
+    /// puts them.
+    pub fn placement(
+        &self,
+        node: NodeId,
+        free: &NodeFree,
+        req: &Request,
+    ) -> Option<(SmallVec<[u16; 8]>, NodeFree, f64)> {
+        if req.is_fraction() && self.settings.card_choice == CardChoice::Fragmentation {
+            let mut best: Option<(f64, u32, u16, NodeFree)> = None;
+            for (i, &g) in free.gpus.iter().enumerate() {
+                if g < req.milli.max(1) {
+                    continue;
+                }
+                let after = free.after(req.cpu, req.milli, &[i as u16]);
+                let frag = self.fragmentation(node, &after);
+                let better = best.as_ref().is_none_or(|(f, room, _, _)| frag < *f || (frag == *f && g < *room));
+                if better {
+                    best = Some((frag, g, i as u16, after));
+                }
+            }
+            return best.map(|(frag, _, i, after)| (SmallVec::from_slice(&[i]), after, frag));
+        }
+        let cards = if req.count == 0 { SmallVec::new() } else { free.choose(req.count, req.milli)? };
+        let after = free.after(req.cpu, req.milli, &cards);
+        let frag = self.fragmentation(node, &after);
+        Some((cards, after, frag))
+    }
+
     /// The score of placing the task on the node, 0–100: `100 × sigmoid(Δ / 1000)` where Δ
     /// is how much the node's fragmentation goes down (milli-cards); the paper's mode
     /// truncates it to an integer, volcano-rs's keeps it whole and takes a fraction of a
@@ -250,10 +317,8 @@ impl Fragmentation {
         let n = snap.node(node);
         let req = Request::of(snap.task(task), n);
         let free = NodeFree::of(n);
-        let cards = if req.count == 0 { Some(SmallVec::new()) } else { free.choose(req.count, req.milli) };
-        let Some(cards) = cards else { return 0.0 };
-        let after = free.after(req.cpu, req.milli, &cards);
-        let delta = self.fragmentation(node, &free) - self.fragmentation(node, &after);
+        let Some((_, after, frag_after)) = self.placement(node, &free, &req) else { return 0.0 };
+        let delta = self.fragmentation(node, &free) - frag_after;
         let s = sigmoid(delta / 1000.0) * 100.0;
         let res = self.settings.resolution;
         if res <= 0.0 {
@@ -382,7 +447,7 @@ impl Plugin for Fragmentation {
 
     fn hooks(&self) -> Hooks {
         if self.settings.weight > 0.0 {
-            Hooks::NODE_ORDER
+            Hooks::NODE_ORDER | Hooks::DEVICE_CHOICE
         } else {
             Hooks::empty()
         }
@@ -422,6 +487,18 @@ impl Plugin for Fragmentation {
 
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {
         self.score(snap, task, node) * self.settings.weight
+    }
+
+    fn choose_devices(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Option<SmallVec<[u16; 8]>> {
+        if self.settings.card_choice != CardChoice::Fragmentation {
+            return None;
+        }
+        let n = snap.node(node);
+        let req = Request::of(snap.task(task), n);
+        if !req.is_fraction() {
+            return None;
+        }
+        self.placement(node, &NodeFree::of(n), &req).map(|(cards, _, _)| cards)
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {

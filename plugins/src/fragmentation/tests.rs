@@ -33,6 +33,7 @@ fn a_fraction_goes_where_it_fragments_least() {
         resolution: 1.0,
         tie_break: TieBreak::BestFit,
         weighting: Weighting::Count,
+        card_choice: CardChoice::Fragmentation,
     };
     let mut plugin = Fragmentation::new(settings);
     plugin.workload = vec![typical(1000.0, 1, 500, 0.5), typical(1000.0, 1, 1000, 0.5)];
@@ -47,4 +48,47 @@ fn a_fraction_goes_where_it_fragments_least() {
         plugin.fragmentation(n, free) - plugin.fragmentation(n, &free.after(1000.0, 500, &cards))
     };
     assert!(place(NodeId(0), &n0) > place(NodeId(1), &n1));
+}
+
+#[test]
+fn a_fraction_takes_the_card_that_fragments_least() {
+    let settings = Settings {
+        weight: 1.0,
+        popularity: 95.0,
+        mode: Mode::Expected,
+        resolution: 1.0,
+        tie_break: TieBreak::BestFit,
+        weighting: Weighting::Count,
+        card_choice: CardChoice::Fragmentation,
+    };
+    let mut plugin = Fragmentation::new(settings);
+    // The workload: pods of 0.6 card, and pods of 0.3.
+    plugin.workload = vec![typical(1000.0, 1, 600, 0.5), typical(1000.0, 1, 300, 0.5)];
+    plugin.class_of = vec![0];
+    plugin.classes = vec![vec![true, true]];
+    // A 0.3 pod on a node with 400 and 700 free: the tightest card (400) leaves 100 and
+    // 700 (100 fragmented for both requests); the other leaves 400 and 400 (800 for the
+    // 0.6 request, 0 for the 0.3 one): less fragmentation on the tightest card here.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![400, 700] };
+    let req = Request { cpu: 1000.0, count: 1, milli: 300 };
+    let (cards, after, _) = plugin.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[0]);
+    assert_eq!(after.gpus.as_slice(), &[100, 700]);
+    // A 0.4 pod: the tightest card (400) empties it and leaves 700 (nothing fragmented);
+    // and on 300 and 1000 free, a 0.3 pod fills the first card instead of splitting the
+    // idle one — where a 0.6 pod would still fit afterwards either way, the tightest card
+    // wins the tie.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![700, 1000] };
+    let req = Request { cpu: 1000.0, count: 1, milli: 300 };
+    // On card 0: 400 and 1000 left: the 0.6 request cannot use 400 (0.5 × 400 = 200).
+    // On card 1: 700 and 700 left: both requests use both cards (0).
+    let (cards, _, frag) = plugin.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[1], "the card that keeps both cards usable");
+    assert_eq!(frag, 0.0);
+    // The tightest card, as the device layer would choose, in the paper's mode.
+    let mut tight = plugin;
+    tight.settings.card_choice = CardChoice::Tightest;
+    let (cards, _, frag) = tight.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[0]);
+    assert_eq!(frag, 200.0);
 }
