@@ -227,6 +227,8 @@ pub struct Typical {
     pub p: f64,
     /// A task with it (for its node constraints).
     rep: TaskId,
+    /// Its node constraints (node selector and node affinity), `None` without.
+    constraints: Option<String>,
 }
 
 /// A node's state as fragmentation reads it: its label class, free cpu, free cards sorted.
@@ -427,12 +429,12 @@ pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting) -> Ve
     let wanted = popularity / 100.0 * total as f64;
     let mut kept = 0u64;
     let mut out = Vec::new();
-    for (req, _, rep, n) in groups {
+    for (req, constraints, rep, n) in groups {
         if kept as f64 >= wanted {
             break;
         }
         kept += n;
-        out.push(Typical { req, p: n as f64, rep });
+        out.push(Typical { req, p: n as f64, rep, constraints });
     }
     for t in &mut out {
         t.p /= kept as f64;
@@ -458,31 +460,42 @@ impl Plugin for Fragmentation {
             return;
         }
         self.workload = workload_of(snap, self.settings.popularity, self.settings.weighting);
+        // Which nodes each distinct constraint allows, matched once per constraint; a node's
+        // class is the set of constraints that allow it.
+        let mut keys: Vec<&str> = Vec::new();
+        let mut allowed_by: Vec<Vec<bool>> = Vec::new();
+        let mut key_of: Vec<Option<usize>> = Vec::with_capacity(self.workload.len());
+        for t in &self.workload {
+            let Some(key) = t.constraints.as_deref() else {
+                key_of.push(None);
+                continue;
+            };
+            let k = keys.iter().position(|&x| x == key).unwrap_or_else(|| {
+                let spec = snap.task(t.rep).pod.spec.as_ref();
+                allowed_by.push(
+                    snap.nodes
+                        .iter()
+                        .map(|node| spec.is_none_or(|s| required_node_affinity_matches(s, node.labels(), &node.name)))
+                        .collect(),
+                );
+                keys.push(key);
+                keys.len() - 1
+            });
+            key_of.push(Some(k));
+        }
         let mut interned: HashMap<Vec<bool>, u32> = HashMap::new();
-        self.class_of = snap
-            .nodes
-            .iter()
-            .map(|node| {
-                let allowed: Vec<bool> = self
-                    .workload
-                    .iter()
-                    .map(|t| {
-                        snap.task(t.rep)
-                            .pod
-                            .spec
-                            .as_ref()
-                            .is_none_or(|s| required_node_affinity_matches(s, node.labels(), &node.name))
-                    })
-                    .collect();
+        let mut class_keys: Vec<Vec<bool>> = Vec::new();
+        self.class_of = (0..snap.nodes.len())
+            .map(|n| {
+                let set: Vec<bool> = allowed_by.iter().map(|a| a[n]).collect();
                 let next = interned.len() as u32;
-                *interned.entry(allowed).or_insert(next)
+                *interned.entry(set.clone()).or_insert_with(|| {
+                    class_keys.push(set);
+                    next
+                })
             })
             .collect();
-        let mut classes = vec![Vec::new(); interned.len()];
-        for (allowed, id) in interned {
-            classes[id as usize] = allowed;
-        }
-        self.classes = classes;
+        self.classes = class_keys.iter().map(|set| key_of.iter().map(|k| k.is_none_or(|k| set[k])).collect()).collect();
     }
 
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {

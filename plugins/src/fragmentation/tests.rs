@@ -3,7 +3,7 @@ use smallvec::smallvec;
 use super::*;
 
 fn typical(cpu: f64, count: u32, milli: u32, p: f64) -> Typical {
-    Typical { req: Request { cpu, count, milli }, p, rep: TaskId(0) }
+    Typical { req: Request { cpu, count, milli }, p, rep: TaskId(0), constraints: None }
 }
 
 #[test]
