@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::PodSpec;
 use serde::Deserialize;
 use smallvec::SmallVec;
 use volcano_api::conf::{args, PluginOption};
@@ -370,6 +371,29 @@ pub fn frag_of(workload: &[Typical], allowed: impl Fn(usize) -> bool, free: &Nod
     sum
 }
 
+/// The node label keys these pods' node selectors and required node affinities read, or
+/// `None` when one of them reads node names (`matchFields`).
+fn read_labels<'a>(specs: &[&'a PodSpec]) -> Option<Vec<&'a str>> {
+    let mut read: Vec<&str> = Vec::new();
+    for s in specs {
+        read.extend(s.node_selector.iter().flatten().map(|(k, _)| k.as_str()));
+        let required = s
+            .affinity
+            .as_ref()
+            .and_then(|a| a.node_affinity.as_ref())
+            .and_then(|na| na.required_during_scheduling_ignored_during_execution.as_ref());
+        for term in required.iter().flat_map(|r| &r.node_selector_terms) {
+            if term.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+                return None;
+            }
+            read.extend(term.match_expressions.iter().flatten().map(|e| e.key.as_str()));
+        }
+    }
+    read.sort_unstable();
+    read.dedup();
+    Some(read)
+}
+
 /// The workload of a snapshot: the GPU requests of its pending and running pods, most
 /// common first, cut at `popularity` percent of the pods, frequencies summing to 1.
 pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting) -> Vec<Typical> {
@@ -460,37 +484,54 @@ impl Plugin for Fragmentation {
             return;
         }
         self.workload = workload_of(snap, self.settings.popularity, self.settings.weighting);
-        // Which nodes each distinct constraint allows, matched once per constraint; a node's
-        // class is the set of constraints that allow it.
+        // The distinct constraints of the workload, and the label keys they read.
         let mut keys: Vec<&str> = Vec::new();
-        let mut allowed_by: Vec<Vec<bool>> = Vec::new();
+        let mut specs: Vec<&PodSpec> = Vec::new();
         let mut key_of: Vec<Option<usize>> = Vec::with_capacity(self.workload.len());
         for t in &self.workload {
-            let Some(key) = t.constraints.as_deref() else {
+            let (Some(key), Some(spec)) = (t.constraints.as_deref(), snap.task(t.rep).pod.spec.as_ref()) else {
                 key_of.push(None);
                 continue;
             };
             let k = keys.iter().position(|&x| x == key).unwrap_or_else(|| {
-                let spec = snap.task(t.rep).pod.spec.as_ref();
-                allowed_by.push(
-                    snap.nodes
-                        .iter()
-                        .map(|node| spec.is_none_or(|s| required_node_affinity_matches(s, node.labels(), &node.name)))
-                        .collect(),
-                );
                 keys.push(key);
+                specs.push(spec);
                 keys.len() - 1
             });
             key_of.push(Some(k));
         }
+        let read = read_labels(&specs);
+        // Nodes alike in the labels the constraints read are matched once (all of them
+        // when a constraint reads node names); a node's class is the set of constraints
+        // that allow it.
+        let mut alike: HashMap<Vec<Option<&str>>, u32> = HashMap::new();
+        let mut sets: Vec<Vec<bool>> = Vec::new();
         let mut interned: HashMap<Vec<bool>, u32> = HashMap::new();
         let mut class_keys: Vec<Vec<bool>> = Vec::new();
-        self.class_of = (0..snap.nodes.len())
-            .map(|n| {
-                let set: Vec<bool> = allowed_by.iter().map(|a| a[n]).collect();
+        self.class_of = snap
+            .nodes
+            .iter()
+            .map(|node| {
+                let labels = node.labels();
+                let projection: Option<Vec<Option<&str>>> =
+                    read.as_ref().map(|read| read.iter().map(|k| labels.get(*k).map(String::as_str)).collect());
+                let set_id = match projection.as_ref().and_then(|p| alike.get(p)) {
+                    Some(&id) => id,
+                    None => {
+                        let set: Vec<bool> =
+                            specs.iter().map(|s| required_node_affinity_matches(s, labels, &node.name)).collect();
+                        sets.push(set);
+                        let id = sets.len() as u32 - 1;
+                        if let Some(p) = projection {
+                            alike.insert(p, id);
+                        }
+                        id
+                    }
+                };
+                let set = &sets[set_id as usize];
                 let next = interned.len() as u32;
                 *interned.entry(set.clone()).or_insert_with(|| {
-                    class_keys.push(set);
+                    class_keys.push(set.clone());
                     next
                 })
             })

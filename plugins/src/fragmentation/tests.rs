@@ -92,3 +92,25 @@ fn a_fraction_takes_the_card_that_fragments_least() {
     assert_eq!(cards.as_slice(), &[0]);
     assert_eq!(frag, 200.0);
 }
+
+#[test]
+fn nodes_are_matched_by_the_labels_the_constraints_read() {
+    let spec: k8s_openapi::api::core::v1::PodSpec = serde_json::from_value(serde_json::json!({
+        "containers": [],
+        "nodeSelector": {"zone": "a"},
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "nvidia.com/gpu.product", "operator": "In", "values": ["T4"]}]}
+        ]}}}
+    }))
+    .unwrap();
+    assert_eq!(read_labels(&[&spec]), Some(vec!["nvidia.com/gpu.product", "zone"]));
+    // A term on node names: every node is matched on its own.
+    let by_name: k8s_openapi::api::core::v1::PodSpec = serde_json::from_value(serde_json::json!({
+        "containers": [],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}
+        ]}}}
+    }))
+    .unwrap();
+    assert_eq!(read_labels(&[&spec, &by_name]), None);
+}
