@@ -66,6 +66,9 @@ pub struct SimJob {
     /// When the job controller looks at the job again by itself (a resize's grace period
     /// or ready timeout), milliseconds since the epoch.
     pub wake_at_ms: Option<i64>,
+    /// What the job controller's last pass saw of the job's objects, and whether it is quiet
+    /// (see [`crate::control::Seen`]). A change to `job` must set `dirty` (or clear this).
+    pub seen: Option<crate::control::Seen>,
 }
 
 impl SimJob {
@@ -237,6 +240,7 @@ pub fn admit_job(
         created: BTreeMap::new(),
         dirty: false,
         wake_at_ms: None,
+        seen: None,
         job,
     };
     Ok((sim_job, all))
