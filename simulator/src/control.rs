@@ -168,7 +168,11 @@ pub fn reconcile_jobs(cluster: &mut Cluster, now_ms: i64, pass: Pass) -> Result<
         if !skip {
             reconcile_tracked(cluster, &key, at, &mut rec)?;
         }
-        next = cluster.jobs.range::<str, _>((Bound::Excluded(key.as_str()), Bound::Unbounded)).next().map(|(k, _)| k.clone());
+        next = cluster
+            .jobs
+            .range::<str, _>((Bound::Excluded(key.as_str()), Bound::Unbounded))
+            .next()
+            .map(|(k, _)| k.clone());
     }
     Ok(rec)
 }
@@ -516,10 +520,8 @@ mod tests {
         };
         let mut m = crate::Manifest::new();
         m.load_str("jobs.yaml", &format!("{}---\n{}", job("a"), job("b"))).unwrap();
-        let reg = volcano_framework::Registries {
-            plugins: volcano_plugins::in_tree(),
-            actions: volcano_actions::in_tree(),
-        };
+        let reg =
+            volcano_framework::Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
         let profile = volcano_framework::Profile::builtin_default(&reg).unwrap();
         crate::Simulator::new(m, profile).unwrap().cluster().clone()
     }
