@@ -115,30 +115,24 @@ impl Seen {
     /// Whether the cluster holds the very objects seen (no pod or PodGroup added, changed
     /// or deleted since).
     fn unchanged(&self, sj: &SimJob, cluster: &Cluster) -> bool {
-        let same = |a: Option<&Arc<Pod>>, b: Option<&Arc<Pod>>| match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (a, b) => a.is_none() && b.is_none(),
-        };
         self.pods.len() == sj.pods.len()
             && self.pods.iter().zip(&sj.pods).all(|(seen, k)| same(seen.as_ref(), cluster.pods.get(k)))
-            && match (&self.pod_group, cluster.pod_groups.get(&sj.pod_group)) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
+            && same(self.pod_group.as_ref(), cluster.pod_groups.get(&sj.pod_group))
     }
 
     /// Whether the objects are the same as `other`'s.
     fn same_objects(&self, other: &Seen) -> bool {
-        let same = |a: &Option<Arc<Pod>>, b: &Option<Arc<Pod>>| match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (a, b) => a.is_none() && b.is_none(),
-        };
         self.pods.len() == other.pods.len()
-            && self.pods.iter().zip(&other.pods).all(|(a, b)| same(a, b))
-            && match (&self.pod_group, &other.pod_group) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
+            && self.pods.iter().zip(&other.pods).all(|(a, b)| same(a.as_ref(), b.as_ref()))
+            && same(self.pod_group.as_ref(), other.pod_group.as_ref())
+    }
+}
+
+/// Whether two objects are the same one (or both absent).
+fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
     }
 }
 
