@@ -39,7 +39,7 @@ use volcano_controller::state::Target;
 use crate::admit::deterministic_uid;
 use crate::cluster::{Cluster, HostListChange, ResizeRecord};
 use crate::error::InputError;
-use crate::job::{in_template, job_error, plan_error, simulation_key_pair, SimJob};
+use crate::job::{in_template, job_error, plan_error, simulation_key_pair, Seen, SimJob};
 use crate::manifest::{object_key, ObjectKind};
 
 /// What the job controller changed in one pass, in job order.
@@ -86,20 +86,6 @@ struct At {
 
 fn time(ms: i64) -> Time {
     Time(Timestamp::from_millisecond(ms).unwrap_or_default())
-}
-
-/// What the job controller saw of a job at its last [`Pass::Cycle`]: the job's pods (in
-/// [`SimJob::pods`] order) and PodGroup as the cluster shares them, compared by identity (a
-/// changed object is a new `Arc`: the cluster changes objects with `Arc::make_mut`, which
-/// copies an object this holds), and whether passes over these objects have changed
-/// nothing since `quiet_since_ms`.
-#[derive(Clone, Debug, Default)]
-pub struct Seen {
-    pods: Vec<Option<Arc<Pod>>>,
-    pod_group: Option<Arc<PodGroup>>,
-    /// The time of the pass that saw these objects a second time and changed nothing: the
-    /// job is quiet from then on, until something it depends on changes.
-    quiet_since_ms: Option<i64>,
 }
 
 impl Seen {
