@@ -287,6 +287,33 @@ fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<String> {
     ))
 }
 
+/// A queue's admission answers in one session, by the accounts and minimum they were
+/// given: every cycle, each job waiting in a queue asks [`QueueAccount::admission_refusal`],
+/// most with a minimum another job asked with, and formatting the refusal is the cost. An
+/// answer is reused only for bit-for-bit the same accounts and minimum, so it is the text
+/// the check would write.
+#[derive(Debug, Default)]
+pub(crate) struct RefusalMemo {
+    /// (queue, [real capability, allocated, inqueue, elastic, minimum]) → the answer.
+    #[allow(clippy::type_complexity)]
+    entries: std::sync::Mutex<Vec<(String, [Resource; 5], Option<String>)>>,
+}
+
+impl RefusalMemo {
+    /// Answers kept at most; the memo starts again when full.
+    const CAPACITY: usize = 32;
+}
+
+/// Whether two resources are the same bit for bit (the same dimensions, in the same order,
+/// with the same values): unlike `==`, a missing scalar differs from a zero one, and `-0`
+/// from `0`.
+fn same_bits(a: &Resource, b: &Resource) -> bool {
+    a.milli_cpu.to_bits() == b.milli_cpu.to_bits()
+        && a.memory.to_bits() == b.memory.to_bits()
+        && a.scalars().count() == b.scalars().count()
+        && a.scalars().zip(b.scalars()).all(|((n, x), (m, y))| n == m && x.to_bits() == y.to_bits())
+}
+
 /// The start of a quota rejection, as Volcano's event says it.
 pub const QUOTA_INSUFFICIENT: &str = "queue resource quota insufficient";
 
@@ -424,6 +451,25 @@ impl QueueAccount {
         )
     }
 
+    /// [`QueueAccount::admission_refusal`], answered from `memo` when the same question
+    /// was asked of the same accounts before.
+    pub(crate) fn admission_refusal_memo(&self, memo: &RefusalMemo, queue: &str, min: &Resource) -> Option<String> {
+        let key = [&self.real_capability, &self.allocated, &self.inqueue, &self.elastic, min];
+        let mut entries = memo.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let asked = |(q, k, _): &&(String, [Resource; 5], Option<String>)| {
+            q == queue && k.iter().zip(key).all(|(a, b)| same_bits(a, b))
+        };
+        if let Some((_, _, answer)) = entries.iter().find(asked) {
+            return answer.clone();
+        }
+        let answer = self.admission_refusal(queue, min);
+        if entries.len() >= RefusalMemo::CAPACITY {
+            entries.clear();
+        }
+        entries.push((queue.to_string(), key.map(Resource::clone), answer.clone()));
+        answer
+    }
+
     /// What the session reports for the queue when it closes.
     pub(crate) fn report(&self) -> QueueReport {
         QueueReport {
@@ -435,5 +481,44 @@ impl QueueAccount {
             real_capability: Some(self.real_capability.clone()),
             ..Default::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gpus(n: f64) -> Resource {
+        let mut r = Resource::new(1000.0 * n, 0.0);
+        r.set(volcano_framework::resource::NVIDIA_GPU, n);
+        r
+    }
+
+    #[test]
+    fn a_remembered_refusal_is_the_one_the_check_writes() {
+        let memo = RefusalMemo::default();
+        let mut account = QueueAccount { real_capability: gpus(8.0), allocated: gpus(6.0), ..Default::default() };
+        let asked = |a: &QueueAccount, q: &str, min: &Resource| {
+            let remembered = a.admission_refusal_memo(&memo, q, min);
+            assert_eq!(remembered, a.admission_refusal(q, min), "queue {q}, minimum {min:?}");
+            remembered
+        };
+        assert!(asked(&account, "q", &gpus(4.0)).is_some());
+        assert!(asked(&account, "q", &gpus(4.0)).is_some(), "answered from the memo");
+        assert!(asked(&account, "other", &gpus(4.0)).is_some_and(|m| m.contains("queue other")));
+        assert_eq!(asked(&account, "q", &gpus(2.0)), None);
+        // The accounts change: the answer follows them.
+        account.allocated = gpus(7.0);
+        assert!(asked(&account, "q", &gpus(2.0)).is_some());
+        account.inqueue = gpus(-1.0);
+        assert_eq!(asked(&account, "q", &gpus(2.0)), None);
+        for n in 0..2 * RefusalMemo::CAPACITY {
+            asked(&account, "q", &gpus(n as f64));
+        }
+        // A zero dimension is not a missing one, nor -0 a 0, for the memo.
+        assert!(!same_bits(&Resource::new(0.0, 0.0), &Resource::new(-0.0, 0.0)));
+        let mut zero = Resource::new(0.0, 0.0);
+        zero.set("example.com/x", 0.0);
+        assert!(!same_bits(&zero, &Resource::new(0.0, 0.0)));
     }
 }

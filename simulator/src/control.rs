@@ -13,8 +13,15 @@
 //! they do in a cluster (Pending → Running → Completed once their pods succeed; see
 //! [`crate::cluster::RUN_SECONDS_ANNOTATION`]).
 //!
+//! A pass is incremental: a job whose pods, PodGroup and job are the objects the pass before
+//! saw, when that pass changed nothing, is not looked at again ([`Seen`]): the pass would
+//! observe the same objects, plan the same step and change nothing again. Its delayed
+//! actions and its `wake_at` are the only clocks a step reads, so a job with a delayed
+//! action, or whose `wake_at` came due since, is reconciled as before.
+//!
 //! Volume claims are not created in the simulation (docs/simulate.md).
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -32,7 +39,7 @@ use volcano_controller::state::Target;
 use crate::admit::deterministic_uid;
 use crate::cluster::{Cluster, HostListChange, ResizeRecord};
 use crate::error::InputError;
-use crate::job::{in_template, job_error, plan_error, simulation_key_pair, SimJob};
+use crate::job::{in_template, job_error, plan_error, simulation_key_pair, Seen, SimJob};
 use crate::manifest::{object_key, ObjectKind};
 
 /// What the job controller changed in one pass, in job order.
@@ -81,21 +88,98 @@ fn time(ms: i64) -> Time {
     Time(Timestamp::from_millisecond(ms).unwrap_or_default())
 }
 
-/// Reconciles every Volcano Job of the cluster at `now_ms` (see the module documentation).
+impl Seen {
+    /// The job's pods and PodGroup as the cluster holds them now.
+    fn of(sj: &SimJob, cluster: &Cluster) -> Seen {
+        Seen {
+            pods: sj.pods.iter().map(|k| cluster.pods.get(k).cloned()).collect(),
+            pod_group: cluster.pod_groups.get(&sj.pod_group).cloned(),
+            quiet_since_ms: None,
+        }
+    }
+
+    /// Whether the cluster holds the very objects seen (no pod or PodGroup added, changed
+    /// or deleted since).
+    fn unchanged(&self, sj: &SimJob, cluster: &Cluster) -> bool {
+        self.pods.len() == sj.pods.len()
+            && self.pods.iter().zip(&sj.pods).all(|(seen, k)| same(seen.as_ref(), cluster.pods.get(k)))
+            && same(self.pod_group.as_ref(), cluster.pod_groups.get(&sj.pod_group))
+    }
+
+    /// Whether the objects are the same as `other`'s.
+    fn same_objects(&self, other: &Seen) -> bool {
+        self.pods.len() == other.pods.len()
+            && self.pods.iter().zip(&other.pods).all(|(a, b)| same(a.as_ref(), b.as_ref()))
+            && same(self.pod_group.as_ref(), other.pod_group.as_ref())
+    }
+}
+
+/// Whether two objects are the same one (or both absent).
+fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+/// Whether a [`Pass::Cycle`] at `now_ms` would change nothing for the job, so that it can be
+/// skipped: the last pass over it was quiet, the job has not changed (`dirty`), it has no
+/// delayed action, its `wake_at` has not come due since, and its pods and PodGroup are the
+/// objects that pass saw.
+fn quiet(sj: &SimJob, cluster: &Cluster, now_ms: i64) -> bool {
+    let Some(seen) = &sj.seen else { return false };
+    let Some(since) = seen.quiet_since_ms else { return false };
+    !sj.dirty
+        && sj.memory.delayed.next_due().is_none()
+        && !sj.wake_at_ms.is_some_and(|w| since < w && w <= now_ms)
+        && seen.unchanged(sj, cluster)
+}
+
+/// Reconciles every Volcano Job of the cluster at `now_ms` (see the module documentation),
+/// in key order; after the cycles began ([`Pass::Cycle`]), a quiet job is skipped.
 /// An error is a pod or PodGroup the API server would refuse, or a job whose step cannot be
 /// planned; with [`Pass::Load`] it is an input error before the first cycle.
 pub fn reconcile_jobs(cluster: &mut Cluster, now_ms: i64, pass: Pass) -> Result<ControlRecord, InputError> {
     let mut rec = ControlRecord::default();
-    let keys: Vec<String> = cluster.jobs.keys().cloned().collect();
-    for key in keys {
-        reconcile_job(cluster, &key, At { now_ms, pass }, &mut rec)?;
+    let at = At { now_ms, pass };
+    let mut next = cluster.jobs.keys().next().cloned();
+    while let Some(key) = next {
+        let skip = pass == Pass::Cycle && cluster.jobs.get(&key).is_some_and(|sj| quiet(sj, cluster, now_ms));
+        if !skip {
+            reconcile_tracked(cluster, &key, at, &mut rec)?;
+        }
+        next = cluster
+            .jobs
+            .range::<str, _>((Bound::Excluded(key.as_str()), Bound::Unbounded))
+            .next()
+            .map(|(k, _)| k.clone());
     }
     Ok(rec)
 }
 
-fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlRecord) -> Result<(), InputError> {
+/// [`reconcile_job`], remembering what it saw ([`Seen`]) after the cycles began.
+fn reconcile_tracked(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlRecord) -> Result<(), InputError> {
+    if at.pass == Pass::Load {
+        return reconcile_job(cluster, key, at, rec).map(|_| ());
+    }
+    let Some(sj) = cluster.jobs.get(key) else { return Ok(()) };
+    let before = Seen::of(sj, cluster);
+    // The memory already holds these objects when the pass before saw the same ones.
+    let seen_again = sj.seen.as_ref().is_some_and(|s| s.same_objects(&before));
+    let settled = !sj.dirty && sj.memory.delayed.next_due().is_none();
+    let changed = reconcile_job(cluster, key, at, rec)?;
+    if let Some(sj) = cluster.jobs.get_mut(key) {
+        let quiet = seen_again && settled && !changed && sj.memory.delayed.next_due().is_none();
+        sj.seen = Some(Seen { quiet_since_ms: quiet.then_some(at.now_ms), ..before });
+    }
+    Ok(())
+}
+
+/// Reconciles one job; whether a step changed anything (the job's status, resize state,
+/// `wake_at`, plugin objects or host lists, its PodGroup or pods).
+fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlRecord) -> Result<bool, InputError> {
     let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
-    let Some(mut sj) = cluster.jobs.remove(key) else { return Ok(()) };
+    let Some(mut sj) = cluster.jobs.remove(key) else { return Ok(false) };
     let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
     let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
     sj.memory.observe(&sj.job, &pods, pg.as_deref(), now);
@@ -105,15 +189,17 @@ fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlReco
     let woken = sj.wake_at_ms.is_some_and(|w| w <= at.now_ms);
     if at.pass == Pass::Cycle && sj.memory.pending.is_empty() && !sj.dirty && !woken {
         cluster.jobs.insert(key.to_string(), sj);
-        return Ok(());
+        return Ok(false);
     }
-    let mut result = Ok(());
+    let mut result = Ok(false);
+    let mut changed = false;
     let mut ran = false;
     while let Some(next) = sj.memory.next(&sj.job, now) {
         if let Next::Run { action, target, request } = next {
             result = step(cluster, &mut sj, key, (&action, target.as_ref()), at, rec);
-            if result.is_err() {
-                break;
+            match result {
+                Ok(c) => changed |= c,
+                Err(_) => break,
             }
             ran = true;
             sj.memory.finished(&request, &action);
@@ -121,16 +207,17 @@ fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlReco
     }
     if result.is_ok() && !ran {
         result = step(cluster, &mut sj, key, (&Action::SyncJob, None), at, rec);
+        changed |= result.as_ref().is_ok_and(|c| *c);
     }
     if result.is_ok() {
         sj.dirty = false;
     }
     cluster.jobs.insert(key.to_string(), sj);
-    result
+    result.map(|_| changed)
 }
 
 /// One step of a job for an action and its target: planned by `plan::step` on what the
-/// cluster holds now, then applied.
+/// cluster holds now, then applied; whether it changed anything.
 fn step(
     cluster: &mut Cluster,
     sj: &mut SimJob,
@@ -138,7 +225,7 @@ fn step(
     (action, target): (&Action, Option<&Target>),
     at: At,
     rec: &mut ControlRecord,
-) -> Result<(), InputError> {
+) -> Result<bool, InputError> {
     let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
     let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
     let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
@@ -156,13 +243,13 @@ fn step(
     };
     let desired = match plan::step(&sj.job, &observed, action, target, now) {
         Ok(Some(d)) => d,
-        Ok(None) => return Ok(()),
+        Ok(None) => return Ok(false),
         Err(StepError { error, .. }) => return Err(plan_error(sj.origin.as_ref(), key, error)),
     };
     apply(cluster, sj, key, desired, at, rec)
 }
 
-/// Applies a planned step to the cluster.
+/// Applies a planned step to the cluster; whether that changed anything.
 fn apply(
     cluster: &mut Cluster,
     sj: &mut SimJob,
@@ -170,15 +257,25 @@ fn apply(
     desired: Desired,
     at: At,
     rec: &mut ControlRecord,
-) -> Result<(), InputError> {
+) -> Result<bool, InputError> {
     let origin = sj.origin.clone();
     let created_ms = match at.pass {
         Pass::Load => sj.job.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()),
         Pass::Cycle => Some(at.now_ms),
     };
+    let mut changed = desired.resources.is_some()
+        || desired.delete_pod_group
+        || !matches!(desired.pod_group, PodGroupChange::Keep)
+        || sj.memory.scale != desired.scale
+        || sj.wake_at_ms != desired.wake_at.map(|t| t.as_millisecond())
+        || sj.job.status.as_ref() != Some(&desired.status);
     if let Some(res) = desired.resources {
         sj.resources = res;
     }
+    let held = |r: &volcano_controller::plan::JobResources| {
+        r.services.len() + r.config_maps.len() + r.secrets.len() + r.network_policies.len()
+    };
+    let objects_before = held(&sj.resources);
     // The plugin objects a kill removes, then the host lists as the step leaves them.
     let gone = &desired.delete_resources;
     sj.resources.services.retain(|o| !gone.services.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
@@ -187,6 +284,7 @@ fn apply(
     sj.resources
         .network_policies
         .retain(|o| !gone.network_policies.iter().any(|n| o.metadata.name.as_deref() == Some(n)));
+    changed |= held(&sj.resources) != objects_before;
     let ns = sj.job.metadata.namespace.clone().unwrap_or_default();
     for cm in desired.host_lists {
         let before = sj.resources.config_maps.iter().find(|c| c.metadata.name == cm.metadata.name);
@@ -204,8 +302,14 @@ fn apply(
             }
         }
         match sj.resources.config_maps.iter_mut().find(|c| c.metadata.name == cm.metadata.name) {
-            Some(c) => *c = cm,
-            None => sj.resources.config_maps.push(cm),
+            Some(c) => {
+                changed |= *c != cm;
+                *c = cm;
+            }
+            None => {
+                changed = true;
+                sj.resources.config_maps.push(cm);
+            }
         }
     }
     sj.memory.scale = desired.scale;
@@ -259,6 +363,7 @@ fn apply(
             sj.pods.push(pod_key.clone());
         }
         rec.created.push(pod_key);
+        changed = true;
     }
     for d in &desired.delete {
         let pod_key = format!("{ns}/{}", d.name);
@@ -266,6 +371,7 @@ fn apply(
         if same {
             cluster.remove_pod(&pod_key);
             rec.deleted.push(pod_key);
+            changed = true;
         }
     }
     let before = sj.phase();
@@ -278,7 +384,7 @@ fn apply(
     if desired.delete_pod_group {
         cluster.remove_pod_group(&sj.pod_group);
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// One pass of the elastic autoscaler (`volcano_controller::autoscale`, the controller's own
@@ -324,6 +430,8 @@ pub fn autoscale_jobs(cluster: &mut Cluster, now_ms: i64) -> Vec<ResizeRecord> {
             continue;
         }
         sj.job = new;
+        // The job changed: the job controller looks at it again.
+        sj.seen = None;
         if !d.resizes.is_empty() {
             crate::arrive::extend_pods(sj);
             sj.dirty = true;
@@ -380,6 +488,62 @@ fn merge_patch(target: &mut serde_json::Value, patch: &serde_json::Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two Volcano Jobs, loaded (their first sync done), on no nodes.
+    fn two_jobs() -> Cluster {
+        let job = |name: &str| {
+            format!(
+                "apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata: {{name: {name}, namespace: default}}\n\
+                 spec: {{minAvailable: 1, tasks: [{{name: w, replicas: 2, template: {{spec: {{containers: \
+                 [{{name: c, image: busybox}}]}}}}}}]}}\n"
+            )
+        };
+        let mut m = crate::Manifest::new();
+        m.load_str("jobs.yaml", &format!("{}---\n{}", job("a"), job("b"))).unwrap();
+        let reg =
+            volcano_framework::Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+        let profile = volcano_framework::Profile::builtin_default(&reg).unwrap();
+        crate::Simulator::new(m, profile).unwrap().cluster().clone()
+    }
+
+    fn quiet_since(c: &Cluster, job: &str) -> Option<i64> {
+        c.jobs[job].seen.as_ref().and_then(|s| s.quiet_since_ms)
+    }
+
+    #[test]
+    fn a_pass_reconciles_only_the_jobs_whose_objects_changed() {
+        let mut c = two_jobs();
+        let (a, b) = ("default/a", "default/b");
+        // The first pass sees the objects, the second sees them again and changes nothing.
+        reconcile_jobs(&mut c, 1_000, Pass::Cycle).unwrap();
+        assert_eq!(quiet_since(&c, a), None);
+        reconcile_jobs(&mut c, 2_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (Some(2_000), Some(2_000)));
+        // Untouched jobs are skipped: they stay quiet since the same pass.
+        reconcile_jobs(&mut c, 3_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (Some(2_000), Some(2_000)));
+        // A pod of `a` changes (a new object, even with the same content): `a` is
+        // reconciled, `b` is not; `a` is quiet again after a pass that changes nothing.
+        let key = c.jobs[a].pods[0].clone();
+        let pod = (*c.pods[&key]).clone();
+        c.put_pod(key, Arc::new(pod));
+        reconcile_jobs(&mut c, 4_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (None, Some(2_000)));
+        reconcile_jobs(&mut c, 5_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (Some(5_000), Some(2_000)));
+        // So does its PodGroup, a change to the job (`dirty`), and a `wake_at` come due.
+        let pg = c.jobs[b].pod_group.clone();
+        let group = (*c.pod_groups[&pg]).clone();
+        c.put_pod_group(pg, Arc::new(group));
+        c.jobs.get_mut(a).unwrap().dirty = true;
+        reconcile_jobs(&mut c, 6_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (None, None));
+        reconcile_jobs(&mut c, 7_000, Pass::Cycle).unwrap();
+        assert_eq!((quiet_since(&c, a), quiet_since(&c, b)), (Some(7_000), Some(7_000)));
+        c.jobs.get_mut(b).unwrap().wake_at_ms = Some(7_500);
+        assert!(!quiet(&c.jobs[b], &c, 8_000), "its wake_at came due since it was quiet");
+        assert!(quiet(&c.jobs[b], &c, 7_400) && quiet(&c.jobs[a], &c, 8_000));
+    }
 
     #[test]
     fn a_merge_patch_removes_merges_and_replaces() {

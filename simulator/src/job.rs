@@ -66,6 +66,24 @@ pub struct SimJob {
     /// When the job controller looks at the job again by itself (a resize's grace period
     /// or ready timeout), milliseconds since the epoch.
     pub wake_at_ms: Option<i64>,
+    /// What the job controller's last pass saw of the job's objects, and whether it is quiet
+    /// ([`Seen`]). A change to `job` must set `dirty` (or clear this).
+    pub seen: Option<Seen>,
+}
+
+/// What the job controller saw of a job at its last pass after the cycles began
+/// ([`crate::control::reconcile_jobs`]): the job's pods (in [`SimJob::pods`] order) and
+/// PodGroup as the cluster shares them, compared by identity (a changed object is a new
+/// `Arc`: the cluster changes objects with `Arc::make_mut`, which copies an object this
+/// holds), and whether passes over these objects have changed nothing since
+/// `quiet_since_ms`.
+#[derive(Clone, Debug, Default)]
+pub struct Seen {
+    pub(crate) pods: Vec<Option<Arc<Pod>>>,
+    pub(crate) pod_group: Option<Arc<PodGroup>>,
+    /// The time of the pass that saw these objects a second time and changed nothing: the
+    /// job is quiet from then on, until something it depends on changes.
+    pub(crate) quiet_since_ms: Option<i64>,
 }
 
 impl SimJob {
@@ -237,6 +255,7 @@ pub fn admit_job(
         created: BTreeMap::new(),
         dirty: false,
         wake_at_ms: None,
+        seen: None,
         job,
     };
     Ok((sim_job, all))

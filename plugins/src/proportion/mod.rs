@@ -25,7 +25,7 @@ use volcano_framework::{
     QueueReport, SessionContext, Snapshot, TaskId,
 };
 
-use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount};
+use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount, RefusalMemo};
 pub use args::Args;
 
 /// Configuration name.
@@ -58,6 +58,8 @@ pub struct QueueAttr {
 #[derive(Debug, Default)]
 pub struct Proportion {
     queues: Vec<QueueAttr>,
+    /// The admission refusals of this session, by queue accounts and minimum.
+    refusals: RefusalMemo,
 }
 
 impl Proportion {
@@ -301,7 +303,9 @@ impl Plugin for Proportion {
         }
         let Some(min) = &job.min_resources else { return Admission::Permit };
         let Some(attr) = self.account(job.queue) else { return Admission::Permit };
-        let Some(message) = attr.admission_refusal(&queue.name, min) else { return Admission::Permit };
+        let Some(message) = attr.admission_refusal_memo(&self.refusals, &queue.name, min) else {
+            return Admission::Permit;
+        };
         tracing::debug!(job = %job.key, queue = %queue.name, "job rejected: {message}");
         Admission::Reject(message)
     }
