@@ -66,18 +66,15 @@ fn a_fraction_takes_the_card_that_fragments_least() {
     plugin.workload = vec![typical(1000.0, 1, 600, 0.5), typical(1000.0, 1, 300, 0.5)];
     plugin.class_of = vec![0];
     plugin.classes = vec![vec![true, true]];
-    // A 0.3 pod on a node with 400 and 700 free: the tightest card (400) leaves 100 and
-    // 700 (100 fragmented for both requests); the other leaves 400 and 400 (800 for the
-    // 0.6 request, 0 for the 0.3 one): less fragmentation on the tightest card here.
+    // A 0.3 pod on a node with 400 and 700 free: on the tightest card it leaves 100 and
+    // 700 (the 100 is lost to both requests: 0.5 × 100 + 0.5 × 100 = 100); on the other,
+    // 400 and 400 (lost to the 0.6 request: 0.5 × 800 = 400). The tightest card wins.
     let free = NodeFree { cpu: 8000.0, gpus: smallvec![400, 700] };
     let req = Request { cpu: 1000.0, count: 1, milli: 300 };
     let (cards, after, _) = plugin.placement(NodeId(0), &free, &req).unwrap();
     assert_eq!(cards.as_slice(), &[0]);
     assert_eq!(after.gpus.as_slice(), &[100, 700]);
-    // A 0.4 pod: the tightest card (400) empties it and leaves 700 (nothing fragmented);
-    // and on 300 and 1000 free, a 0.3 pod fills the first card instead of splitting the
-    // idle one — where a 0.6 pod would still fit afterwards either way, the tightest card
-    // wins the tie.
+    // On 700 and 1000 free, the tightest card is not the best one:
     let free = NodeFree { cpu: 8000.0, gpus: smallvec![700, 1000] };
     let req = Request { cpu: 1000.0, count: 1, milli: 300 };
     // On card 0: 400 and 1000 left: the 0.6 request cannot use 400 (0.5 × 400 = 200).
