@@ -187,21 +187,24 @@ impl Incremental for ScorePolicy {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+    use volcano_testkit::fixtures::plugin_option;
+
     use super::*;
 
     fn opt(args: serde_json::Value) -> PluginOption {
-        PluginOption { name: "bestfit".into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
+        plugin_option("bestfit", args)
     }
 
     #[test]
     fn a_policy_takes_its_weight_and_nothing_else() {
         let raw: RawScore = |_, _| 1.0;
-        assert!(policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": 2})), raw).is_ok());
-        let unknown = policy_factory("bestfit", &opt(serde_json::json!({"dotprod.weight": 2})), raw).err().unwrap();
+        assert!(policy_factory("bestfit", &opt(json!({"bestfit.weight": 2})), raw).is_ok());
+        let unknown = policy_factory("bestfit", &opt(json!({"dotprod.weight": 2})), raw).err().unwrap();
         assert!(unknown.0.contains("unknown field `dotprod.weight`"), "{}", unknown.0);
-        let negative = policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": -1})), raw).err().unwrap();
+        let negative = policy_factory("bestfit", &opt(json!({"bestfit.weight": -1})), raw).err().unwrap();
         assert!(negative.0.contains("is negative"), "{}", negative.0);
-        let text = policy_factory("bestfit", &opt(serde_json::json!({"bestfit.weight": "x"})), raw).err().unwrap();
+        let text = policy_factory("bestfit", &opt(json!({"bestfit.weight": "x"})), raw).err().unwrap();
         assert!(text.0.contains("is not a number"), "{}", text.0);
     }
 }

@@ -1,9 +1,10 @@
 //! The small helpers every plugin and action test needs: a session context, ids by key, a
-//! GPU count, and a session that runs just one plugin.
+//! GPU count, a plugin's configuration entry, and a session that runs just one plugin.
 //!
 //! Tests import them under the short names they use, e.g.
 //! `use volcano_testkit::fixtures::{job_id as job, session_ctx as ctx};`.
 
+use volcano_api::conf::PluginOption;
 use volcano_framework::resource::Resource;
 use volcano_framework::{
     Hooks, JobId, NodeId, Plugin, QueueId, Session, SessionContext, SessionOptions, Snapshot, TaskId,
@@ -28,6 +29,21 @@ pub fn job_id(snap: &Snapshot, key: &str) -> JobId {
 pub fn task_id(snap: &Snapshot, key: &str) -> TaskId {
     let i = snap.tasks.iter().position(|t| &*t.key == key);
     TaskId(i.unwrap_or_else(|| panic!("task {key} is not in the snapshot")) as u32)
+}
+
+/// The first task (pod) named `name`, in any namespace; panics naming it when there is none.
+pub fn task_named(snap: &Snapshot, name: &str) -> TaskId {
+    let i = snap.tasks.iter().position(|t| t.name() == name);
+    TaskId(i.unwrap_or_else(|| panic!("no task named {name} in the snapshot")) as u32)
+}
+
+/// A configuration entry for plugin `name` with these arguments (a JSON object).
+pub fn plugin_option(name: &str, args: serde_json::Value) -> PluginOption {
+    PluginOption {
+        name: name.into(),
+        arguments: serde_json::from_value(args).expect("arguments are a map"),
+        ..Default::default()
+    }
 }
 
 /// The queue `name`; panics naming it when it is not in the snapshot.

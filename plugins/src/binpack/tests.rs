@@ -1,20 +1,12 @@
 use serde_json::json;
-use volcano_api::conf::PluginOption;
-use volcano_framework::{Hooks, NodeId, Plugin, Snapshot, TaskId};
+use volcano_framework::{Hooks, NodeId, Plugin};
 use volcano_testkit::{node, pod, Objects, PodBuilder};
 
 use super::*;
-
-fn opt(args: serde_json::Value) -> PluginOption {
-    PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
-}
+use volcano_testkit::fixtures::{plugin_option, task_named};
 
 fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
-    factory(&opt(args)).expect("valid arguments").build()
-}
-
-fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
+    factory(&plugin_option(NAME, args)).expect("valid arguments").build()
 }
 
 /// Node n1 (8 cpu, 16Gi, 8 GPUs) running 2 cpu / 4Gi / 2 GPUs; the score of `p` on it.
@@ -24,7 +16,7 @@ fn score(args: serde_json::Value, p: PodBuilder) -> f64 {
         .pod(pod("ns", "r").cpu_mem("2", "4Gi").gpu("2").running_on("n1"))
         .pod(p)
         .snapshot();
-    plugin(args).node_order(&snap, task(&snap, "p"), NodeId(0))
+    plugin(args).node_order(&snap, task_named(&snap, "p"), NodeId(0))
 }
 
 fn p() -> PodBuilder {
@@ -107,15 +99,18 @@ fn resolve_applies_volcano_defaults() {
     let w = Args::parse(&Default::default()).unwrap().resolve();
     assert_eq!(w, Weights { weight: 1, cpu: 1, memory: 1, resources: vec![] });
     let a = Args::parse(
-        &opt(json!({
-            "binpack.weight": 10,
-            "binpack.cpu": 5,
-            "binpack.resources": "nvidia.com/gpu, example.com/foo,nvidia.com/gpu, cpu",
-            "binpack.resources.nvidia.com/gpu": 2,
-            "binpack.resources.example.com/foo": -4,
-            "binpack.resources.cpu": 7,
-            "binpack.resources.example.com/unlisted": 3,
-        }))
+        &plugin_option(
+            NAME,
+            json!({
+                "binpack.weight": 10,
+                "binpack.cpu": 5,
+                "binpack.resources": "nvidia.com/gpu, example.com/foo,nvidia.com/gpu, cpu",
+                "binpack.resources.nvidia.com/gpu": 2,
+                "binpack.resources.example.com/foo": -4,
+                "binpack.resources.cpu": 7,
+                "binpack.resources.example.com/unlisted": 3,
+            }),
+        )
         .arguments,
     )
     .unwrap();
@@ -130,26 +125,29 @@ fn resolve_applies_volcano_defaults() {
 
 #[test]
 fn integer_arguments_reject_floats_and_strings() {
-    let err = factory(&opt(json!({"binpack.weight": 1.5}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"binpack.weight": 1.5}))).err().unwrap();
     assert_eq!(err.0, "argument \"binpack.weight\": expected an integer, got 1.5");
-    let err = factory(&opt(json!({"binpack.cpu": "2"}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"binpack.cpu": "2"}))).err().unwrap();
     assert_eq!(err.0, "argument \"binpack.cpu\": expected an integer, got \"2\"");
-    let err = factory(&opt(json!({"binpack.resources": "nvidia.com/gpu", "binpack.resources.nvidia.com/gpu": 2.5})))
-        .err()
-        .unwrap();
+    let err = factory(&plugin_option(
+        NAME,
+        json!({"binpack.resources": "nvidia.com/gpu", "binpack.resources.nvidia.com/gpu": 2.5}),
+    ))
+    .err()
+    .unwrap();
     assert_eq!(err.0, "argument \"binpack.resources.nvidia.com/gpu\": expected an integer, got 2.5");
-    let err = factory(&opt(json!({"binpack.resources": 3}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"binpack.resources": 3}))).err().unwrap();
     assert_eq!(err.0, "argument \"binpack.resources\": expected a string, got 3");
 }
 
 #[test]
 fn unknown_keys_are_rejected_by_name() {
-    let err = factory(&opt(json!({"binpack.wieght": 1}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"binpack.wieght": 1}))).err().unwrap();
     assert_eq!(
         err.0,
         "unknown field `binpack.wieght`, expected one of `binpack.weight`, `binpack.cpu`, `binpack.memory`, \
          `binpack.resources`, or `binpack.resources.<name>`"
     );
-    let err = factory(&opt(json!({"binpack.resources.": 1}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"binpack.resources.": 1}))).err().unwrap();
     assert!(err.0.starts_with("unknown field `binpack.resources.`"), "{}", err.0);
 }

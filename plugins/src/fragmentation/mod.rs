@@ -504,10 +504,10 @@ impl Plugin for Fragmentation {
         // Nodes alike in the labels the constraints read are matched once (all of them
         // when a constraint reads node names); a node's class is the set of constraints
         // that allow it.
+        // Classes are interned sets: the class of a projection is found once.
         let mut alike: HashMap<Vec<Option<&str>>, u32> = HashMap::new();
-        let mut sets: Vec<Vec<bool>> = Vec::new();
         let mut interned: HashMap<Vec<bool>, u32> = HashMap::new();
-        let mut class_keys: Vec<Vec<bool>> = Vec::new();
+        let mut sets: Vec<Vec<bool>> = Vec::new();
         self.class_of = snap
             .nodes
             .iter()
@@ -515,28 +515,22 @@ impl Plugin for Fragmentation {
                 let labels = node.labels();
                 let projection: Option<Vec<Option<&str>>> =
                     read.as_ref().map(|read| read.iter().map(|k| labels.get(*k).map(String::as_str)).collect());
-                let set_id = match projection.as_ref().and_then(|p| alike.get(p)) {
-                    Some(&id) => id,
-                    None => {
-                        let set: Vec<bool> =
-                            specs.iter().map(|s| required_node_affinity_matches(s, labels, &node.name)).collect();
-                        sets.push(set);
-                        let id = sets.len() as u32 - 1;
-                        if let Some(p) = projection {
-                            alike.insert(p, id);
-                        }
-                        id
-                    }
-                };
-                let set = &sets[set_id as usize];
-                let next = interned.len() as u32;
-                *interned.entry(set.clone()).or_insert_with(|| {
-                    class_keys.push(set.clone());
-                    next
-                })
+                if let Some(&class) = projection.as_ref().and_then(|p| alike.get(p)) {
+                    return class;
+                }
+                let set: Vec<bool> =
+                    specs.iter().map(|s| required_node_affinity_matches(s, labels, &node.name)).collect();
+                let class = *interned.entry(set).or_insert_with_key(|set| {
+                    sets.push(set.clone());
+                    sets.len() as u32 - 1
+                });
+                if let Some(p) = projection {
+                    alike.insert(p, class);
+                }
+                class
             })
             .collect();
-        self.classes = class_keys.iter().map(|set| key_of.iter().map(|k| k.is_none_or(|k| set[k])).collect()).collect();
+        self.classes = sets.iter().map(|set| key_of.iter().map(|k| k.is_none_or(|k| set[k])).collect()).collect();
     }
 
     fn node_order(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> f64 {

@@ -2,6 +2,19 @@ use smallvec::smallvec;
 
 use super::*;
 
+/// The `expected` mode's settings.
+fn settings() -> Settings {
+    Settings {
+        weight: 1.0,
+        popularity: DEFAULT_POPULARITY,
+        mode: Mode::Expected,
+        resolution: DEFAULT_RESOLUTION,
+        tie_break: DEFAULT_TIE_BREAK,
+        weighting: DEFAULT_WEIGHTING,
+        card_choice: CardChoice::Fragmentation,
+    }
+}
+
 fn typical(cpu: f64, count: u32, milli: u32, p: f64) -> Typical {
     Typical { req: Request { cpu, count, milli }, p, rep: TaskId(0), constraints: None }
 }
@@ -26,16 +39,7 @@ fn fragmentation_counts_what_each_request_cannot_use() {
 
 #[test]
 fn a_fraction_goes_where_it_fragments_least() {
-    let settings = Settings {
-        weight: 1.0,
-        popularity: 95.0,
-        mode: Mode::Expected,
-        resolution: 1.0,
-        tie_break: TieBreak::BestFit,
-        weighting: Weighting::Count,
-        card_choice: CardChoice::Fragmentation,
-    };
-    let mut plugin = Fragmentation::new(settings);
+    let mut plugin = Fragmentation::new(settings());
     plugin.workload = vec![typical(1000.0, 1, 500, 0.5), typical(1000.0, 1, 1000, 0.5)];
     plugin.class_of = vec![0, 0];
     plugin.classes = vec![vec![true, true]];
@@ -52,16 +56,7 @@ fn a_fraction_goes_where_it_fragments_least() {
 
 #[test]
 fn a_fraction_takes_the_card_that_fragments_least() {
-    let settings = Settings {
-        weight: 1.0,
-        popularity: 95.0,
-        mode: Mode::Expected,
-        resolution: 1.0,
-        tie_break: TieBreak::BestFit,
-        weighting: Weighting::Count,
-        card_choice: CardChoice::Fragmentation,
-    };
-    let mut plugin = Fragmentation::new(settings);
+    let mut plugin = Fragmentation::new(settings());
     // The workload: pods of 0.6 card, and pods of 0.3.
     plugin.workload = vec![typical(1000.0, 1, 600, 0.5), typical(1000.0, 1, 300, 0.5)];
     plugin.class_of = vec![0];
@@ -110,4 +105,36 @@ fn nodes_are_matched_by_the_labels_the_constraints_read() {
     }))
     .unwrap();
     assert_eq!(read_labels(&[&spec, &by_name]), None);
+}
+
+#[test]
+fn a_request_for_one_gpu_model_sees_the_other_models_as_fragmented() {
+    use volcano_framework::device::GPU_MODEL_LABEL;
+    use volcano_testkit::fixtures::session_ctx;
+    use volcano_testkit::{node, pod, Objects};
+    let model = |n: volcano_testkit::NodeBuilder, m: &str| n.gpu("2").label(GPU_MODEL_LABEL, m);
+    let t4_only = |name: &str| {
+        pod("ns", name).cpu_mem("1", "1Gi").gpu("1").with_spec(|s| {
+            s.node_selector = Some([(GPU_MODEL_LABEL.to_string(), "T4".to_string())].into_iter().collect())
+        })
+    };
+    let snap = Objects::new()
+        .node(model(node("t4-a", "16", "64Gi"), "T4"))
+        .node(model(node("t4-b", "16", "64Gi"), "T4"))
+        .node(model(node("v100", "16", "64Gi"), "V100"))
+        .pod(t4_only("a"))
+        .pod(t4_only("b"))
+        .pod(pod("ns", "any").cpu_mem("1", "1Gi").gpu("2"))
+        .snapshot();
+    let mut plugin = Fragmentation::new(settings());
+    plugin.on_session_open(&snap, &session_ctx());
+    assert_eq!(plugin.workload().len(), 2, "{:?}", plugin.workload());
+    // The two T4 nodes are alike; the V100 node is another class.
+    assert_eq!(plugin.class_of[0], plugin.class_of[1]);
+    assert_ne!(plugin.class_of[0], plugin.class_of[2]);
+    // One card used of two: the 2-card request cannot land anywhere (1000 lost, weight
+    // 1/3); the T4 request (weight 2/3) can on a T4 node but not on the V100 one.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![0, 1000] };
+    assert!((plugin.fragmentation(NodeId(0), &free) - 1000.0 / 3.0).abs() < 1e-9);
+    assert!((plugin.fragmentation(NodeId(2), &free) - 1000.0).abs() < 1e-9);
 }

@@ -7,29 +7,22 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
-use volcano_api::conf::{Arguments, PluginOption};
+use volcano_api::conf::Arguments;
 use volcano_framework::{
     Action, ActionRegistry, Hooks, NodeId, Plugin, Profile, Registries, Session, SessionOptions, Snapshot, Statement,
-    TaskId, TaskStatus,
+    TaskStatus,
 };
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
 use volcano_testkit::fixtures::session_ctx as ctx;
-
-fn opt(args: serde_json::Value) -> PluginOption {
-    PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
-}
+use volcano_testkit::fixtures::{plugin_option, task_named};
 
 /// A plugin opened on `snap`.
 fn open(args: serde_json::Value, snap: &Snapshot) -> Box<dyn Plugin> {
-    let mut p = factory(&opt(args)).expect("valid arguments").build();
+    let mut p = factory(&plugin_option(NAME, args)).expect("valid arguments").build();
     p.on_session_open(snap, &ctx());
     p
-}
-
-fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
 }
 
 fn node_id(snap: &Snapshot, name: &str) -> NodeId {
@@ -39,7 +32,7 @@ fn node_id(snap: &Snapshot, name: &str) -> NodeId {
 /// The NODE_ORDER score of pod `p` on node `n1`.
 fn score(args: serde_json::Value, objs: Objects) -> f64 {
     let snap = objs.snapshot();
-    open(args, &snap).node_order(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+    open(args, &snap).node_order(&snap, task_named(&snap, "p"), node_id(&snap, "n1"))
 }
 
 fn n1() -> NodeBuilder {
@@ -205,7 +198,7 @@ fn fully_specified_pods_take_the_snapshot_request() {
             s.overhead = Some(quantity(&[("cpu", "100m")]));
         }))
         .snapshot();
-    let t = snap.task(task(&snap, "p"));
+    let t = snap.task(task_named(&snap, "p"));
     let r = TaskRequest::of(t);
     // cpu max(1500, 2000) + 100; memory max(3Gi, 1Gi).
     assert_eq!((r.nonzero_cpu, r.nonzero_memory), (2100, 3 * 1024 * 1024 * 1024));
@@ -225,7 +218,7 @@ fn requested_sums_follow_allocations() {
         .snapshot();
     let mut plugin = NodeOrder::new(Weights::default());
     plugin.on_session_open(&snap, &ctx());
-    let (n1, q, p) = (node_id(&snap, "n1"), task(&snap, "q"), task(&snap, "p"));
+    let (n1, q, p) = (node_id(&snap, "n1"), task_named(&snap, "q"), task_named(&snap, "p"));
     let before = plugin.node_requested(&snap, n1);
     assert_eq!(before.nonzero_cpu, 2000);
     assert_eq!(before.memory, 4.0 * 1024.0 * 1024.0 * 1024.0);
@@ -279,7 +272,7 @@ fn the_snapshot_non_zero_request_is_the_pod_s() {
     ];
     for (i, f) in specs.into_iter().enumerate() {
         let snap = Objects::new().node(n1()).pod(pod("ns", "p").with_spec(f)).snapshot();
-        let t = snap.task(task(&snap, "p"));
+        let t = snap.task(task_named(&snap, "p"));
         assert_eq!((t.nonzero_cpu, t.nonzero_memory), nonzero_request(&t.pod), "pod {i}");
     }
 }
@@ -293,7 +286,7 @@ fn evicted_tasks_stop_counting_until_the_eviction_is_undone() {
         .snapshot();
     let mut plugin = NodeOrder::new(Weights::default());
     plugin.on_session_open(&snap, &ctx());
-    let (n1, r) = (node_id(&snap, "n1"), task(&snap, "r"));
+    let (n1, r) = (node_id(&snap, "n1"), task_named(&snap, "r"));
     let before = plugin.node_requested(&snap, n1);
     assert_eq!(before.nonzero_cpu, 3000);
     // Evict r: it keeps its node (Releasing) but no longer counts.
@@ -321,7 +314,7 @@ fn scoring_without_session_open_reads_the_snapshot_sums() {
         .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
         .snapshot();
     let plugin = NodeOrder::new(Weights::default());
-    assert_eq!(plugin.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 161.0);
+    assert_eq!(plugin.node_order(&snap, task_named(&snap, "p"), node_id(&snap, "n1")), 161.0);
 }
 
 // ----- batch scores -----
@@ -358,7 +351,7 @@ fn batch(args: serde_json::Value, objs: Objects, start: f64) -> Vec<f64> {
     let plugin = open(args, &snap);
     let nodes: Vec<NodeId> = (0..snap.nodes.len() as u32).map(NodeId).collect();
     let mut scores = vec![start; nodes.len()];
-    plugin.batch_node_order(&snap, task(&snap, "p"), &nodes, &mut scores);
+    plugin.batch_node_order(&snap, task_named(&snap, "p"), &nodes, &mut scores);
     scores
 }
 
@@ -456,7 +449,7 @@ tiers:
         .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
         .snapshot();
     let mut ssn = Session::open(snap, profile.instantiate(), ctx(), SessionOptions::default());
-    let (p, q) = (task(&ssn.snap, "p"), task(&ssn.snap, "q"));
+    let (p, q) = (task_named(&ssn.snap, "p"), task_named(&ssn.snap, "q"));
     let (feasible, errors) = ssn.predicate_nodes(p, |_| Ok(()));
     let names: Vec<&str> = feasible.iter().map(|n| &*ssn.snap.node(*n).name).collect();
     assert_eq!(names, ["n1", "n2"]);
@@ -489,17 +482,20 @@ fn defaults_match_volcano() {
 #[test]
 fn every_volcano_key_is_accepted() {
     let a = Args::parse(
-        &opt(json!({
-            "leastrequested.weight": 2,
-            "mostrequested.weight": 1,
-            "balancedresource.weight": 3,
-            "nodeaffinity.weight": 4,
-            "tainttoleration.weight": 5,
-            "podaffinity.weight": 6,
-            "imagelocality.weight": 7,
-            "podtopologyspread.weight": 8,
-            "selectorspread.weight": 9,
-        }))
+        &plugin_option(
+            NAME,
+            json!({
+                "leastrequested.weight": 2,
+                "mostrequested.weight": 1,
+                "balancedresource.weight": 3,
+                "nodeaffinity.weight": 4,
+                "tainttoleration.weight": 5,
+                "podaffinity.weight": 6,
+                "imagelocality.weight": 7,
+                "podtopologyspread.weight": 8,
+                "selectorspread.weight": 9,
+            }),
+        )
         .arguments,
     )
     .unwrap();
@@ -513,16 +509,16 @@ fn every_volcano_key_is_accepted() {
 
 #[test]
 fn weights_must_be_integers() {
-    let err = factory(&opt(json!({"leastrequested.weight": 1.5}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"leastrequested.weight": 1.5}))).err().unwrap();
     assert_eq!(err.0, "argument \"leastrequested.weight\": expected an integer, got 1.5");
-    let err = factory(&opt(json!({"nodeaffinity.weight": "2"}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"nodeaffinity.weight": "2"}))).err().unwrap();
     assert_eq!(err.0, "argument \"nodeaffinity.weight\": expected an integer, got \"2\"");
-    assert!(factory(&opt(json!({"nodeaffinity.weight": 2.0}))).is_err());
+    assert!(factory(&plugin_option(NAME, json!({"nodeaffinity.weight": 2.0}))).is_err());
 }
 
 #[test]
 fn unknown_keys_are_rejected_by_name() {
-    let err = factory(&opt(json!({"leastrequested.weigth": 1}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"leastrequested.weigth": 1}))).err().unwrap();
     assert!(err.0.starts_with("unknown field `leastrequested.weigth`, expected one of"), "{}", err.0);
 }
 
@@ -582,7 +578,7 @@ fn image_locality_prefers_nodes_with_the_images_scaled_by_spread() {
     };
     let snap = objs().snapshot();
     let p = open(args(only), &snap);
-    let t = task(&snap, "p");
+    let t = task_named(&snap, "p");
     let at = |n: &str| p.node_order(&snap, t, node_id(&snap, n));
     // n1: trainer on 2 of 4 nodes → 1000 MiB, sidecar on 1 of 4 → 150 MiB; 1150 MiB over 2
     // containers: 100 × (1150 − 23) / (2000 − 23) = 57.
@@ -594,10 +590,10 @@ fn image_locality_prefers_nodes_with_the_images_scaled_by_spread() {
     let snap = objs().snapshot();
     let three =
         open(args(r#"{"leastrequested.weight": 0, "balancedresource.weight": 0, "imagelocality.weight": 3}"#), &snap);
-    assert_eq!(three.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 171.0);
+    assert_eq!(three.node_order(&snap, task_named(&snap, "p"), node_id(&snap, "n1")), 171.0);
     let off =
         open(args(r#"{"leastrequested.weight": 0, "balancedresource.weight": 0, "imagelocality.weight": 0}"#), &snap);
-    assert_eq!(off.node_order(&snap, task(&snap, "p"), node_id(&snap, "n1")), 0.0);
+    assert_eq!(off.node_order(&snap, task_named(&snap, "p"), node_id(&snap, "n1")), 0.0);
 }
 
 #[test]
@@ -608,7 +604,7 @@ fn tasks_with_different_images_have_different_shapes() {
         .pod(pod("ns", "b").with_spec(|s| s.containers[0].image = Some("y:1".into())))
         .pod(pod("ns", "c").with_spec(|s| s.containers[0].image = Some("x:1".into())))
         .snapshot();
-    let shape = |n: &str| snap.task(task(&snap, n)).shape;
+    let shape = |n: &str| snap.task(task_named(&snap, n)).shape;
     assert_ne!(shape("a"), shape("b"));
     assert_eq!(shape("a"), shape("c"));
 }
@@ -714,7 +710,7 @@ fn system_default_spread_is_partitioned_by_zone_and_counted() {
         .node(node("n6", "8", "16Gi").label("kubernetes.io/hostname", "n6").label("topology.kubernetes.io/zone", "b"));
     let snap = objs.snapshot();
     let plugin = open(args(SPREAD_ONLY), &snap);
-    let p = task(&snap, "p");
+    let p = task_named(&snap, "p");
     assert!(
         !plugin.incremental().expect("makes promises").batch_uniform(&snap, p)
             && !plugin.incremental().expect("makes promises").batch_sparse(&snap, p)
@@ -762,8 +758,9 @@ fn eviction_candidates_are_rescored_once_a_node_changed() {
         .pod(pod("ns", "filler").cpu_mem("4", "1Gi"))
         .pod(pod("ns", "p").cpu_mem("1", "1Gi"))
         .snapshot();
-    let (filler, p, n1, n2) = (task(&snap, "filler"), task(&snap, "p"), node_id(&snap, "n1"), node_id(&snap, "n2"));
-    let plugin = factory(&opt(json!({}))).expect("valid arguments").build();
+    let (filler, p, n1, n2) =
+        (task_named(&snap, "filler"), task_named(&snap, "p"), node_id(&snap, "n1"), node_id(&snap, "n2"));
+    let plugin = factory(&plugin_option(NAME, json!({}))).expect("valid arguments").build();
     let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin);
     assert!(ssn.batch_scores_uniform(p));
     let (nodes, before) = ssn.eviction_candidates(p, &[n1, n2]);
@@ -820,16 +817,16 @@ fn evaluation_keys_tell_image_lists_apart_only_when_images_are_scored() {
     // n1 reports the trainer: ImageLocality scores differ between v1 and v2.
     let snap = objs(n1().image(&["trainer:v1"], 2000 * MB)).snapshot();
     let p = open(json!({}), &snap);
-    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task_named(&snap, name));
     assert!(key("a").is_some());
     assert_eq!(key("a"), key("b"), "equal images share a key");
     assert_ne!(key("a"), key("c"));
-    let at = |name: &str| p.node_order(&snap, task(&snap, name), node_id(&snap, "n1"));
+    let at = |name: &str| p.node_order(&snap, task_named(&snap, name), node_id(&snap, "n1"));
     assert_eq!(at("a"), at("b"));
     assert_ne!(at("a"), at("c"));
     // No node reports images: every task's scores read its request only.
     let snap = objs(n1()).snapshot();
     let p = open(json!({}), &snap);
-    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| p.incremental().expect("makes promises").evaluation_key(&snap, task_named(&snap, name));
     assert_eq!((key("a"), key("c")), (Some(0), Some(0)));
 }

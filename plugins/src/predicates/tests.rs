@@ -4,22 +4,14 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::json;
-use volcano_api::conf::PluginOption;
 use volcano_framework::{Code, NodeId, Plugin, SessionContext, Snapshot, Status, TaskId};
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
-
-fn opt(args: serde_json::Value) -> PluginOption {
-    PluginOption { name: NAME.into(), arguments: serde_json::from_value(args).unwrap(), ..Default::default() }
-}
+use volcano_testkit::fixtures::{plugin_option, task_named};
 
 pub(super) fn plugin(args: serde_json::Value) -> Box<dyn Plugin> {
-    factory(&opt(args)).expect("valid arguments").build()
-}
-
-pub(super) fn task(snap: &Snapshot, name: &str) -> TaskId {
-    TaskId(snap.tasks.iter().position(|t| t.name() == name).expect("task exists") as u32)
+    factory(&plugin_option(NAME, args)).expect("valid arguments").build()
 }
 
 fn node_id(snap: &Snapshot, name: &str) -> NodeId {
@@ -39,7 +31,7 @@ fn check_with(args: serde_json::Value, n: NodeBuilder, others: Vec<PodBuilder>, 
     let snap = objs.snapshot();
     let mut plugin = plugin(args);
     plugin.on_session_open(&snap, &ctx());
-    plugin.predicate(&snap, task(&snap, "p"), node_id(&snap, "n1"))
+    plugin.predicate(&snap, task_named(&snap, "p"), node_id(&snap, "n1"))
 }
 
 /// The answers of the predicate for pod `p` on every node, by node name.
@@ -54,7 +46,7 @@ fn answers(nodes: Vec<NodeBuilder>, others: Vec<PodBuilder>, p: PodBuilder) -> V
     let snap = objs.snapshot();
     let mut plugin = plugin(json!({}));
     plugin.on_session_open(&snap, &ctx());
-    let t = task(&snap, "p");
+    let t = task_named(&snap, "p");
     snap.nodes
         .iter()
         .enumerate()
@@ -507,8 +499,10 @@ fn defaults_match_volcano() {
 
 #[test]
 fn bools_accept_strings() {
-    let a = Args::parse(&opt(json!({"predicate.NodePortsEnable": "false", "predicate.CacheEnable": "TRUE"})).arguments)
-        .unwrap();
+    let a = Args::parse(
+        &plugin_option(NAME, json!({"predicate.NodePortsEnable": "false", "predicate.CacheEnable": "TRUE"})).arguments,
+    )
+    .unwrap();
     assert_eq!(a.node_ports_enable, Some(false));
     assert_eq!(a.cache_enable, Some(true));
     assert!(!a.resolve().node_ports);
@@ -516,41 +510,44 @@ fn bools_accept_strings() {
 
 #[test]
 fn wrong_types_name_the_key() {
-    let err = factory(&opt(json!({"predicate.NodeAffinityEnable": 1}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"predicate.NodeAffinityEnable": 1}))).err().unwrap();
     assert_eq!(err.0, "argument \"predicate.NodeAffinityEnable\": expected true or false, got 1");
-    let err = factory(&opt(json!({"volumebinding.weight": 1.5}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"volumebinding.weight": 1.5}))).err().unwrap();
     assert_eq!(err.0, "argument \"volumebinding.weight\": expected an integer, got 1.5");
-    let err = factory(&opt(json!({"predicate.resources.nvidia.com/gpu.cpu": "4"}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"predicate.resources.nvidia.com/gpu.cpu": "4"}))).err().unwrap();
     assert_eq!(err.0, "argument \"predicate.resources.nvidia.com/gpu.cpu\": expected a number, got \"4\"");
 }
 
 #[test]
 fn unknown_keys_are_rejected_by_name() {
-    let err = factory(&opt(json!({"predicate.NodeAffinityEnabled": true}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"predicate.NodeAffinityEnabled": true}))).err().unwrap();
     assert!(err.0.starts_with("unknown field `predicate.NodeAffinityEnabled`, expected one of"), "{}", err.0);
-    let err = factory(&opt(json!({"predicate.resources.nvidia.com/gpu.disk": 1}))).err().unwrap();
+    let err = factory(&plugin_option(NAME, json!({"predicate.resources.nvidia.com/gpu.disk": 1}))).err().unwrap();
     assert!(err.0.starts_with("unknown field `predicate.resources.nvidia.com/gpu.disk`"), "{}", err.0);
 }
 
 #[test]
 fn accepted_volcano_keys_parse() {
     let a = Args::parse(
-        &opt(json!({
-            "predicate.NodeVolumeLimitsEnable": false,
-            "predicate.VolumeZoneEnable": true,
-            "predicate.VolumeBindingEnable": "true",
-            "predicate.DynamicResourceAllocationEnable": false,
-            "predicate.GPUSharingEnable": true,
-            "predicate.GPUNumberEnable": true,
-            "predicate.ProportionalEnable": true,
-            "predicate.resources": "nvidia.com/gpu",
-            "predicate.resources.nvidia.com/gpu.cpu": 4,
-            "predicate.resources.nvidia.com/gpu.memory": 8.5,
-            "volumebinding.bindTimeoutSeconds": 600,
-            "volumebinding.weight": 1,
-            "volumebinding.shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}],
-            "dynamicresources.filterTimeoutSeconds": 15,
-        }))
+        &plugin_option(
+            NAME,
+            json!({
+                "predicate.NodeVolumeLimitsEnable": false,
+                "predicate.VolumeZoneEnable": true,
+                "predicate.VolumeBindingEnable": "true",
+                "predicate.DynamicResourceAllocationEnable": false,
+                "predicate.GPUSharingEnable": true,
+                "predicate.GPUNumberEnable": true,
+                "predicate.ProportionalEnable": true,
+                "predicate.resources": "nvidia.com/gpu",
+                "predicate.resources.nvidia.com/gpu.cpu": 4,
+                "predicate.resources.nvidia.com/gpu.memory": 8.5,
+                "volumebinding.bindTimeoutSeconds": 600,
+                "volumebinding.weight": 1,
+                "volumebinding.shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}],
+                "dynamicresources.filterTimeoutSeconds": 15,
+            }),
+        )
         .arguments,
     )
     .unwrap();
@@ -586,7 +583,7 @@ fn node_index_sees_a_required_affinity_satisfied_by_a_placement() {
         .pod(pod("ns", "db").cpu_mem("1", "1Gi").label("app", "db"))
         .pod(affine(pod("ns", "b").cpu_mem("1", "1Gi"), vec![selecting("app", "db", "kubernetes.io/hostname")]))
         .snapshot();
-    let (db, b, n2) = (task(&snap, "db"), task(&snap, "b"), node_id(&snap, "n2"));
+    let (db, b, n2) = (task_named(&snap, "db"), task_named(&snap, "b"), node_id(&snap, "n2"));
     let mut ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
     let errors = ssn.find_node(b).expect_err("no pod app=db anywhere yet");
     assert_eq!(errors.reasons.get(crate::interpod::REASON_AFFINITY), Some(&2), "{errors:?}");
@@ -604,7 +601,7 @@ fn filler_and_big() -> (volcano_framework::Session, TaskId, TaskId, NodeId) {
         .pod(pod("ns", "filler").cpu_mem("5", "1Gi"))
         .pod(pod("ns", "big").cpu_mem("6", "1Gi").node_selector("zone", "c"))
         .snapshot();
-    let (filler, big, n1) = (task(&snap, "filler"), task(&snap, "big"), node_id(&snap, "n1"));
+    let (filler, big, n1) = (task_named(&snap, "filler"), task_named(&snap, "big"), node_id(&snap, "n1"));
     let ssn = volcano_testkit::fixtures::plugin_session(snap, plugin(json!({})));
     (ssn, filler, big, n1)
 }
@@ -659,13 +656,13 @@ fn evaluation_keys_join_only_tasks_whose_answers_agree_past_the_fixed_failures()
     let snap = objs.snapshot();
     let mut plugin = plugin(json!({}));
     plugin.on_session_open(&snap, &ctx());
-    let key = |name: &str| plugin.incremental().expect("makes promises").evaluation_key(&snap, task(&snap, name));
+    let key = |name: &str| plugin.incremental().expect("makes promises").evaluation_key(&snap, task_named(&snap, name));
     assert_eq!(key("a"), Some(0));
     assert_eq!(key("b"), Some(0));
     assert_eq!(key("ports"), None, "host ports read the task itself");
     assert_eq!(key("batch"), None, "inter-pod rules read the task's labels");
     // The contract: where neither task fails for good, the answers are equal.
-    let (a, b) = (task(&snap, "a"), task(&snap, "b"));
+    let (a, b) = (task_named(&snap, "a"), task_named(&snap, "b"));
     let fixed = |t| plugin.incremental().expect("makes promises").fixed_failures(&snap, t);
     let (fa, fb) = (fixed(a), fixed(b));
     let mut compared = 0;

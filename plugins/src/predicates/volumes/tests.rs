@@ -12,7 +12,8 @@ use volcano_framework::{Snapshot, Status};
 use volcano_testkit::{node, pod, NodeBuilder, Objects, PodBuilder};
 
 use super::*;
-use crate::predicates::tests::{n1, p, plugin, task, unresolvable, unschedulable};
+use crate::predicates::tests::{n1, p, plugin, unresolvable, unschedulable};
+use volcano_testkit::fixtures::task_named;
 
 fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
     ObjectMeta { name: Some(name.into()), namespace: ns.map(Into::into), ..Default::default() }
@@ -105,7 +106,7 @@ fn snapshot(nodes: Vec<NodeBuilder>, pods: Vec<PodBuilder>, v: Volumes) -> Snaps
 
 /// The predicate of pending pod `p` on node `n1`.
 fn run(args: serde_json::Value, snap: &Snapshot) -> Result<(), Status> {
-    plugin(args).predicate(snap, task(snap, "p"), snap.node_id("n1").unwrap())
+    plugin(args).predicate(snap, task_named(snap, "p"), snap.node_id("n1").unwrap())
 }
 
 fn affinity(pv: &mut PersistentVolume, key: &str, values: &[&str]) {
@@ -215,7 +216,7 @@ fn a_bound_volume_must_exist_and_its_node_affinity_match() {
         vec![n1().label("kubernetes.io/hostname", "n1"), node("n2", "8", "16Gi").label("kubernetes.io/hostname", "n2")];
     let snap = snapshot(nodes, vec![with_claims(p(), &["data"])], v);
     assert_eq!(run(json!({}), &snap), unresolvable(REASON_VOLUME_NODE_AFFINITY));
-    let on_n2 = plugin(json!({})).predicate(&snap, task(&snap, "p"), snap.node_id("n2").unwrap());
+    let on_n2 = plugin(json!({})).predicate(&snap, task_named(&snap, "p"), snap.node_id("n2").unwrap());
     assert_eq!(on_n2, Ok(()));
     assert_eq!(run(json!({"predicate.VolumeBindingEnable": false}), &snap), Ok(()));
 }
@@ -234,7 +235,7 @@ fn an_ephemeral_volume_needs_its_claim_owned_by_the_pod() {
         run(json!({}), &snap),
         unresolvable("waiting for ephemeral volume controller to create the persistentvolumeclaim \"p-scratch\"")
     );
-    let uid = snap.task(task(&snap, "p")).pod_uid.to_string();
+    let uid = snap.task(task_named(&snap, "p")).pod_uid.to_string();
     let mut claim = pvc("p-scratch", Some("pv1"), None);
     let v = Volumes { pvcs: vec![claim.clone()], pvs: vec![pv("pv1")], ..Default::default() };
     let snap = snapshot(vec![n1()], vec![ephemeral.clone()], v);
