@@ -9,7 +9,7 @@
 //! [`admission`] defaults and checks Jobs as Volcano's job webhooks do, and [`job_plugins`]
 //! their plugins' arguments, for the webhook and the job controller alike;
 //! [`et`] holds Alibaba et-operator's TrainingJob, ScaleOut and ScaleIn
-//! (`kai.alibabacloud.com/v1alpha1`); [`crds`] generates the CustomResourceDefinitions from these types.
+//! (`kai.alibabacloud.com/v1alpha1`); [`topology`] the HyperNode (`topology.volcano.sh/v1alpha1`); [`crds`] generates the CustomResourceDefinitions from these types.
 //!
 //! This crate does no IO beyond (de)serialisation and knows nothing of a client:
 //! `kube` is used for its `CustomResource` derive and `Resource` trait only.
@@ -26,6 +26,7 @@ pub mod job_plugins;
 pub mod names;
 mod open_enum;
 pub mod quantity;
+pub mod topology;
 pub mod validation;
 
 pub use k8s_openapi;

@@ -19,6 +19,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
 use volcano_api::names::pod_condition;
+use volcano_api::topology::HyperNode;
 use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
 use volcano_framework::{ClusterObjects, Effect, ObjectRef, Snapshot, SnapshotError};
 
@@ -64,6 +65,8 @@ pub struct Cluster {
     pub replica_sets: BTreeMap<String, Arc<ReplicaSet>>,
     /// StatefulSets by `namespace/name`.
     pub stateful_sets: BTreeMap<String, Arc<StatefulSet>>,
+    /// HyperNodes by name.
+    pub hyper_nodes: BTreeMap<String, Arc<HyperNode>>,
     /// Volcano Jobs of the input by `namespace/name`, with their status and what the job
     /// controller remembers of them (their PodGroups and pods are in `pod_groups` and
     /// `pods`; the scheduler does not see the jobs themselves).
@@ -292,6 +295,7 @@ impl Cluster {
             replication_controllers,
             replica_sets,
             stateful_sets,
+            hyper_nodes,
         } = objects;
         self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
         self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
@@ -307,6 +311,7 @@ impl Cluster {
         self.replication_controllers.extend(replication_controllers.into_iter().map(|o| (key(&o.metadata), o)));
         self.replica_sets.extend(replica_sets.into_iter().map(|o| (key(&o.metadata), o)));
         self.stateful_sets.extend(stateful_sets.into_iter().map(|o| (key(&o.metadata), o)));
+        self.hyper_nodes.extend(hyper_nodes.into_iter().map(|o| (key(&o.metadata), o)));
     }
 
     /// The objects a snapshot is built from (shared, not copied).
@@ -326,6 +331,7 @@ impl Cluster {
             replication_controllers: self.replication_controllers.values().cloned().collect(),
             replica_sets: self.replica_sets.values().cloned().collect(),
             stateful_sets: self.stateful_sets.values().cloned().collect(),
+            hyper_nodes: self.hyper_nodes.values().cloned().collect(),
         }
     }
 

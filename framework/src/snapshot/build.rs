@@ -17,6 +17,7 @@ use rayon::prelude::*;
 use thiserror::Error;
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, Queue, QueueState, ResourceList};
 use volcano_api::quantity::QuantityError;
+use volcano_api::topology::HyperNode;
 
 use crate::cow::CowVec;
 use crate::model::*;
@@ -56,6 +57,8 @@ pub struct ClusterObjects {
     pub replica_sets: Vec<Arc<ReplicaSet>>,
     /// StatefulSets (likewise).
     pub stateful_sets: Vec<Arc<StatefulSet>>,
+    /// HyperNodes (the network topology, `topology.volcano.sh`).
+    pub hyper_nodes: Vec<Arc<HyperNode>>,
 }
 
 /// An object that cannot enter the snapshot.
