@@ -1,4 +1,4 @@
-//! Objects a session reads but does not schedule: Namespaces (for the namespace selectors
+//! Objects a session reads but does not schedule: HyperNodes (the network topology), Namespaces (for the namespace selectors
 //! of inter-pod affinity terms), the volume objects the `predicates` plugin's volume
 //! checks read (PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes),
 //! and the Services, ReplicationControllers, ReplicaSets and StatefulSets whose selectors
@@ -13,6 +13,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController};
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use volcano_api::topology::HyperNode;
 
 use super::ClusterObjects;
 
@@ -37,6 +38,9 @@ pub struct Extras {
     pub replica_sets: BTreeMap<String, BTreeMap<String, Arc<ReplicaSet>>>,
     /// StatefulSets by namespace, then name.
     pub stateful_sets: BTreeMap<String, BTreeMap<String, Arc<StatefulSet>>>,
+    /// HyperNodes by name (the snapshot's [`crate::topology::Topology`] is built from them
+    /// and the nodes).
+    pub hyper_nodes: BTreeMap<String, Arc<HyperNode>>,
 }
 
 /// The selectors of a namespace's Services, indexed so that the Services selecting a pod
@@ -128,6 +132,7 @@ impl Extras {
             replication_controllers: by_namespace(&objects.replication_controllers, |o| &o.metadata),
             replica_sets: by_namespace(&objects.replica_sets, |o| &o.metadata),
             stateful_sets: by_namespace(&objects.stateful_sets, |o| &o.metadata),
+            hyper_nodes: by_name(&objects.hyper_nodes, |o| &o.metadata),
         }
     }
 
