@@ -32,6 +32,7 @@ pub mod snapshot;
 pub mod statement;
 pub mod stats;
 pub mod status;
+pub mod topology;
 
 pub use action::Action;
 pub use close::CycleOutcome;

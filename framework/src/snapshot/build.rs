@@ -316,7 +316,7 @@ const POD_CHUNK: usize = 256;
 const POD_WAVE: usize = 32 * POD_CHUNK;
 
 /// A node's entry, its resource lists parsed.
-pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
+pub(crate) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
     let name: Arc<str> = Arc::from(n.metadata.name.as_deref().unwrap_or_default());
     let status = n.status.as_ref();
     let capacity = match status.and_then(|s| s.capacity.as_ref()) {
@@ -923,6 +923,7 @@ impl Snapshot {
         s.queue_by_name = Arc::new(queue_by_name);
         s.job_by_key = Arc::new(job_by_key);
         s.extras = Arc::new(super::Extras::from_objects(objects));
+        s.refresh_topology();
         s.share();
         Ok(s)
     }

@@ -12,6 +12,7 @@ use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::Resource;
 use crate::retry::RetryMemo;
+use crate::topology::Topology;
 
 pub mod build;
 pub mod extra;
@@ -64,6 +65,8 @@ pub struct Snapshot {
     awaiting_group: Arc<BTreeMap<Arc<str>, Arc<Pod>>>,
     /// Objects read but not scheduled (namespaces).
     extras: Arc<Extras>,
+    /// The HyperNode tree over the nodes, from [`Extras::hyper_nodes`].
+    topology: Arc<Topology>,
     /// Changes with anything scheduling reads ([`Snapshot::revision`]).
     revision: u64,
     /// Changes with any change at all, read by scheduling or not ([`Snapshot::state`]).
@@ -120,8 +123,33 @@ impl Snapshot {
 
     /// Replaces the read-only objects (what a cache does when a namespace changes).
     pub fn set_extras(&mut self, extras: Arc<Extras>) {
+        let same_hyper_nodes = self.extras.hyper_nodes.len() == extras.hyper_nodes.len()
+            && self
+                .extras
+                .hyper_nodes
+                .iter()
+                .zip(extras.hyper_nodes.iter())
+                .all(|((ka, a), (kb, b))| ka == kb && (Arc::ptr_eq(a, b) || a.spec == b.spec));
         self.extras = extras;
+        if !same_hyper_nodes {
+            self.refresh_topology();
+        }
         self.changed();
+    }
+
+    /// The HyperNode tree over the snapshot's nodes ([`crate::topology`]).
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Builds the HyperNode tree again from the extras' HyperNodes and the nodes.
+    pub(crate) fn refresh_topology(&mut self) {
+        let nodes: Vec<&NodeInfo> = self.nodes.iter().collect();
+        let topology = Topology::build(&self.extras.hyper_nodes, &nodes);
+        for e in topology.errors() {
+            tracing::warn!(error = %e, "HyperNode left out of the topology");
+        }
+        self.topology = Arc::new(topology);
     }
 
     /// Names the state of the snapshot in everything scheduling reads: a build gets a new

@@ -89,6 +89,7 @@ impl Snapshot {
         }
 
         let mut touched: BTreeSet<NodeId> = BTreeSet::new();
+        let mut labels_changed = false;
         for (name, node) in &changes.nodes {
             let ready = node.as_ref().filter(|n| node_ready(n));
             let Some(n) = self.node_id(name) else {
@@ -107,11 +108,16 @@ impl Snapshot {
             self.tainted_nodes = self.tainted_nodes - u32::from(old.has_taints) + u32::from(info.has_taints);
             self.imaged_nodes =
                 self.imaged_nodes - u32::from(reports_images(&old.node)) + u32::from(reports_images(&info.node));
+            labels_changed |= old.node.metadata.labels != info.node.metadata.labels;
             *old = info;
             for &t in tasks.iter() {
                 self.node_add_task(n, t);
             }
             touched.insert(n);
+        }
+        // HyperNodes may choose nodes by their labels.
+        if labels_changed && !self.extras.hyper_nodes.is_empty() {
+            self.refresh_topology();
         }
 
         // PodGroups: changed in place, added at the end, or removed (after their tasks have
