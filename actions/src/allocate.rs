@@ -7,10 +7,16 @@
 //! more task at the job's new rank (fair share). A job that is only pipelined keeps its
 //! reservations in the session; any other job is rolled back whole.
 //!
+//! A job whose PodGroup asks for a network topology (`spec.networkTopology`) is placed
+//! within one HyperNode ([`crate::topology`]).
+//!
 //! Best-effort tasks (empty request) are left to `backfill`.
 
 use volcano_api::conf::Arguments;
+
+use crate::topology;
 use volcano_framework::pq::CmpHeap;
+use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
     parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
     Worklist,
@@ -93,9 +99,21 @@ pub(crate) fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, Fi
     ssn.find_node(t)
 }
 
+/// What placing a job's tasks gave.
+struct Placed {
+    stmt: Statement,
+    /// The job became ready with tasks left: it goes back into its queue's heap.
+    push_back: bool,
+    /// Tasks placed.
+    count: usize,
+    /// The first reason a task found no node.
+    why: Option<String>,
+}
+
 impl Allocate {
     /// Places the job's tasks into a statement; returns it when the job is ready or
-    /// pipelined, discards it otherwise.
+    /// pipelined, discards it otherwise. A job with a network topology constraint is
+    /// placed within one HyperNode ([`crate::topology`]).
     fn allocate_job(
         &self,
         ssn: &mut Session,
@@ -104,7 +122,86 @@ impl Allocate {
         tasks: &mut CmpHeap<TaskId>,
         jobs: &mut CmpHeap<JobId>,
     ) -> Option<Statement> {
-        let mut stmt = Statement::new();
+        let pg = ssn.snap.job(j).pod_group.clone();
+        let topo = ssn.snap.topology_shared();
+        let c = match topology::constraint(pg.spec.network_topology.as_ref(), &topo) {
+            Ok(c) => c,
+            Err(why) => {
+                ssn.set_job_reason(j, why);
+                return None;
+            }
+        };
+        let Some(c) = c else {
+            let placed = self.place(ssn, q, j, tasks, None);
+            return self.finish(ssn, j, jobs, placed);
+        };
+        let placed_at = topology::placed_at(ssn, j, &topo);
+        let root = match placed_at {
+            None => topo.top(),
+            Some(a) => match topo.ancestors(a).take_while(|h| topo.get(*h).tier <= c.highest_tier).last() {
+                Some(r) => r,
+                None => {
+                    let info = topo.get(a);
+                    ssn.set_job_reason(
+                        j,
+                        format!(
+                            "network topology hard: the job's placed pods already span HyperNode {} of tier {}, above the allowed tier {}",
+                            info.name, info.tier, c.highest_tier
+                        ),
+                    );
+                    return None;
+                }
+            },
+        };
+        let need = if placed_at.is_none() { ssn.snap.job(j).min_resources.clone() } else { None };
+        let needed = topology::still_needed(ssn, j);
+        let mut shortfall = topology::Shortfall::default();
+        let mut tried = 0;
+        for mut tier in topology::candidates(ssn, &topo, root, c.highest_tier, need.as_ref()) {
+            topology::order(ssn, &topo, j, &mut tier);
+            for h in tier {
+                tried += 1;
+                topology::reset_fit_errors(ssn, j);
+                let mut heap = tasks.clone();
+                let placed = self.place(ssn, q, j, &mut heap, Some((&topo, h)));
+                if ssn.job_ready(j) || ssn.job_pipelined(j) {
+                    tracing::debug!(job = %ssn.snap.job(j).key, hyper_node = %topo.get(h).name, "job placed within a HyperNode");
+                    *tasks = heap;
+                    return self.finish(ssn, j, jobs, placed);
+                }
+                shortfall.offer(h, placed.count, needed, placed.why);
+                placed.stmt.discard(ssn);
+            }
+        }
+        ssn.set_job_reason(j, shortfall.reason(&topo, &c, root, tried));
+        None
+    }
+
+    /// Keeps the statement of a ready or pipelined job (and puts a ready job with tasks
+    /// left back into its queue's heap); discards it otherwise.
+    fn finish(&self, ssn: &mut Session, j: JobId, jobs: &mut CmpHeap<JobId>, placed: Placed) -> Option<Statement> {
+        if placed.push_back {
+            jobs.push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+        }
+        if ssn.job_ready(j) || ssn.job_pipelined(j) {
+            Some(placed.stmt)
+        } else {
+            placed.stmt.discard(ssn);
+            None
+        }
+    }
+
+    /// Places the job's tasks in task order into a statement (within a HyperNode when
+    /// given) until the job is ready or a failure means it cannot be.
+    fn place(
+        &self,
+        ssn: &mut Session,
+        q: QueueId,
+        j: JobId,
+        tasks: &mut CmpHeap<TaskId>,
+        within: Option<(&Topology, HyperNodeId)>,
+    ) -> Placed {
+        let mut placed = Placed { stmt: Statement::new(), push_back: false, count: 0, why: None };
         while let Some(t) = tasks.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
             if !ssn.allocatable(q, t) {
                 tracing::debug!(task = %ssn.snap.task(t).key, "queue refuses the task");
@@ -119,35 +216,37 @@ impl Allocate {
             }
             if let Err(s) = ssn.pre_predicate(t) {
                 let e = FitErrors { nodes: ssn.snap.nodes.len(), error: Some(s.reason), ..Default::default() };
+                placed.why.get_or_insert_with(|| e.to_string());
                 ssn.record_fit_errors(t, e);
                 if !need_continue_allocating(ssn, j) {
                     break;
                 }
                 continue;
             }
-            match select_node(ssn, t) {
+            let choice = match within {
+                None => select_node(ssn, t),
+                Some((topo, h)) => topology::select_node_in(ssn, topo, h, t),
+            };
+            match choice {
                 Err(errors) => {
                     tracing::debug!(task = %ssn.snap.task(t).key, %errors, "no node fits");
+                    placed.why.get_or_insert_with(|| errors.to_string());
                     ssn.record_fit_errors(t, errors);
                     if !need_continue_allocating(ssn, j) {
                         break;
                     }
                     continue;
                 }
-                Ok(NodeChoice::Idle(n)) => stmt.allocate(ssn, t, n),
-                Ok(NodeChoice::Future(n)) => stmt.pipeline(ssn, t, n),
+                Ok(NodeChoice::Idle(n)) => placed.stmt.allocate(ssn, t, n),
+                Ok(NodeChoice::Future(n)) => placed.stmt.pipeline(ssn, t, n),
             }
+            placed.count += 1;
             if ssn.job_ready(j) && !tasks.is_empty() {
-                jobs.push(j, |a, b| ssn.job_order(*a, *b).is_lt());
+                placed.push_back = true;
                 break;
             }
         }
-        if ssn.job_ready(j) || ssn.job_pipelined(j) {
-            Some(stmt)
-        } else {
-            stmt.discard(ssn);
-            None
-        }
+        placed
     }
 }
 

@@ -27,6 +27,7 @@ pub mod enqueue;
 mod evict;
 pub mod preempt;
 pub mod reclaim;
+pub mod topology;
 
 /// Every in-tree action, by configuration name.
 pub fn in_tree() -> ActionRegistry {

@@ -20,6 +20,7 @@ use crate::model::{JobId, NodeId, QueueId, TaskId};
 use crate::snapshot::Snapshot;
 pub use crate::stats::QueueReport;
 use crate::status::Status;
+use crate::topology::HyperNodeId;
 
 bitflags! {
     /// The extension points a plugin registers.
@@ -67,6 +68,8 @@ bitflags! {
         const EVENT_HANDLER = 1 << 19;
         /// [`Plugin::choose_devices`].
         const DEVICE_CHOICE = 1 << 20;
+        /// [`Plugin::hyper_node_order`].
+        const HYPER_NODE_ORDER = 1 << 21;
     }
 }
 
@@ -309,6 +312,15 @@ pub trait Plugin: Send + Sync {
     /// cards scores the node with the cards it answers here.
     fn choose_devices(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Option<SmallVec<[u16; 8]>> {
         None
+    }
+
+    /// A HyperNode's score for placing a job with a network topology constraint there
+    /// (Volcano's HyperNodeOrderFn): of the HyperNodes of the lowest tier where the whole
+    /// job fits, `allocate` takes the one with the highest sum over the plugins (then the
+    /// one holding most of the job's pods, then the first by name). Read on the session's
+    /// state before the job is placed.
+    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, hyper_node: HyperNodeId) -> f64 {
+        0.0
     }
 }
 

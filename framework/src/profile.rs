@@ -213,6 +213,7 @@ pub fn enabled_hooks(p: &PluginOption) -> Hooks {
         (p.enabled_job_pipelined, Hooks::JOB_PIPELINED),
         (p.enabled_job_enqueued, Hooks::JOB_ENQUEUEABLE | Hooks::JOB_ENQUEUED),
         (p.enabled_job_starving, Hooks::JOB_STARVING),
+        (p.enabled_hyper_node_order, Hooks::HYPER_NODE_ORDER),
     ];
     for (v, hook) in pairs {
         if flag(v) {

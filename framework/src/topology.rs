@@ -307,7 +307,8 @@ impl Topology {
                 }
             }
         }
-        topo.by_name = topo.hyper_nodes.iter().enumerate().map(|(i, h)| (h.name.clone(), HyperNodeId(i as u32))).collect();
+        topo.by_name =
+            topo.hyper_nodes.iter().enumerate().map(|(i, h)| (h.name.clone(), HyperNodeId(i as u32))).collect();
         topo.check_chains(nodes);
         topo
     }
@@ -456,10 +457,7 @@ fn resolve(
     let sel = &member.selector;
     let given = [sel.exact_match.is_some(), sel.regex_match.is_some(), sel.label_match.is_some()];
     if given.iter().filter(|x| **x).count() != 1 {
-        return Err((
-            "selector".into(),
-            "exactly one of exactMatch, regexMatch and labelMatch must be given".into(),
-        ));
+        return Err(("selector".into(), "exactly one of exactMatch, regexMatch and labelMatch must be given".into()));
     }
     match member.type_.as_str() {
         "Node" => {
@@ -468,7 +466,12 @@ fn resolve(
             } else if let Some(r) = &sel.regex_match {
                 let re = compile(&r.pattern)?;
                 Ok(Members::Nodes(
-                    nodes.iter().enumerate().filter(|(_, n)| re.is_match(&n.name)).map(|(i, _)| NodeId(i as u32)).collect(),
+                    nodes
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, n)| re.is_match(&n.name))
+                        .map(|(i, _)| NodeId(i as u32))
+                        .collect(),
                 ))
             } else {
                 let s = sel.label_match.as_ref().expect("counted");
@@ -519,9 +522,7 @@ impl<'a> Matcher<'a> {
                     return Err(format!("operator {} on key {} needs values", r.operator, r.key))
                 }
                 "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-                other => {
-                    return Err(format!("unknown operator {other:?}; expected In, NotIn, Exists or DoesNotExist"))
-                }
+                other => return Err(format!("unknown operator {other:?}; expected In, NotIn, Exists or DoesNotExist")),
             }
             exprs.push((r.key.as_str(), r.operator.as_str(), values));
         }

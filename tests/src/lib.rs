@@ -20,6 +20,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec, ResourceList};
+use volcano_api::topology::{ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec};
 use volcano_framework::{ClusterObjects, Snapshot};
 
 /// The scheduler name tests use.
@@ -218,6 +219,19 @@ impl PodBuilder {
 #[derive(Clone, Debug)]
 pub struct PodGroupBuilder(PodGroup);
 
+/// A HyperNode of a tier whose members are these nodes (`Node`) or HyperNodes
+/// (`HyperNode`), by exact name.
+pub fn hyper_node(name: &str, tier: i64, members: &[(&str, &str)]) -> HyperNode {
+    let members = members
+        .iter()
+        .map(|(type_, m)| MemberSpec {
+            type_: type_.to_string(),
+            selector: MemberSelector { exact_match: Some(ExactMatch { name: m.to_string() }), ..Default::default() },
+        })
+        .collect();
+    HyperNode::new(name, HyperNodeSpec { tier, tier_name: None, members })
+}
+
 /// A PodGroup in queue `default` with the given gang minimum, phase Inqueue.
 pub fn pod_group(ns: &str, name: &str, min_member: i32) -> PodGroupBuilder {
     let mut pg = PodGroup::new(name, PodGroupSpec { min_member, ..Default::default() });
@@ -262,6 +276,15 @@ impl PodGroupBuilder {
     /// Sets the creation time (seconds since the epoch).
     pub fn created(mut self, secs: i64) -> Self {
         self.0.metadata.creation_timestamp = Some(time(secs));
+        self
+    }
+    /// Sets `spec.networkTopology`: `mode` (`hard` or `soft`) and the highest tier allowed.
+    pub fn network_topology(mut self, mode: &str, highest_tier: Option<i32>) -> Self {
+        self.0.spec.network_topology = Some(crd::NetworkTopologySpec {
+            mode: Some(mode.into()),
+            highest_tier_allowed: highest_tier,
+            highest_tier_name: None,
+        });
         self
     }
     /// The PodGroup.
@@ -364,6 +387,11 @@ impl Objects {
     /// Adds a PriorityClass.
     pub fn priority_class(mut self, name: &str, value: i32) -> Self {
         self.0.priority_classes.push(Arc::new(priority_class(name, value)));
+        self
+    }
+    /// Adds a HyperNode.
+    pub fn hyper_node(mut self, h: HyperNode) -> Self {
+        self.0.hyper_nodes.push(Arc::new(h));
         self
     }
     /// Builds the snapshot (scheduler `volcano-rs`); a `default` queue is added if missing.

@@ -239,6 +239,9 @@ pub struct JobSpec {
     /// PodGroup annotations.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// `spec.networkTopology` of the PodGroup.
+    #[serde(default, rename = "networkTopology")]
+    pub network_topology: Option<crd::NetworkTopologySpec>,
     /// Creation time offset in seconds (orders jobs FIFO; default: file order).
     #[serde(default)]
     pub created: Option<i64>,
@@ -481,7 +484,9 @@ impl Cluster {
                     }
                 }
             }
-            out.pod_groups.push(pg.build());
+            let mut pg = pg.build();
+            pg.spec.network_topology = j.network_topology.clone();
+            out.pod_groups.push(pg);
             out.pods.extend(pods.into_iter().map(|p| p.build()));
         }
         out

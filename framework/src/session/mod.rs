@@ -18,6 +18,7 @@ use crate::model::*;
 use crate::plugin::{Admission, Hooks, InvalidJob, Plugin, SessionContext, Vote};
 use crate::snapshot::Snapshot;
 use crate::status::{Code, FitErrors, Status};
+use crate::topology::HyperNodeId;
 
 /// A plugin of this session with the extension points its entry enables.
 pub(crate) struct Slot {
@@ -338,6 +339,11 @@ impl Session {
             }
         }
         Ok(())
+    }
+
+    /// Σ of the plugins' scores of a HyperNode for a job ([`Plugin::hyper_node_order`]).
+    pub fn hyper_node_score(&self, j: JobId, h: HyperNodeId) -> f64 {
+        self.active(Hooks::HYPER_NODE_ORDER).map(|p| p.hyper_node_order(&self.snap, j, h)).sum()
     }
 
     /// Σ of the per-node scores of every plugin (batch scores aside).

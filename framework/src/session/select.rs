@@ -56,6 +56,31 @@ impl Session {
         self.query(|q| q.batch_scores_uniform(t))
     }
 
+    /// The best node for a task among `among` (in node order), as Volcano's allocate does
+    /// within a HyperNode: its predicates on those nodes, then their scores with batch
+    /// scores over those nodes only; fits now before fits once releasing pods are gone.
+    pub fn find_node_among(&self, t: TaskId, among: &[NodeId]) -> Result<NodeChoice, FitErrors> {
+        let task = self.snap.task(t);
+        let mut feasible = Vec::new();
+        let mut errors = FitErrors { nodes: among.len(), ..Default::default() };
+        for &n in among {
+            match self.snap.node(n).fits_future_idle(task).and_then(|()| self.predicate(t, n)) {
+                Ok(()) => feasible.push(n),
+                Err(s) => errors.add(&s.reason),
+            }
+        }
+        if feasible.is_empty() {
+            return Err(errors);
+        }
+        let idle: Vec<NodeId> =
+            feasible.iter().copied().filter(|n| self.snap.node(*n).fits_idle(&task.resreq)).collect();
+        if idle.is_empty() {
+            Ok(NodeChoice::Future(self.best_node(t, &feasible).expect("not empty")))
+        } else {
+            Ok(NodeChoice::Idle(self.best_node(t, &idle).expect("not empty")))
+        }
+    }
+
     /// The same answer as [`Session::find_node`], by checking and scoring every node.
     pub fn find_node_by_scan(&self, t: TaskId) -> Result<NodeChoice, FitErrors> {
         let task = self.snap.task(t);

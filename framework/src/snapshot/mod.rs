@@ -142,6 +142,11 @@ impl Snapshot {
         &self.topology
     }
 
+    /// The HyperNode tree, shared (to read it while changing the snapshot).
+    pub fn topology_shared(&self) -> Arc<Topology> {
+        self.topology.clone()
+    }
+
     /// Builds the HyperNode tree again from the extras' HyperNodes and the nodes.
     pub(crate) fn refresh_topology(&mut self) {
         let nodes: Vec<&NodeInfo> = self.nodes.iter().collect();

@@ -55,9 +55,8 @@ fn hn(name: &str, tier: i64, tier_name: Option<&str>, members: Vec<MemberSpec>) 
 /// node0..node7: s0 = {0,1} (exact), s1 = {2,3} (regex), s2 = {4,5} (labels), s3 = {6,7};
 /// s4 = {s0, s1}, s5 = {s2, s3}; s6 = {s4, s5} (regex on HyperNode names).
 fn tree() -> (Vec<NodeInfo>, BTreeMap<String, Arc<HyperNode>>) {
-    let nodes: Vec<NodeInfo> = (0..8)
-        .map(|i| node(&format!("node{i}"), &[("tor", if i / 2 == 2 { "t2" } else { "other" })]))
-        .collect();
+    let nodes: Vec<NodeInfo> =
+        (0..8).map(|i| node(&format!("node{i}"), &[("tor", if i / 2 == 2 { "t2" } else { "other" })])).collect();
     let objects = [
         hn("s0", 1, Some("leaf"), vec![exact("Node", "node0"), exact("Node", "node1")]),
         hn("s1", 1, Some("leaf"), vec![regex("Node", "^node[23]$")]),
@@ -192,7 +191,8 @@ fn hyper_nodes_that_break_the_tree_are_left_out_with_a_located_reason() {
 fn a_node_directly_in_a_hyper_node_off_its_chain_is_left_out_of_it() {
     let (nodes, mut objects) = tree();
     // node0 is in s0 (under s4) and directly in s5 (tier 2 as well): a clash of tier 2.
-    objects.insert("s5".into(), hn("s5", 2, Some("spine"), vec![regex("HyperNode", "^s[23]$"), exact("Node", "node0")]).1);
+    objects
+        .insert("s5".into(), hn("s5", 2, Some("spine"), vec![regex("HyperNode", "^s[23]$"), exact("Node", "node0")]).1);
     let t = build(&nodes, &objects);
     assert!(error_of(&t, "s5").message.contains("node node0 is already in HyperNode s4"));
     // node0 directly in s6 only (tier 3, an ancestor of s0): fine.

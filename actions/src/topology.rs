@@ -1,0 +1,222 @@
+//! Placement of jobs with a network topology constraint (`spec.networkTopology` of their
+//! PodGroup): the whole job within one HyperNode.
+//!
+//! As Volcano's allocate does for hard-mode jobs, the search goes tier by tier from the
+//! lowest: the candidates of a tier are the HyperNodes of that tier (at most the allowed
+//! tier, within the HyperNode the job's placed pods already allow) whose free resources
+//! can hold the job's minimum; the job is placed on each candidate's nodes alone, and of
+//! the candidates where it becomes ready (or pipelined), the one with the highest
+//! [`volcano_framework::Plugin::hyper_node_order`] score wins, then the one holding most of
+//! the job's pods, then the first by name. Scores are read before the job is placed, so
+//! trying the candidates in that order and keeping the first that works gives the same
+//! answer as trying them all. Soft mode searches the same way up to the virtual top
+//! HyperNode (the whole cluster), so a soft job lands in the lowest tier that can hold it.
+
+use std::cmp::Ordering;
+
+use volcano_api::crd::NetworkTopologySpec;
+use volcano_framework::topology::{HyperNodeId, Topology};
+use volcano_framework::{DimensionDefault, JobId, NodeChoice, Resource, Session, TaskId, TaskStatus};
+
+/// A job's network topology constraint, resolved against the cluster's HyperNodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Constraint {
+    /// `hard` (else `soft`).
+    pub hard: bool,
+    /// The highest tier the job may span (the virtual top's tier for soft mode).
+    pub highest_tier: u32,
+}
+
+/// The job's constraint: `None` when its PodGroup asks for none; an error naming the field
+/// when it names a tier the cluster does not have.
+pub fn constraint(spec: Option<&NetworkTopologySpec>, topo: &Topology) -> Result<Option<Constraint>, String> {
+    let Some(nt) = spec else { return Ok(None) };
+    let top = topo.get(topo.top()).tier;
+    let hard = nt.mode.as_deref().is_none_or(|m| m == "hard");
+    let tier = match (nt.highest_tier_allowed, nt.highest_tier_name.as_deref()) {
+        (Some(t), _) => Some(u32::try_from(t).unwrap_or(0)),
+        (None, Some(name)) => match topo.tier_named(name) {
+            Some(t) => Some(t),
+            None => {
+                let known: Vec<String> = topo
+                    .tiers()
+                    .iter()
+                    .filter_map(|t| topo.of_tier(*t).first().and_then(|h| topo.get(*h).tier_name.clone()))
+                    .collect();
+                return Err(format!(
+                    "spec.networkTopology.highestTierName {name:?} names no tier of the cluster's HyperNodes (tier names: {})",
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                ));
+            }
+        },
+        (None, None) => None,
+    };
+    Ok(Some(match (hard, tier) {
+        (true, Some(t)) => Constraint { hard: true, highest_tier: t },
+        // Hard without a tier, and soft: anywhere, lowest tier first.
+        _ => Constraint { hard: false, highest_tier: top },
+    }))
+}
+
+/// The lowest HyperNode holding the job's placed pods (allocated, binding, bound, running
+/// or pipelined), if any.
+pub fn placed_at(ssn: &Session, j: JobId, topo: &Topology) -> Option<HyperNodeId> {
+    let job = ssn.snap.job(j);
+    topo.common_ancestor_of_nodes(
+        job.tasks
+            .iter()
+            .map(|t| ssn.snap.task(*t))
+            .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
+            .filter_map(|t| t.node),
+    )
+}
+
+/// The HyperNodes to try, tier by tier from the lowest: within `root`, of a tier at most
+/// the allowed one, and (for a job with nothing placed yet) with free resources for its
+/// minimum.
+pub fn candidates(
+    ssn: &Session,
+    topo: &Topology,
+    root: HyperNodeId,
+    highest_tier: u32,
+    need: Option<&Resource>,
+) -> Vec<Vec<HyperNodeId>> {
+    let mut by_tier: std::collections::BTreeMap<u32, Vec<HyperNodeId>> = std::collections::BTreeMap::new();
+    let mut stack = vec![root];
+    while let Some(h) = stack.pop() {
+        let info = topo.get(h);
+        stack.extend(info.children.iter().copied());
+        if info.tier > highest_tier {
+            continue;
+        }
+        if let Some(need) = need {
+            if !holds_free(ssn, &info.nodes, need) {
+                continue;
+            }
+        }
+        by_tier.entry(info.tier).or_default().push(h);
+    }
+    by_tier.into_values().collect()
+}
+
+/// Whether Σ idle (or Σ future idle) of the nodes covers `need` (Volcano's pre-filter).
+fn holds_free(ssn: &Session, nodes: &[volcano_framework::NodeId], need: &Resource) -> bool {
+    let mut idle = Resource::empty();
+    let mut future = Resource::empty();
+    for n in nodes {
+        let node = ssn.snap.node(*n);
+        idle.add(&node.idle);
+        future.add(&node.future_idle());
+    }
+    need.less_equal(&idle, DimensionDefault::Zero) || need.less_equal(&future, DimensionDefault::Zero)
+}
+
+/// Orders one tier's candidates: highest plugin score first, then most of the job's placed
+/// pods, then name.
+pub fn order(ssn: &Session, topo: &Topology, j: JobId, hyper_nodes: &mut [HyperNodeId]) {
+    let placed: Vec<volcano_framework::NodeId> = ssn
+        .snap
+        .job(j)
+        .tasks
+        .iter()
+        .map(|t| ssn.snap.task(*t))
+        .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
+        .filter_map(|t| t.node)
+        .collect();
+    let mut keyed: Vec<(f64, usize, HyperNodeId)> = hyper_nodes
+        .iter()
+        .map(|h| (ssn.hyper_node_score(j, *h), placed.iter().filter(|n| topo.holds(*h, **n)).count(), *h))
+        .collect();
+    keyed.sort_by(|a, b| {
+        b.0.partial_cmp(&a.0)
+            .unwrap_or(Ordering::Equal)
+            .then(b.1.cmp(&a.1))
+            .then_with(|| topo.get(a.2).name.cmp(&topo.get(b.2).name))
+    });
+    for (slot, (_, _, h)) in hyper_nodes.iter_mut().zip(keyed) {
+        *slot = h;
+    }
+}
+
+/// Finds the node for a task within a HyperNode: its nominated node first (if it is there
+/// and still fits), else the best of the HyperNode's nodes; the whole cluster through the
+/// session's node selection.
+pub fn select_node_in(
+    ssn: &mut Session,
+    topo: &Topology,
+    h: HyperNodeId,
+    t: TaskId,
+) -> Result<NodeChoice, volcano_framework::FitErrors> {
+    if h == topo.top() {
+        return crate::allocate::select_node(ssn, t);
+    }
+    let task = ssn.snap.task(t);
+    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
+        let node = ssn.snap.node(n);
+        if topo.holds(h, n) && node.fits_future(&task.resreq) && ssn.predicate(t, n).is_ok() {
+            return Ok(if node.fits_idle(&task.resreq) { NodeChoice::Idle(n) } else { NodeChoice::Future(n) });
+        }
+    }
+    ssn.find_node_among(t, &topo.get(h).nodes)
+}
+
+/// The best candidate that failed, for the job's reason: the one that placed most pods.
+#[derive(Debug, Default)]
+pub struct Shortfall {
+    /// The candidate.
+    pub hyper_node: Option<HyperNodeId>,
+    /// Pods it placed.
+    pub placed: usize,
+    /// Pods the job needed there.
+    pub needed: usize,
+    /// The first failure there.
+    pub why: Option<String>,
+}
+
+impl Shortfall {
+    /// Keeps the attempt if it came closer.
+    pub fn offer(&mut self, h: HyperNodeId, placed: usize, needed: usize, why: Option<String>) {
+        if self.hyper_node.is_none() || placed > self.placed {
+            *self = Shortfall { hyper_node: Some(h), placed, needed, why };
+        }
+    }
+
+    /// The job's reason.
+    pub fn reason(&self, topo: &Topology, c: &Constraint, root: HyperNodeId, tried: usize) -> String {
+        let scope = if root == topo.top() {
+            String::new()
+        } else {
+            format!(" within HyperNode {} (where its pods already run)", topo.get(root).name)
+        };
+        let Some(h) = self.hyper_node else {
+            return format!(
+                "network topology {}: no HyperNode of tier {} or below{scope} has free resources for the job's minimum",
+                if c.hard { "hard" } else { "soft" },
+                c.highest_tier
+            );
+        };
+        let info = topo.get(h);
+        format!(
+            "network topology {}: the job fits no HyperNode of tier {} or below{scope} ({tried} tried); the closest, {} (tier {}), holds {} of the {} pods it needs{}",
+            if c.hard { "hard" } else { "soft" },
+            c.highest_tier,
+            info.name,
+            info.tier,
+            self.placed,
+            self.needed,
+            self.why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
+        )
+    }
+}
+
+/// Number of tasks a job still needs placed to be ready (at least one).
+pub fn still_needed(ssn: &Session, j: JobId) -> usize {
+    let job = ssn.snap.job(j);
+    (job.min_available - job.ready_task_num()).max(1) as usize
+}
+
+/// Clears the job's fit errors between candidates (each candidate starts clean, as Volcano's
+/// `ResetFitErr`).
+pub fn reset_fit_errors(ssn: &mut Session, j: JobId) {
+    ssn.snap.jobs[j.idx()].fit_errors.clear();
+}
