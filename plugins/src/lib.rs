@@ -24,6 +24,7 @@ pub mod gang;
 pub mod gpu_packing;
 pub mod interpod;
 pub mod matching;
+pub mod network_topology_aware;
 pub mod node_labels;
 pub mod nodeorder;
 pub mod overcommit;
@@ -51,6 +52,7 @@ pub fn in_tree() -> PluginRegistry {
         (fragmentation::NAME, fragmentation::factory),
         (gang::NAME, gang::factory),
         (gpu_packing::NAME, gpu_packing::factory),
+        (network_topology_aware::NAME, network_topology_aware::factory),
         (nodeorder::NAME, nodeorder::factory),
         (overcommit::NAME, overcommit::factory),
         (predicates::NAME, predicates::factory),

@@ -133,6 +133,7 @@ prop_compose! {
             min_resources: None,
             running: vec![],
             annotations: BTreeMap::new(),
+            network_topology: None,
             created: None,
             pod: PodShape {
                 cpu: (cpu > 0).then(|| q(cpu)),
@@ -624,6 +625,7 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
                         min_resources: None,
                         running: vec![format!("n{i}")],
                         annotations: BTreeMap::new(),
+                        network_topology: None,
                         created: None,
                         pod: PodShape {
                             cpu: Some(q(1)),
@@ -649,6 +651,7 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
             min_resources: None,
             running: vec![],
             annotations: BTreeMap::new(),
+            network_topology: None,
             created: None,
             pod: PodShape {
                 cpu: Some(q(1)),

@@ -192,6 +192,7 @@ prop_compose! {
                     min_resources: None,
                     running: vec![],
                     annotations: BTreeMap::new(),
+                    network_topology: None,
                     created: None,
                     pod: PodShape {
                         cpu: Some(q(cpu)),

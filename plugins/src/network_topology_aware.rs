@@ -1,0 +1,341 @@
+//! The `network-topology-aware` plugin: packs HyperNodes (switches) instead of fragmenting
+//! them.
+//!
+//! - **HyperNode order** (for jobs with a network topology constraint, read by `allocate`'s
+//!   HyperNode search): a HyperNode scores `Σ w·(used + request) / allocatable / Σ w` over the
+//!   resources of the job's pending pods that have a weight (`hypernode.binpack.cpu`,
+//!   `hypernode.binpack.memory`, and those listed in `hypernode.binpack.resources`), 0 when
+//!   the request would overflow one of them, times 100 and `weight`: the fullest switch that
+//!   still holds the job wins.
+//! - **Node order, jobs with a constraint**: a node scores by how close it is to the job's
+//!   pods already placed: 1 in their lowest common HyperNode, else
+//!   `(top tier − tier of the common HyperNode) / (top tier − lowest tier)`, times 100 and
+//!   `weight`; ties between the best nodes go to the HyperNode holding most of the job's pods.
+//! - **Node order, other pods** (`hypernode.binpack.normal-pod.enable`, on by default): a node
+//!   scores the binpack of the task on its HyperNode of each tier, tier `i` weighted
+//!   `fading^(i−1)` (`hypernode.binpack.normal-pod.fading`, 0.8), a tier where the node is in
+//!   no HyperNode counting 1, times 100 and `weight`: pods fill switches already in use.
+//!
+//! Usage per HyperNode is summed at session open and kept in step by the allocate and
+//! deallocate events, as Volcano's plugin does.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use volcano_api::conf::{args, PluginOption};
+use volcano_framework::resource::MIN_RESOURCE;
+use volcano_framework::topology::{HyperNodeId, Topology};
+use volcano_framework::{
+    parse_args, ArgsError, Hooks, JobId, NodeId, Plugin, PluginBuilder, Resource, SessionContext, Snapshot, TaskId,
+    TaskStatus,
+};
+
+use crate::predicates::unknown_key;
+
+/// Configuration name.
+pub const NAME: &str = "network-topology-aware";
+
+/// Prefix of the per-resource weight keys.
+pub const RESOURCE_PREFIX: &str = "hypernode.binpack.resources.";
+
+/// The fixed keys of [`Args`].
+pub const KEYS: &[&str] = &[
+    "weight",
+    "hypernode.binpack.cpu",
+    "hypernode.binpack.memory",
+    "hypernode.binpack.resources",
+    "hypernode.binpack.normal-pod.enable",
+    "hypernode.binpack.normal-pod.fading",
+    "hypernode.gradient.evict.max-hypernodes",
+];
+
+/// The plugin's arguments, with Volcano's keys and defaults.
+#[derive(Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct Args {
+    /// `weight` (1): multiplies every score; negative → 1.
+    #[serde(default, deserialize_with = "args::int")]
+    pub weight: Option<i64>,
+    /// `hypernode.binpack.cpu` (1); negative → 1.
+    #[serde(rename = "hypernode.binpack.cpu", default, deserialize_with = "args::int")]
+    pub cpu: Option<i64>,
+    /// `hypernode.binpack.memory` (1); negative → 1.
+    #[serde(rename = "hypernode.binpack.memory", default, deserialize_with = "args::int")]
+    pub memory: Option<i64>,
+    /// `hypernode.binpack.resources` (""): comma-separated extra resources.
+    #[serde(rename = "hypernode.binpack.resources", default, deserialize_with = "args::string")]
+    pub resources: Option<String>,
+    /// `hypernode.binpack.normal-pod.enable` (true).
+    #[serde(rename = "hypernode.binpack.normal-pod.enable", default, deserialize_with = "args::bool")]
+    pub normal_pod_enable: Option<bool>,
+    /// `hypernode.binpack.normal-pod.fading` (0.8); negative → 0.8.
+    #[serde(rename = "hypernode.binpack.normal-pod.fading", default, deserialize_with = "args::float")]
+    pub normal_pod_fading: Option<f64>,
+    /// `hypernode.gradient.evict.max-hypernodes` (8): how many HyperNodes gang-aware eviction
+    /// searches (read by `gangpreempt` and `gangreclaim`); not positive → 8.
+    #[serde(rename = "hypernode.gradient.evict.max-hypernodes", default, deserialize_with = "args::int")]
+    pub evict_max_hyper_nodes: Option<i64>,
+    /// `hypernode.binpack.resources.<name>`: checked by [`Args::parse`].
+    #[serde(flatten)]
+    pub resource_weights: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// The resolved settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// `weight`.
+    pub weight: f64,
+    /// Resource weights: cpu, memory, then the listed resources.
+    pub resources: Vec<(String, i64)>,
+    /// `hypernode.binpack.normal-pod.enable`.
+    pub normal_pods: bool,
+    /// `hypernode.binpack.normal-pod.fading`.
+    pub fading: f64,
+    /// `hypernode.gradient.evict.max-hypernodes`.
+    pub evict_max_hyper_nodes: usize,
+}
+
+fn non_negative(w: i64) -> i64 {
+    if w < 0 {
+        1
+    } else {
+        w
+    }
+}
+
+impl Args {
+    /// Parses and checks raw arguments.
+    pub fn parse(opt: &PluginOption) -> Result<Settings, ArgsError> {
+        let a: Args = parse_args(&opt.arguments)?;
+        for (key, value) in &a.resource_weights {
+            if key.strip_prefix(RESOURCE_PREFIX).is_none_or(str::is_empty) {
+                return Err(unknown_key(key, KEYS, "`hypernode.binpack.resources.<name>`"));
+            }
+            if value.as_i64().is_none() {
+                return Err(ArgsError(format!("argument {key:?}: expected an integer, got {value}")));
+            }
+        }
+        let mut resources = vec![
+            ("cpu".to_string(), non_negative(a.cpu.unwrap_or(1))),
+            ("memory".to_string(), non_negative(a.memory.unwrap_or(1))),
+        ];
+        for name in a.resources.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if resources.iter().any(|(n, _)| n == name) {
+                continue;
+            }
+            let w = a
+                .resource_weights
+                .get(&format!("{RESOURCE_PREFIX}{name}"))
+                .and_then(|v| v.as_i64())
+                .map_or(1, non_negative);
+            resources.push((name.to_string(), w));
+        }
+        let fading = a.normal_pod_fading.filter(|f| *f >= 0.0).unwrap_or(0.8);
+        Ok(Settings {
+            weight: non_negative(a.weight.unwrap_or(1)) as f64,
+            resources,
+            normal_pods: a.normal_pod_enable.unwrap_or(true),
+            fading,
+            evict_max_hyper_nodes: a.evict_max_hyper_nodes.filter(|m| *m > 0).unwrap_or(8) as usize,
+        })
+    }
+}
+
+/// The plugin for one session.
+#[derive(Clone, Debug)]
+pub struct NetworkTopologyAware {
+    settings: Arc<Settings>,
+    topo: Arc<Topology>,
+    /// Σ allocatable per HyperNode.
+    allocatable: Vec<Resource>,
+    /// Σ used per HyperNode (kept by the events).
+    used: Vec<Resource>,
+}
+
+impl NetworkTopologyAware {
+    /// The binpack score of `request` on a HyperNode, 0–1.
+    fn binpack(&self, h: HyperNodeId, request: &Resource) -> f64 {
+        let (alloc, used) = (&self.allocatable[h.idx()], &self.used[h.idx()]);
+        let mut score = 0.0;
+        let mut weights = 0i64;
+        for (name, w) in &self.settings.resources {
+            let req = request.get(name);
+            if req < MIN_RESOURCE {
+                continue;
+            }
+            let a = alloc.get(name);
+            let after = used.get(name) + req;
+            if after > a {
+                return 0.0;
+            }
+            if a > 0.0 {
+                score += *w as f64 * after / a;
+            }
+            weights += w;
+        }
+        if weights > 0 {
+            score / weights as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// The nodes of the job's placed pods.
+    fn placed(snap: &Snapshot, j: JobId) -> impl Iterator<Item = NodeId> + '_ {
+        snap.job(j)
+            .tasks
+            .iter()
+            .map(|t| snap.task(*t))
+            .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
+            .filter_map(|t| t.node)
+    }
+
+    fn tier_score(&self, tier: u32) -> f64 {
+        let tiers = self.topo.tiers();
+        let (Some(&min), Some(&max)) = (tiers.first(), tiers.last()) else { return 1.0 };
+        if min == max {
+            return 1.0;
+        }
+        if (min..=max).contains(&tier) {
+            (max - tier) as f64 / (max - min) as f64
+        } else {
+            0.0
+        }
+    }
+
+    fn account(&mut self, snap: &Snapshot, t: TaskId, sign: f64) {
+        let task = snap.task(t);
+        let Some(n) = task.node else { return };
+        let top = self.topo.top();
+        let hs: Vec<HyperNodeId> = self.topo.ancestors(self.topo.lowest_of(n)).filter(|h| *h != top).collect();
+        for h in hs {
+            if sign > 0.0 {
+                self.used[h.idx()].add(&task.resreq);
+            } else {
+                self.used[h.idx()].sub_unchecked(&task.resreq);
+            }
+        }
+    }
+}
+
+impl Plugin for NetworkTopologyAware {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn hooks(&self) -> Hooks {
+        Hooks::HYPER_NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::EVENT_HANDLER
+    }
+
+    fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
+        self.topo = snap.topology_shared();
+        let n = self.topo.hyper_nodes().len();
+        self.allocatable = vec![Resource::empty(); n];
+        self.used = vec![Resource::empty(); n];
+        let top = self.topo.top();
+        for (i, h) in self.topo.hyper_nodes().iter().enumerate() {
+            if HyperNodeId(i as u32) == top {
+                continue;
+            }
+            for node in &h.nodes {
+                let info = snap.node(*node);
+                self.allocatable[i].add(&info.allocatable);
+                self.used[i].add(&info.used);
+                self.used[i].add(&info.pipelined);
+            }
+        }
+    }
+
+    fn on_allocate(&mut self, snap: &Snapshot, task: TaskId) {
+        self.account(snap, task, 1.0);
+    }
+
+    fn on_deallocate(&mut self, snap: &Snapshot, task: TaskId) {
+        self.account(snap, task, -1.0);
+    }
+
+    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, hyper_node: HyperNodeId) -> f64 {
+        if hyper_node == self.topo.top() {
+            return 0.0;
+        }
+        let mut request = Resource::empty();
+        for t in &snap.job(job).tasks {
+            let task = snap.task(*t);
+            if task.status == TaskStatus::Pending {
+                request.add(&task.resreq);
+            }
+        }
+        self.binpack(hyper_node, &request) * 100.0 * self.settings.weight
+    }
+
+    fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
+        if self.topo.is_empty() {
+            return;
+        }
+        let t = snap.task(task);
+        let Some(j) = t.job else { return };
+        let scale = 100.0 * self.settings.weight;
+        if snap.job(j).pod_group.spec.network_topology.is_some() {
+            let Some(at) = self.topo.common_ancestor_of_nodes(Self::placed(snap, j)) else { return };
+            let mut best = f64::MIN;
+            let mut raw = Vec::with_capacity(nodes.len());
+            for n in nodes {
+                let low = self.topo.lowest_of(*n);
+                let s = if low == at {
+                    1.0
+                } else {
+                    self.tier_score(self.topo.get(self.topo.common_ancestor(low, at)).tier)
+                };
+                best = best.max(s);
+                raw.push(s);
+            }
+            // Ties at the best: the HyperNode holding most of the job's pods.
+            let placed: Vec<NodeId> = Self::placed(snap, j).collect();
+            let all = snap.job(j).tasks.len().max(1) as f64;
+            for (i, n) in nodes.iter().enumerate() {
+                let mut s = raw[i];
+                if s == best && raw.iter().filter(|x| **x == best).count() > 1 {
+                    let low = self.topo.lowest_of(*n);
+                    s += placed.iter().filter(|p| self.topo.holds(low, **p)).count() as f64 / all;
+                }
+                scores[i] += s * scale;
+            }
+            return;
+        }
+        if !self.settings.normal_pods {
+            return;
+        }
+        let tiers = self.topo.tiers();
+        let weights: Vec<f64> = tiers.iter().map(|tier| self.settings.fading.powi(*tier as i32 - 1)).collect();
+        let total: f64 = weights.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        for (i, n) in nodes.iter().enumerate() {
+            let mut s = 0.0;
+            for (tier, w) in tiers.iter().zip(&weights) {
+                let tier_score = match self.topo.of_node_at_tier(*n, *tier) {
+                    Some(h) => self.binpack(h, &t.resreq),
+                    None => 1.0,
+                };
+                s += w * tier_score;
+            }
+            scores[i] += s / total * scale;
+        }
+    }
+}
+
+/// Checks the arguments and returns the builder.
+pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
+    let settings = Arc::new(Args::parse(opt)?);
+    Ok(Arc::new(move || {
+        Box::new(NetworkTopologyAware {
+            settings: settings.clone(),
+            topo: Arc::new(Topology::default()),
+            allocatable: Vec::new(),
+            used: Vec::new(),
+        }) as Box<dyn Plugin>
+    }))
+}
+
+#[cfg(test)]
+mod tests;
