@@ -106,3 +106,192 @@ fn a_hard_tier_2_job_fits_a_spine() {
     let b = binds(&run(job(cluster(), "j", 16, |p| p.network_topology("hard", Some(2))), CONF));
     assert_eq!(nodes_of(&b, "j"), ["n4", "n5", "n6", "n7"].map(String::from).into(), "{b:?}");
 }
+
+// ----- Exactness: the HyperNode search against an exhaustive one, and the node index
+// against a full scan, on random small trees. -----
+
+mod exhaustive {
+    use std::collections::{BTreeMap, BTreeSet};
+
+    use proptest::prelude::*;
+    use volcano_framework::SessionOptions;
+
+    use super::*;
+
+    /// A random tree: `leaves` leaves of 1–3 nodes each (tier 1), grouped in twos under
+    /// tier-2 HyperNodes, all under one tier-3 HyperNode when `three_tiers`.
+    #[derive(Clone, Debug)]
+    struct Case {
+        /// GPUs free on each node of each leaf (each node has 4; the rest runs a pod).
+        leaves: Vec<Vec<u32>>,
+        three_tiers: bool,
+        pods: u32,
+        gpus_per_pod: u32,
+        /// Hard limit tier, or soft.
+        hard: Option<i32>,
+        plugin: bool,
+    }
+
+    fn arb_case() -> impl Strategy<Value = Case> {
+        (
+            prop::collection::vec(prop::collection::vec(0u32..=4, 1..=3), 1..=6),
+            any::<bool>(),
+            1u32..=8,
+            1u32..=3,
+            prop::option::of(1i32..=3),
+            any::<bool>(),
+        )
+            .prop_map(|(leaves, three_tiers, pods, gpus_per_pod, hard, plugin)| Case {
+                leaves,
+                three_tiers,
+                pods,
+                gpus_per_pod,
+                hard,
+                plugin,
+            })
+    }
+
+    struct Built {
+        objects: Objects,
+        /// HyperNode name → (tier, its nodes).
+        hyper: BTreeMap<String, (u32, BTreeSet<String>)>,
+        /// Node name → free GPUs.
+        free: BTreeMap<String, u32>,
+    }
+
+    fn build(c: &Case) -> Built {
+        let mut o = Objects::new();
+        let mut hyper: BTreeMap<String, (u32, BTreeSet<String>)> = BTreeMap::new();
+        let mut free = BTreeMap::new();
+        let mut all = BTreeSet::new();
+        for (l, leaf) in c.leaves.iter().enumerate() {
+            let mut members = Vec::new();
+            let mut set = BTreeSet::new();
+            for (i, f) in leaf.iter().enumerate() {
+                let name = format!("n{l}-{i}");
+                o = o.node(node(&name, "64", "256Gi").gpu("4"));
+                if *f < 4 {
+                    let p = format!("{name}-busy");
+                    o = o.pod_group(pod_group("ns", &p, 1)).pod(
+                        pod("ns", &format!("{p}-0"))
+                            .group(&p)
+                            .cpu_mem("1", "1Gi")
+                            .gpu(&(4 - f).to_string())
+                            .running_on(&name),
+                    );
+                }
+                free.insert(name.clone(), *f);
+                members.push(name.clone());
+                set.insert(name.clone());
+                all.insert(name);
+            }
+            let refs: Vec<(&str, &str)> = members.iter().map(|m| ("Node", m.as_str())).collect();
+            let lname = format!("leaf{l}");
+            o = o.hyper_node(hyper_node(&lname, 1, &refs));
+            hyper.insert(lname, (1, set));
+        }
+        let spines: Vec<String> = (0..c.leaves.len().div_ceil(2)).map(|s| format!("spine{s}")).collect();
+        for (s, sname) in spines.iter().enumerate() {
+            let kids: Vec<String> = (2 * s..(2 * s + 2).min(c.leaves.len())).map(|l| format!("leaf{l}")).collect();
+            let refs: Vec<(&str, &str)> = kids.iter().map(|k| ("HyperNode", k.as_str())).collect();
+            o = o.hyper_node(hyper_node(sname, 2, &refs));
+            let nodes: BTreeSet<String> = kids.iter().flat_map(|k| hyper[k].1.clone()).collect();
+            hyper.insert(sname.clone(), (2, nodes));
+        }
+        let top_tier = if c.three_tiers {
+            let refs: Vec<(&str, &str)> = spines.iter().map(|s| ("HyperNode", s.as_str())).collect();
+            o = o.hyper_node(hyper_node("core", 3, &refs));
+            hyper.insert("core".into(), (3, all.clone()));
+            4
+        } else {
+            3
+        };
+        hyper.insert(volcano_framework::topology::CLUSTER_TOP_HYPER_NODE.into(), (top_tier, all));
+        let mut pg = pod_group("ns", "j", c.pods as i32);
+        pg = match c.hard {
+            Some(t) => pg.network_topology("hard", Some(t)),
+            None => pg.network_topology("soft", None),
+        };
+        o = o.pod_group(pg);
+        for i in 0..c.pods {
+            o = o.pod(pod("ns", &format!("j-{i}")).group("j").cpu_mem("1", "1Gi").gpu(&c.gpus_per_pod.to_string()));
+        }
+        Built { objects: o, hyper, free }
+    }
+
+    /// The HyperNode the job must land in, by exhaustive search: of the lowest tier (within
+    /// the limit) where some HyperNode has room for all its pods (identical pods, GPUs only:
+    /// room is Σ ⌊free / per pod⌋), the best by the plugin's binpack of GPUs (when
+    /// enabled), then by name.
+    fn oracle(c: &Case, b: &Built) -> Option<String> {
+        let limit = c.hard.map_or(u32::MAX, |t| t as u32);
+        let fits = |nodes: &BTreeSet<String>| -> bool {
+            nodes.iter().map(|n| b.free[n] / c.gpus_per_pod).sum::<u32>() >= c.pods
+        };
+        let mut by_tier: BTreeMap<u32, Vec<(&String, &BTreeSet<String>)>> = BTreeMap::new();
+        for (name, (tier, nodes)) in &b.hyper {
+            if *tier <= limit && fits(nodes) {
+                by_tier.entry(*tier).or_default().push((name, nodes));
+            }
+        }
+        let (_, cands) = by_tier.into_iter().next()?;
+        let score = |nodes: &BTreeSet<String>| -> f64 {
+            if !c.plugin {
+                return 0.0;
+            }
+            let alloc = 4.0 * nodes.len() as f64;
+            let used: f64 = nodes.iter().map(|n| 4.0 - b.free[n] as f64).sum();
+            (used + (c.pods * c.gpus_per_pod) as f64) / alloc
+        };
+        cands
+            .into_iter()
+            .max_by(|x, y| score(x.1).partial_cmp(&score(y.1)).unwrap().then_with(|| y.0.cmp(x.0)))
+            .map(|(n, _)| n.clone())
+    }
+
+    fn conf(plugin: bool) -> String {
+        let extra = if plugin {
+            "  - name: network-topology-aware\n    arguments:\n      hypernode.binpack.resources: nvidia.com/gpu\n      hypernode.binpack.cpu: 0\n      hypernode.binpack.memory: 0\n"
+        } else {
+            ""
+        };
+        format!("actions: \"enqueue, allocate\"\ntiers:\n- plugins:\n  - name: gang\n- plugins:\n  - name: predicates\n  - name: binpack\n{extra}")
+    }
+
+    fn run_with(objects: Objects, conf: &str, node_index: bool) -> Vec<Effect> {
+        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: volcano_actions::in_tree() };
+        let profile = Profile::from_yaml(conf, &reg).unwrap();
+        let mut checker = InvariantChecker::default();
+        let options = SessionOptions { node_index, ..Default::default() };
+        let cx = CycleContext { cycle: 1, now_ms: 1_800_000_000_000, options };
+        let out = run_cycle(objects.snapshot(), &profile, &cx, &mut checker);
+        assert!(checker.violations.is_empty(), "{:?}", checker.violations);
+        out.effects
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        #[test]
+        fn the_search_lands_where_an_exhaustive_search_does(c in arb_case()) {
+            let b = build(&c);
+            let conf = conf(c.plugin);
+            let effects = run_with(build(&c).objects, &conf, true);
+            let scan = run_with(build(&c).objects, &conf, false);
+            prop_assert_eq!(format!("{effects:?}"), format!("{scan:?}"), "node index vs full scan");
+            let placed: BTreeSet<String> = binds(&effects).into_iter().map(|(_, n)| n).collect();
+            match oracle(&c, &b) {
+                None => prop_assert!(placed.is_empty(), "no HyperNode holds the job, yet it went to {placed:?}"),
+                Some(h) => {
+                    prop_assert_eq!(binds(&effects).len(), c.pods as usize);
+                    let (tier, nodes) = &b.hyper[&h];
+                    prop_assert!(placed.is_subset(nodes), "expected within {h} (tier {tier}), got {placed:?}");
+                    // Not within a lower tier's HyperNode by accident: the lowest HyperNode
+                    // holding the placement is of the oracle's tier.
+                    let lowest = b.hyper.values().filter(|(_, ns)| placed.is_subset(ns)).map(|(t, _)| *t).min();
+                    prop_assert!(lowest <= Some(*tier));
+                }
+            }
+        }
+    }
+}
