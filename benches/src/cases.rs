@@ -3,7 +3,7 @@
 //! scheduler configuration.
 
 use crate::workloads::BENCH_CONF;
-use crate::{hetero, preempt};
+use crate::{hetero, preempt, topo};
 
 /// A standard case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +37,14 @@ pub enum Case {
     Preempt5k,
     /// `preempt-N` with N = 10,000.
     Preempt10k,
+    /// `topo-N` with N = 10,000: a three-tier HyperNode tree, half the GPUs busy in a
+    /// fragmented pattern, a backlog of hard, soft and unconstrained jobs ([`crate::topo`]).
+    Topo10k,
 }
 
 impl Case {
     /// Every case, in the order of docs/performance.md.
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 14] = [
         Case::Fill1k,
         Case::Fill5k,
         Case::Fill10k,
@@ -55,6 +58,7 @@ impl Case {
         Case::Preempt1k,
         Case::Preempt5k,
         Case::Preempt10k,
+        Case::Topo10k,
     ];
 
     /// The case's name.
@@ -73,6 +77,7 @@ impl Case {
             Case::Preempt1k => "preempt-1k",
             Case::Preempt5k => "preempt-5k",
             Case::Preempt10k => "preempt-10k",
+            Case::Topo10k => "topo-10k",
         }
     }
 
@@ -88,7 +93,7 @@ impl Case {
             Case::Fill5k | Case::Backlog5k | Case::Steady5k | Case::Spread5k | Case::Hetero5k | Case::Preempt5k => {
                 5_000
             }
-            Case::Fill10k | Case::Hetero10k | Case::Hetero10kIdle | Case::Preempt10k => 10_000,
+            Case::Fill10k | Case::Hetero10k | Case::Hetero10kIdle | Case::Preempt10k | Case::Topo10k => 10_000,
         }
     }
 
@@ -106,6 +111,9 @@ impl Case {
                 hetero::PENDING_PER_NODE * self.nodes()
             }
             Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 8 * self.nodes(),
+            Case::Topo10k => {
+                (0..topo::pending_jobs(self.nodes())).map(|j| (topo::JOB_GPUS[j % 7] / topo::POD_GPUS) as usize).sum()
+            }
         }
     }
 
@@ -120,6 +128,7 @@ impl Case {
             }
             // Half the nodes, 8 pods each.
             Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 4 * self.nodes(),
+            Case::Topo10k => (0..self.nodes()).filter(|i| topo::busy(*i) > 0).count(),
             _ => 0,
         }
     }
@@ -134,11 +143,12 @@ impl Case {
         }
     }
 
-    /// The case's scheduler configuration: [`BENCH_CONF`], or
-    /// [`preempt::PREEMPT_CONF`] for the preemption cases.
+    /// The case's scheduler configuration: [`BENCH_CONF`], [`preempt::PREEMPT_CONF`] for
+    /// the preemption cases, [`topo::TOPO_CONF`] for `topo-10k`.
     pub fn conf(self) -> &'static str {
         match self {
             Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => preempt::PREEMPT_CONF,
+            Case::Topo10k => topo::TOPO_CONF,
             _ => BENCH_CONF,
         }
     }

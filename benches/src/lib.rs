@@ -15,4 +15,5 @@ pub mod manifests;
 pub mod preempt;
 pub mod rules;
 pub mod runner;
+pub mod topo;
 pub mod workloads;

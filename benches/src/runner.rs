@@ -110,6 +110,9 @@ pub struct CaseReport {
     /// `--metrics`: the measured cycles also kept Volcano's metrics, as the scheduler does.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub metrics: bool,
+    /// `topo-10k`: where the constrained jobs went ([`crate::topo::check`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topo::TopologyReport>,
 }
 
 struct Timer {
@@ -324,6 +327,7 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             panic!("hetero-10k-idle preparation: the cycles still changed the cluster after {IDLE_PREPARATION_CYCLES}")
         }
         Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => Cluster::from_objects(crate::preempt::objects(nodes)),
+        Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
         Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
             Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))
         }
@@ -419,6 +423,11 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     };
     failures.extend(check_cycle(snap, &profile, 10, &first_effects));
     failures.extend(check_rules(&objects, &first_effects, 10));
+    let topology = (case == Case::Topo10k).then(|| {
+        let (report, found) = crate::topo::check(&objects, &first_effects);
+        failures.extend(found);
+        report
+    });
     // Applied once the snapshots and object lists are gone, so that the cluster's pods are
     // changed in place rather than copied (peak memory stays the cycle's).
     drop(cached);
@@ -452,6 +461,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
         parse_seconds: None,
         cycles_seconds: Vec::new(),
         metrics,
+        topology,
     }
 }
 
@@ -515,6 +525,7 @@ pub fn run_manifests(
         parse_seconds: Some(parse_seconds),
         cycles_seconds: times,
         metrics: false,
+        topology: None,
     })
 }
 
@@ -600,6 +611,21 @@ pub fn render_table(reports: &[CaseReport], runs: usize) -> String {
         let _ = writeln!(out, "  gangs        {} placed whole, {} rolled back", r.gangs_whole, r.gangs_rolled_back);
         if r.evictions > 0 || r.pipelined > 0 {
             let _ = writeln!(out, "  evictions    {} pods evicted, {} pods pipelined", r.evictions, r.pipelined);
+        }
+        if let Some(t) = &r.topology {
+            let soft: Vec<String> = t.soft_by_tier.iter().map(|(tier, n)| format!("{n} in tier {tier}")).collect();
+            let _ = writeln!(
+                out,
+                "  topology     hard: {} of {} placed, {} within their tier, {} waiting that fit ({} more refused by their queue); soft: {} of {} placed ({})",
+                t.hard_placed,
+                t.hard_jobs,
+                t.hard_within_tier,
+                t.hard_waiting_that_fit,
+                t.hard_waiting_for_queue,
+                t.soft_placed,
+                t.soft_jobs,
+                soft.join(", ")
+            );
         }
         let _ = writeln!(out, "  effects      {} (binds, evictions, pipelines, statuses, events)", r.effects);
         let _ = writeln!(out, "  peak RSS     {:.0} MiB", r.peak_rss_bytes as f64 / (1024.0 * 1024.0));
@@ -695,6 +721,27 @@ mod tests {
         assert!(by("preempt") > 0 && by("reclaim") > 0, "preempt {}, reclaim {}", by("preempt"), by("reclaim"));
         assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
         assert!(binds(&effects) > 0, "the free half of the cluster is filled");
+    }
+
+    #[test]
+    fn a_small_topo_case_places_constrained_jobs_within_their_tier() {
+        // topo-N at 1,000 nodes: 125 leaves, 8 spines, 28 pending jobs.
+        let objects = crate::topo::objects(1000);
+        let profile = case_profile(Case::Topo10k);
+        let (effects, _) = checked_cycle(crate::topo::objects(1000), &profile, 1);
+        let (report, failures) = crate::topo::check(&objects, &effects);
+        assert_eq!(failures, Vec::<String>::new());
+        assert!(report.hard_placed > 0 && report.soft_placed > 0, "{report:?}");
+        assert_eq!(report.hard_placed, report.hard_within_tier);
+        // The check sees a hard job spread over two leaves.
+        let mut broken = effects.clone();
+        let moved = broken.iter_mut().find_map(|e| match e {
+            Effect::Bind { pod, node, .. } if pod.to_string().starts_with("bench/topo-00000-") => Some(node),
+            _ => None,
+        });
+        *moved.expect("topo-00000 (hard, tier 1) is placed") = "node-00999".into();
+        let (_, failures) = crate::topo::check(&objects, &broken);
+        assert!(failures.iter().any(|f| f.contains("topo-00000: hard tier 1 job placed across")), "{failures:?}");
     }
 
     #[test]
