@@ -255,7 +255,7 @@ pub fn check(objects: &ClusterObjects, effects: &[Effect]) -> (TopologyReport, V
         let Some(job) = name.strip_prefix("bench/").and_then(|n| n.rsplit_once('-')).map(|(j, _)| j.to_string()) else {
             continue;
         };
-        let n = index(&node.to_string());
+        let n = index(node.as_ref());
         free[n] -= POD_GPUS as i64;
         placed.entry(job).or_default().push(n);
     }
