@@ -153,11 +153,11 @@ impl Allocate {
                 }
             },
         };
-        let need = if placed_at.is_none() { ssn.snap.job(j).min_resources.clone() } else { None };
+        let need = topology::Need::of(ssn, j, placed_at.is_some());
         let needed = topology::still_needed(ssn, j);
         let mut shortfall = topology::Shortfall::default();
         let mut tried = 0;
-        for mut tier in topology::candidates(ssn, &topo, root, c.highest_tier, need.as_ref()) {
+        for mut tier in topology::candidates(ssn, &topo, root, c.highest_tier, &need) {
             topology::order(ssn, &topo, j, &mut tier);
             for h in tier {
                 tried += 1;

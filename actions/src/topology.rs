@@ -71,28 +71,83 @@ pub fn placed_at(ssn: &Session, j: JobId, topo: &Topology) -> Option<HyperNodeId
     )
 }
 
+/// What a HyperNode must have room for, checked before the job is tried there: necessary
+/// conditions only, so that a candidate they rule out is one where the job cannot become
+/// ready.
+pub struct Need {
+    /// The job's `minResources`, against Σ idle or Σ future idle (Volcano's pre-filter;
+    /// for a job with nothing placed yet).
+    pub min_resources: Option<Resource>,
+    /// When every pending pod of the job asks the same: that request and how many of them
+    /// the job needs placed to be ready; a HyperNode must have that many slots (Σ over its
+    /// nodes of how many such pods fit the node's future idle resources).
+    pub slots: Option<(Resource, usize)>,
+}
+
+impl Need {
+    /// The job's need.
+    pub fn of(ssn: &Session, j: JobId, placed: bool) -> Need {
+        let job = ssn.snap.job(j);
+        let mut pending = job.tasks.iter().map(|t| ssn.snap.task(*t)).filter(|t| t.status == TaskStatus::Pending);
+        let slots = pending.next().and_then(|first| {
+            let same = pending.all(|t| t.resreq == first.resreq);
+            (same && !first.resreq.is_empty()).then(|| (first.resreq.clone(), still_needed(ssn, j)))
+        });
+        Need { min_resources: if placed { None } else { job.min_resources.clone() }, slots }
+    }
+
+    fn holds(&self, ssn: &Session, nodes: &[volcano_framework::NodeId]) -> bool {
+        if let Some(need) = &self.min_resources {
+            if !holds_free(ssn, nodes, need) {
+                return false;
+            }
+        }
+        if let Some((req, needed)) = &self.slots {
+            let mut slots = 0usize;
+            for n in nodes {
+                slots += fits_times(req, &ssn.snap.node(*n).future_idle());
+                if slots >= *needed {
+                    return true;
+                }
+            }
+            return false;
+        }
+        true
+    }
+}
+
+/// How many times `req` fits `free` (every dimension `req` asks for).
+fn fits_times(req: &Resource, free: &Resource) -> usize {
+    let mut times = usize::MAX;
+    for (name, r) in req.dims() {
+        if r <= 0.0 {
+            continue;
+        }
+        let f = free.get(name);
+        times = times.min(if f <= 0.0 { 0 } else { (f / r + 1e-9).floor() as usize });
+        if times == 0 {
+            return 0;
+        }
+    }
+    times
+}
+
 /// The HyperNodes to try, tier by tier from the lowest: within `root`, of a tier at most
-/// the allowed one, and (for a job with nothing placed yet) with free resources for its
-/// minimum.
+/// the allowed one, with room for the job ([`Need`]).
 pub fn candidates(
     ssn: &Session,
     topo: &Topology,
     root: HyperNodeId,
     highest_tier: u32,
-    need: Option<&Resource>,
+    need: &Need,
 ) -> Vec<Vec<HyperNodeId>> {
     let mut by_tier: std::collections::BTreeMap<u32, Vec<HyperNodeId>> = std::collections::BTreeMap::new();
     let mut stack = vec![root];
     while let Some(h) = stack.pop() {
         let info = topo.get(h);
         stack.extend(info.children.iter().copied());
-        if info.tier > highest_tier {
+        if info.tier > highest_tier || !need.holds(ssn, &info.nodes) {
             continue;
-        }
-        if let Some(need) = need {
-            if !holds_free(ssn, &info.nodes, need) {
-                continue;
-            }
         }
         by_tier.entry(info.tier).or_default().push(h);
     }

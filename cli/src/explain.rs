@@ -126,5 +126,6 @@ pub(crate) fn explanation_json(e: &volcano_framework::Explanation) -> serde_json
         "moreAhead": e.more_ahead,
         "preemption": e.preemption,
         "condition": e.condition,
+        "networkTopology": e.network_topology,
     })
 }

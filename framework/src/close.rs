@@ -324,7 +324,49 @@ fn cycle_metrics(ssn: &Session, mut facts: Vec<(JobId, JobMetric)>, unschedulabl
         preemption_victims: stats.preemption_victims,
         eviction_transactions: stats.eviction_transactions.clone(),
         skipped_tries: ssn.retries.skipped,
+        hyper_nodes: hyper_node_use(snap),
+        topology_waiting: topology_waiting(snap),
     }
+}
+
+/// The use of every real HyperNode.
+fn hyper_node_use(snap: &crate::Snapshot) -> Vec<crate::stats::HyperNodeUse> {
+    let topo = snap.topology();
+    let top = topo.top();
+    topo.hyper_nodes()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != top.idx())
+        .map(|(_, h)| {
+            let mut u = crate::stats::HyperNodeUse { name: h.name.clone(), tier: h.tier, ..Default::default() };
+            for n in &h.nodes {
+                let node = snap.node(*n);
+                u.allocatable.add(&node.allocatable);
+                u.used.add(&node.used);
+            }
+            u
+        })
+        .collect()
+}
+
+/// Admitted jobs with a network topology constraint that are not ready, by (mode, tier).
+fn topology_waiting(snap: &crate::Snapshot) -> std::collections::BTreeMap<(&'static str, u32), u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for job in snap.jobs.iter() {
+        let Some(nt) = job.pod_group.spec.network_topology.as_ref() else { continue };
+        if job.is_pending() || job.is_ready() {
+            continue;
+        }
+        let hard = nt.mode.as_deref().is_none_or(|m| m == "hard");
+        let tier = match (nt.highest_tier_allowed, nt.highest_tier_name.as_deref()) {
+            (Some(t), _) => u32::try_from(t).unwrap_or(0),
+            (None, Some(name)) => snap.topology().tier_named(name).unwrap_or(0),
+            (None, None) => 0,
+        };
+        let key = if hard && tier > 0 { ("hard", tier) } else { ("soft", 0) };
+        *out.entry(key).or_default() += 1;
+    }
+    out
 }
 
 /// The `PodScheduled=False` conditions of the waiting pods

@@ -59,6 +59,10 @@ pub struct Explanation {
     pub preemption: Vec<String>,
     /// The PodGroup condition message the cycle writes (`Unschedulable`), if any.
     pub condition: Option<String>,
+    /// The job's network topology constraint and where its placed pods are: `hard, tier 1
+    /// or below (leaf); placed pods within HyperNode leaf-3 (tier 1)`. `None` for a job
+    /// without one.
+    pub network_topology: Option<String>,
 }
 
 /// Pending tasks with the same predicate failures.
@@ -157,6 +161,7 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
     if !job.is_pending() {
         e.refused = job.job_fit_error.clone();
     }
+    e.network_topology = network_topology(ssn, j);
 
     // Placed and blocked tasks.
     let mut groups: BTreeMap<String, Blocked> = BTreeMap::new();
@@ -298,6 +303,43 @@ fn votes(action: &str, where_: &str, candidates: &[TaskId], votes: Vec<(&'static
     format!("{action}: {} candidate pods {where_}; {} ({verdict})", candidates.len(), list.join(", "))
 }
 
+/// The job's network topology constraint, in words, and the HyperNode its placed pods are
+/// in.
+fn network_topology(ssn: &Session, j: JobId) -> Option<String> {
+    let snap = &ssn.snap;
+    let job = snap.job(j);
+    let nt = job.pod_group.spec.network_topology.as_ref()?;
+    let topo = snap.topology();
+    let mode = nt.mode.as_deref().unwrap_or("hard");
+    let tier = match (nt.highest_tier_allowed, nt.highest_tier_name.as_deref()) {
+        (Some(t), _) => {
+            let name = u32::try_from(t).ok().and_then(|t| topo.of_tier(t).first()).and_then(|h| topo.get(*h).tier_name.clone());
+            format!("tier {t} or below{}", name.map(|n| format!(" ({n})")).unwrap_or_default())
+        }
+        (None, Some(name)) => match topo.tier_named(name) {
+            Some(t) => format!("tier {t} ({name}) or below"),
+            None => format!("tier {name:?}, which no HyperNode names"),
+        },
+        (None, None) => "anywhere, lowest tier first".to_string(),
+    };
+    let placed = topo.common_ancestor_of_nodes(
+        job.tasks
+            .iter()
+            .map(|t| snap.task(*t))
+            .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
+            .filter_map(|t| t.node),
+    );
+    let at = match placed {
+        Some(h) => {
+            let info = topo.get(h);
+            format!("; placed pods within HyperNode {} (tier {})", info.name, info.tier)
+        }
+        None => String::new(),
+    };
+    let hyper_nodes = topo.hyper_nodes().len().saturating_sub(1);
+    Some(format!("{mode}, {tier}{at}; the cluster has {hyper_nodes} HyperNode(s) in tiers {:?}", topo.tiers()))
+}
+
 impl std::fmt::Display for Explanation {
     /// The readable form `volcano-rs explain` prints.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -311,6 +353,9 @@ impl std::fmt::Display for Explanation {
         writeln!(f, "  tasks: {}", if counts.is_empty() { "none".to_string() } else { counts.join(", ") })?;
         if let Some(why) = &self.not_admitted {
             writeln!(f, "  not admitted: {why}")?;
+        }
+        if let Some(nt) = &self.network_topology {
+            writeln!(f, "  network topology: {nt}")?;
         }
         if let Some(why) = &self.refused {
             writeln!(f, "  refused: {why}")?;

@@ -58,5 +58,5 @@ pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};
 pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};
 pub use statement::Statement;
-pub use stats::{CycleMetrics, JobMetrics};
+pub use stats::{CycleMetrics, HyperNodeUse, JobMetrics};
 pub use status::{Code, FitErrors, Status};

@@ -31,6 +31,26 @@ pub struct CycleMetrics {
     /// Jobs `allocate` did not try again because they failed at this same state in the
     /// last cycle ([`crate::session::retry`]; not a Volcano metric: the scheduler logs it).
     pub skipped_tries: u64,
+    /// The use of each real HyperNode after the cycle, by name
+    /// (`volcano_rs_hypernode_utilization`); empty without HyperNodes.
+    pub hyper_nodes: Vec<HyperNodeUse>,
+    /// Admitted jobs with a network topology constraint that are not ready after the
+    /// cycle, by (mode, highest tier allowed; 0 for soft)
+    /// (`volcano_rs_network_topology_jobs_waiting`).
+    pub topology_waiting: BTreeMap<(&'static str, u32), u64>,
+}
+
+/// What a HyperNode holds after a cycle.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HyperNodeUse {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its tier.
+    pub tier: u32,
+    /// Σ allocatable of its nodes.
+    pub allocatable: Resource,
+    /// Σ used of its nodes (the cycle's placements included).
+    pub used: Resource,
 }
 
 /// The metric facts of one job.

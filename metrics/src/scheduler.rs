@@ -94,6 +94,10 @@ struct JobSeries {
 #[derive(Default)]
 struct State {
     cycle: u64,
+    /// HyperNode utilisation series: (hypernode, tier, resource).
+    hyper_nodes: BTreeSet<(String, String, String)>,
+    /// Topology waiting series: (mode, tier).
+    topology_waiting: BTreeSet<(String, String)>,
     jobs: HashMap<Arc<str>, JobSeries>,
     /// Queues with series, with the scalar resource names each family has seen.
     queues: BTreeMap<String, [BTreeSet<String>; 6]>,
@@ -308,6 +312,12 @@ pub struct SchedulerMetrics {
     /// `volcano_goroutines{operation}`: for volcano-rs, the binds in flight
     /// (`operation="binding"`).
     pub goroutines: IntGaugeVec,
+    /// `volcano_rs_hypernode_utilization{hypernode,tier,resource}`: used / allocatable of a
+    /// HyperNode's nodes (volcano-rs only).
+    pub hyper_node_utilization: GaugeVec,
+    /// `volcano_rs_network_topology_jobs_waiting{mode,tier}`: admitted jobs with a network
+    /// topology constraint that are not ready (volcano-rs only).
+    pub topology_waiting: IntGaugeVec,
     state: Arc<Mutex<State>>,
 }
 
@@ -463,6 +473,16 @@ impl SchedulerMetrics {
                 "Number of running goroutines split by the work they do such as binding.",
                 &["operation"],
             ),
+            hyper_node_utilization: gauge_vec(
+                "volcano_rs_hypernode_utilization",
+                "Used divided by allocatable resources of a HyperNode's nodes, per resource (cpu, memory and scalar resources)",
+                &["hypernode", "tier", "resource"],
+            ),
+            topology_waiting: int_gauge_vec(
+                "volcano_rs_network_topology_jobs_waiting",
+                "Admitted jobs with a network topology constraint that are not ready, by mode and highest tier allowed (0 for soft)",
+                &["mode", "tier"],
+            ),
             state: state.clone(),
             registry: registry.clone(),
         };
@@ -565,6 +585,36 @@ impl SchedulerMetrics {
         for (action, n) in &m.eviction_transactions {
             self.eviction_transactions.with_label_values(&[action]).inc_by(*n);
         }
+
+        // HyperNodes: one series per (HyperNode, resource it has), gone ones removed.
+        let mut seen: BTreeSet<(String, String, String)> = BTreeSet::new();
+        for h in &m.hyper_nodes {
+            let tier = h.tier.to_string();
+            for (resource, allocatable) in h.allocatable.dims() {
+                if allocatable <= 0.0 {
+                    continue;
+                }
+                let key = (h.name.to_string(), tier.clone(), resource.to_string());
+                self.hyper_node_utilization
+                    .with_label_values(&[&key.0, &key.1, &key.2])
+                    .set(h.used.get(resource) / allocatable);
+                seen.insert(key);
+            }
+        }
+        for (h, t, r) in state.hyper_nodes.difference(&seen) {
+            let _ = self.hyper_node_utilization.remove_label_values(&[h, t, r]);
+        }
+        state.hyper_nodes = seen;
+        let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+        for ((mode, tier), n) in &m.topology_waiting {
+            let key = (mode.to_string(), tier.to_string());
+            self.topology_waiting.with_label_values(&[&key.0, &key.1]).set(*n as i64);
+            seen.insert(key);
+        }
+        for (mode, tier) in state.topology_waiting.difference(&seen) {
+            let _ = self.topology_waiting.remove_label_values(&[mode, tier]);
+        }
+        state.topology_waiting = seen;
     }
 
     fn record_queue(&self, name: &str, r: &QueueReport, known: &mut [BTreeSet<String>; 6]) {
