@@ -25,6 +25,10 @@
 //! - [`training`]: Alibaba et-operator's elastic TrainingJob (workers, launcher, host lists)
 //!   and its ScaleOut and ScaleIn requests, resized through [`scale`]; `training_reconcile`
 //!   (feature `shell`) applies it;
+//! - [`hypernode`]: HyperNode discovery from node labels (Volcano's `label` source): its
+//!   configuration, the HyperNodes the nodes' labels make, the creates, updates and deletes of
+//!   the discovered ones, every HyperNode's `status.nodeCount`; `hypernode_reconcile` (feature
+//!   `shell`) watches the nodes, HyperNodes and the ConfigMap and applies them;
 //! - `recorder` (feature `shell`): the jobs' Kubernetes Events (Volcano's reasons and messages), sent off
 //!   the reconcile's path;
 //! - `server` (feature `shell`): `/metrics` (Volcano's controller metrics in a
@@ -45,6 +49,9 @@ pub mod cli;
 #[cfg(feature = "shell")]
 pub mod deletions;
 pub mod events;
+pub mod hypernode;
+#[cfg(feature = "shell")]
+pub mod hypernode_reconcile;
 pub mod memory;
 pub mod objects;
 #[cfg(feature = "shell")]

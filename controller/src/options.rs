@@ -24,6 +24,9 @@ pub enum OptionsError {
     /// An empty `--scheduler-name`.
     #[error("--scheduler-name must not be empty")]
     SchedulerName,
+    /// An empty `--hypernode-config-namespace` or `--hypernode-config-name`.
+    #[error("--hypernode-config-namespace and --hypernode-config-name must not be empty when given")]
+    HyperNodeConfigMap,
 }
 
 /// The flags of `volcano-rs controller`.
@@ -70,6 +73,14 @@ pub struct ControllerOptions {
     /// back those it did not bind.
     #[arg(long, default_value_t = crate::autoscale::DEFAULT_PROBE_SECONDS as u64)]
     pub autoscale_probe_seconds: u64,
+    /// Namespace of the HyperNode discovery ConfigMap (docs/hypernode-discovery.md); unset:
+    /// `$KUBE_POD_NAMESPACE`, else `volcano-system` (Volcano's lookup).
+    #[arg(long)]
+    pub hypernode_config_namespace: Option<String>,
+    /// Name of the HyperNode discovery ConfigMap; unset: `$HELM_RELEASE_NAME-controller-configmap`,
+    /// else `volcano-controller-configmap` (Volcano's lookup).
+    #[arg(long)]
+    pub hypernode_config_name: Option<String>,
 }
 
 impl Default for ControllerOptions {
@@ -87,6 +98,8 @@ impl Default for ControllerOptions {
             autoscale_period_seconds: 10,
             autoscale_cooldown_seconds: crate::autoscale::DEFAULT_COOLDOWN_SECONDS as u64,
             autoscale_probe_seconds: crate::autoscale::DEFAULT_PROBE_SECONDS as u64,
+            hypernode_config_namespace: None,
+            hypernode_config_name: None,
         }
     }
 }
@@ -105,9 +118,29 @@ impl ControllerOptions {
         {
             return Err(OptionsError::Lease);
         }
+        if [&self.hypernode_config_namespace, &self.hypernode_config_name].iter().any(|o| o.as_deref() == Some("")) {
+            return Err(OptionsError::HyperNodeConfigMap);
+        }
         self.healthz()?;
         self.listen()?;
         Ok(())
+    }
+
+    /// The namespace and name of the HyperNode discovery ConfigMap: the flags, else as
+    /// Volcano finds it (`$KUBE_POD_NAMESPACE` or `volcano-system`;
+    /// `$HELM_RELEASE_NAME-controller-configmap` or `volcano-controller-configmap`).
+    pub fn hypernode_config_map(&self) -> (String, String) {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let ns = self
+            .hypernode_config_namespace
+            .clone()
+            .or_else(|| env("KUBE_POD_NAMESPACE"))
+            .unwrap_or_else(|| "volcano-system".into());
+        let name = self.hypernode_config_name.clone().unwrap_or_else(|| match env("HELM_RELEASE_NAME") {
+            Some(release) => format!("{release}-controller-configmap"),
+            None => crate::hypernode::CONFIG_MAP_NAME.into(),
+        });
+        (ns, name)
     }
 
     /// The autoscaler's waits.
@@ -188,5 +221,17 @@ mod tests {
         assert!(matches!(bad.validate(), Err(OptionsError::HealthzAddress(_))));
         let bad = ControllerOptions { listen_address: "8081".into(), ..Default::default() };
         assert_eq!(bad.validate(), Err(OptionsError::ListenAddress("8081".into())));
+        let hn = Cli::try_parse_from([
+            "controller",
+            "--hypernode-config-namespace",
+            "kube-system",
+            "--hypernode-config-name",
+            "topology",
+        ])
+        .unwrap()
+        .opts;
+        assert_eq!(hn.hypernode_config_map(), ("kube-system".to_string(), "topology".to_string()));
+        let bad = ControllerOptions { hypernode_config_name: Some(String::new()), ..Default::default() };
+        assert_eq!(bad.validate(), Err(OptionsError::HyperNodeConfigMap));
     }
 }

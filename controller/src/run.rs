@@ -5,7 +5,8 @@
 //! they are the same) are bound before anything is watched. With `--leader-elect` (the default), the replica holding the
 //! Lease runs the controllers (a kube-runtime `Controller` on Jobs, owning Pods and
 //! PodGroups, watching Commands, reading PriorityClasses; another on Queues, triggered by
-//! the PodGroups and Commands of each queue) and records their events; the others wait, and
+//! the PodGroups and Commands of each queue; the TrainingJob and HyperNode controllers once
+//! their CRDs are served) and records their events; the others wait, and
 //! a replica that loses the Lease stops its controllers. On shutdown the controllers stop
 //! and the Lease is released.
 //!
@@ -245,6 +246,7 @@ async fn controller(
 
     let until = until.shared();
     let until_for_training = until.clone();
+    let until_for_hypernodes = until.clone();
     let (leading_for_training, recorder_for_training) = (leading.clone(), recorder.clone());
     // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
     let (priority_classes, pcs_w) = reflector::store::<PriorityClass>();
@@ -382,8 +384,17 @@ async fn controller(
                 tracing::debug!("queue controller: {e}");
             }
         });
+    let hypernodes = crate::hypernode_reconcile::run(
+        client.clone(),
+        opts.hypernode_config_map(),
+        KubeRecorder::new(
+            client.clone(),
+            Reporter { controller: crate::recorder::REPORTER.into(), instance: Some(identity()) },
+        ),
+        until_for_hypernodes,
+    );
     let training = training_controller(client, opts, leading_for_training, recorder_for_training, until_for_training);
-    futures::join!(jobs, queue_controller, autoscaler, training);
+    futures::join!(jobs, queue_controller, autoscaler, training, hypernodes);
     pcs.abort();
     synced_task.abort();
 }
