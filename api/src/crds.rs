@@ -245,6 +245,123 @@ pub fn scale_in() -> CustomResourceDefinition {
     crd
 }
 
+/// Removes `keys` from every node of a schema.
+fn strip(schema: &mut Value, keys: &[&str]) {
+    match schema {
+        Value::Object(m) => {
+            for k in keys {
+                m.remove(*k);
+            }
+            m.values_mut().for_each(|v| strip(v, keys));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| strip(v, keys)),
+        _ => {}
+    }
+}
+
+/// The CEL rules of Volcano's `MemberSelector`: one of the three selectors, and only one.
+pub const HYPER_NODE_SELECTOR_RULES: [(&str, &str); 2] = [
+    (
+        "has(self.exactMatch) || has(self.regexMatch) || has(self.labelMatch)",
+        "Either ExactMatch or RegexMatch or LabelMatch must be specified",
+    ),
+    (
+        "(has(self.exactMatch) ? 1 : 0) + (has(self.regexMatch) ? 1 : 0) + (has(self.labelMatch) ? 1 : 0) <= 1",
+        "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified",
+    ),
+];
+
+/// The pattern Volcano's schema gives `exactMatch.name` (a DNS-1123 subdomain).
+pub const HYPER_NODE_EXACT_NAME_PATTERN: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+
+/// `hypernodes.topology.volcano.sh`, as Volcano's (`config/crd/volcano/bases`): cluster
+/// scoped, short name `hn`, the status subresource, the Tier, TierName, NodeCount and Age
+/// printer columns, and Volcano's constraints: `spec.tier` required and at least 0,
+/// `tierName` at most 253 characters, at least one member, member `type` `Node` or
+/// `HyperNode`, the selector's two CEL rules (exactly one of `exactMatch`, `regexMatch`,
+/// `labelMatch`), `exactMatch.name` a DNS-1123 subdomain, `regexMatch.pattern` non-empty,
+/// `labelMatch` atomic as `metav1.LabelSelector` is, `status.nodeCount` at least 0 and
+/// `metav1.Condition`'s constraints on the conditions. Nothing is nullable and nothing has
+/// a default, as in Volcano's (a `null` is dropped by the API server, not kept).
+/// What the schema cannot say (the pattern compiles) is [`crate::validation::hyper_node`].
+pub fn hyper_node() -> CustomResourceDefinition {
+    use crate::topology::{HyperNode, MEMBER_TYPE_HYPER_NODE, MEMBER_TYPE_NODE};
+    use serde_json::json;
+    let mut crd = HyperNode::crd();
+    edit_schema(&mut crd, |s| {
+        strip(s, &["nullable", "default"]);
+        if let Value::Object(root) = s {
+            // Volcano's HyperNode may leave out its spec (the webhook then rejects it for
+            // having no member); the derive makes it required.
+            root.remove("required");
+            root.remove("title");
+            root.insert(
+                "description".into(),
+                "HyperNode represents a collection of nodes sharing similar network topology or performance \
+                 characteristics."
+                    .into(),
+            );
+        }
+        let spec = node(s, &["spec"]);
+        spec["required"] = json!(["tier"]);
+        let tier = node(spec, &["tier"]);
+        tier["minimum"] = json!(0);
+        // Go's `int`: no format.
+        if let Value::Object(t) = tier {
+            t.remove("format");
+        }
+        node(spec, &["tierName"])["maxLength"] = json!(253);
+        let members = node(spec, &["members"]);
+        members["minItems"] = json!(1);
+        let member = node(members, &["[]"]);
+        member["required"] = json!(["type"]);
+        node(member, &["type"])["enum"] = json!([MEMBER_TYPE_NODE, MEMBER_TYPE_HYPER_NODE]);
+        let selector = node(member, &["selector"]);
+        selector["x-kubernetes-validations"] = HYPER_NODE_SELECTOR_RULES
+            .iter()
+            .map(|(rule, message)| json!({ "rule": rule, "message": message }))
+            .collect();
+        let exact = node(selector, &["exactMatch"]);
+        exact["required"] = json!(["name"]);
+        let name = node(exact, &["name"]);
+        name["minLength"] = json!(1);
+        name["maxLength"] = json!(253);
+        name["pattern"] = json!(HYPER_NODE_EXACT_NAME_PATTERN);
+        let regex = node(selector, &["regexMatch"]);
+        regex["required"] = json!(["pattern"]);
+        node(regex, &["pattern"])["minLength"] = json!(1);
+        let labels = node(selector, &["labelMatch"]);
+        labels["x-kubernetes-map-type"] = json!("atomic");
+        let expressions = node(labels, &["matchExpressions"]);
+        expressions["x-kubernetes-list-type"] = json!("atomic");
+        node(expressions, &["[]", "values"])["x-kubernetes-list-type"] = json!("atomic");
+        let status = node(s, &["status"]);
+        node(status, &["nodeCount"])["minimum"] = json!(0);
+        let condition = node(status, &["conditions", "[]"]);
+        node(condition, &["message"])["maxLength"] = json!(32768);
+        node(condition, &["observedGeneration"])["minimum"] = json!(0);
+        let reason = node(condition, &["reason"]);
+        reason["maxLength"] = json!(1024);
+        reason["minLength"] = json!(1);
+        reason["pattern"] = json!("^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$");
+        node(condition, &["status"])["enum"] = json!(["True", "False", "Unknown"]);
+        let type_ = node(condition, &["type"]);
+        type_["maxLength"] = json!(316);
+        type_["pattern"] = json!(
+            r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+        );
+    });
+    crd.metadata.annotations = Some([("helm.sh/resource-policy".to_string(), "keep".to_string())].into());
+    crd.spec.names.list_kind = Some("HyperNodeList".into());
+    crd.spec.versions[0].additional_printer_columns = Some(vec![
+        column("Tier", "string", ".spec.tier", None),
+        column("TierName", "string", ".spec.tierName", None),
+        column("NodeCount", "integer", ".status.nodeCount", None),
+        column("Age", "date", ".metadata.creationTimestamp", None),
+    ]);
+    crd
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::Value;
@@ -355,5 +472,62 @@ mod tests {
         assert_eq!(s["properties"]["target"]["required"], serde_json::json!(["apiVersion", "kind", "name", "uid"]));
         assert!(crd.spec.versions[0].subresources.is_none());
         assert_eq!(crd.spec.scope, "Namespaced");
+    }
+
+    /// `description`s removed from every node, and numbers as floats (the schema's
+    /// `minimum` is one; `0` and `0.0` are the same bound).
+    fn without_descriptions(mut v: Value) -> Value {
+        fn floats(v: &mut Value) {
+            match v {
+                Value::Number(n) => *v = serde_json::json!(n.as_f64().unwrap()),
+                Value::Object(m) => m.values_mut().for_each(floats),
+                Value::Array(a) => a.iter_mut().for_each(floats),
+                _ => {}
+            }
+        }
+        super::strip(&mut v, &["description"]);
+        floats(&mut v);
+        v
+    }
+
+    #[test]
+    fn the_hyper_node_crd_is_volcanos_but_for_the_descriptions() {
+        let ours = serde_json::to_value(super::hyper_node()).unwrap();
+        let volcano: Value =
+            serde_yaml_ng::from_str(include_str!("../tests/volcano/topology.volcano.sh_hypernodes.yaml")).unwrap();
+        assert_structural(&ours["spec"]["versions"][0]["schema"]["openAPIV3Schema"], "");
+        // Everything but the schema, as Volcano's (but controller-gen's version annotation).
+        let mut annotations = volcano["metadata"]["annotations"].clone();
+        annotations.as_object_mut().unwrap().remove("controller-gen.kubebuilder.io/version");
+        assert_eq!(ours["metadata"]["annotations"], annotations);
+        assert_eq!(ours["metadata"]["name"], "hypernodes.topology.volcano.sh");
+        assert_eq!(ours["spec"]["names"], volcano["spec"]["names"]);
+        assert_eq!(ours["spec"]["scope"], "Cluster");
+        assert_eq!(ours["spec"]["group"], volcano["spec"]["group"]);
+        let (v, theirs) = (&ours["spec"]["versions"][0], &volcano["spec"]["versions"][0]);
+        for field in ["name", "served", "storage", "subresources", "additionalPrinterColumns"] {
+            assert_eq!(v[field], theirs[field], "versions[0].{field}");
+        }
+        // The schema, field for field: types, formats, enums, limits, patterns, required
+        // fields, list and map types and the CEL rules with their messages.
+        let (ours, theirs) = (
+            without_descriptions(v["schema"]["openAPIV3Schema"].clone()),
+            without_descriptions(theirs["schema"]["openAPIV3Schema"].clone()),
+        );
+        // Volcano's also types the apiVersion, kind and metadata, which every object has.
+        let mut theirs_props = theirs.clone();
+        for f in ["apiVersion", "kind", "metadata"] {
+            theirs_props["properties"].as_object_mut().unwrap().remove(f);
+        }
+        if ours != theirs_props {
+            panic!(
+                "the schemas differ:\nours:   {}\nVolcano: {}",
+                serde_json::to_string(&ours).unwrap(),
+                serde_json::to_string(&theirs_props).unwrap()
+            );
+        }
+        let rules = &ours["properties"]["spec"]["properties"]["members"]["items"]["properties"]["selector"]
+            ["x-kubernetes-validations"];
+        assert_eq!(rules[1]["message"], "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified");
     }
 }

@@ -23,6 +23,7 @@ use crate::crd::{
 };
 use crate::names::ROOT_QUEUE;
 use crate::quantity;
+use crate::topology::{HyperNode, MemberSpec, MEMBER_TYPE_HYPER_NODE, MEMBER_TYPE_NODE};
 
 /// One invalid field.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -983,6 +984,197 @@ fn network_topology(path: &str, nt: Option<&NetworkTopologySpec>) -> Check {
     Ok(())
 }
 
+/// The member types of a HyperNode.
+pub const HYPER_NODE_MEMBER_TYPES: [&str; 2] = [MEMBER_TYPE_NODE, MEMBER_TYPE_HYPER_NODE];
+
+/// The statuses of a `metav1.Condition`.
+pub const CONDITION_STATUSES: [&str; 3] = ["True", "False", "Unknown"];
+
+/// A HyperNode, as Volcano's CRD schema (with its CEL rules on the selector) and its
+/// HyperNode admission (`pkg/webhooks/admission/hypernodes`, and the
+/// ValidatingAdmissionPolicy that replaced part of it) validate it: a cluster-scoped name;
+/// `spec.tier` at least 0 and `spec.tierName` at most 253 characters; at least one member;
+/// each member of type `Node` or `HyperNode` with exactly one of `exactMatch`, `regexMatch`
+/// and `labelMatch`; an `exactMatch.name` that is a DNS-1123 subdomain (the schema) and a
+/// qualified name (the admission: at most 63 characters but for a prefix); a non-empty
+/// `regexMatch.pattern` that compiles; a valid `labelMatch` label selector;
+/// `status.nodeCount` at least 0 and conditions as `metav1.Condition` requires.
+///
+/// Two differences from Volcano: the pattern is compiled by the `regex` crate, whose syntax
+/// is RE2's as Go's `regexp` has it but for rare corners (Go also refuses a repetition
+/// above 1000, `regex` only a pattern too large to compile); and an invalid `labelMatch`
+/// selector is refused here, where Volcano admits it and then matches no node with it.
+/// What Volcano admits but ignores is [`hyper_node_ignored`].
+pub fn hyper_node(hn: &HyperNode) -> Check {
+    meta(&hn.metadata, false)?;
+    let spec = &hn.spec;
+    if spec.tier < 0 {
+        return Err(FieldError::new("spec.tier", format!("{} is negative; expected ≥ 0", spec.tier)));
+    }
+    if let Some(n) = spec.tier_name.as_deref().map(|t| t.chars().count()).filter(|n| *n > 253) {
+        return Err(FieldError::new("spec.tierName", format!("{n} characters; at most 253")));
+    }
+    if spec.members.is_empty() {
+        return Err(FieldError::new(
+            "spec.members",
+            "required: member must have at least one member (a node or a HyperNode)",
+        ));
+    }
+    for (i, m) in spec.members.iter().enumerate() {
+        hyper_node_member(&format!("spec.members[{i}]"), m)?;
+    }
+    if let Some(status) = &hn.status {
+        if let Some(n) = status.node_count.filter(|n| *n < 0) {
+            return Err(FieldError::new("status.nodeCount", format!("{n} is negative; expected ≥ 0")));
+        }
+        for (i, c) in status.conditions.iter().enumerate() {
+            condition(&format!("status.conditions[{i}]"), c)?;
+        }
+    }
+    Ok(())
+}
+
+fn hyper_node_member(at: &str, m: &MemberSpec) -> Check {
+    match m.type_.as_str() {
+        "" => {
+            return Err(FieldError::new(
+                format!("{at}.type"),
+                format!("required: one of {}", HYPER_NODE_MEMBER_TYPES.join(", ")),
+            ))
+        }
+        t if !HYPER_NODE_MEMBER_TYPES.contains(&t) => {
+            return Err(FieldError::new(
+                format!("{at}.type"),
+                format!("unsupported value {t:?}; expected one of {}", HYPER_NODE_MEMBER_TYPES.join(", ")),
+            ))
+        }
+        _ => {}
+    }
+    let s = &m.selector;
+    let selector = format!("{at}.selector");
+    match [s.exact_match.is_some(), s.regex_match.is_some(), s.label_match.is_some()].iter().filter(|b| **b).count() {
+        0 => return Err(FieldError::new(selector, "Either ExactMatch or RegexMatch or LabelMatch must be specified")),
+        1 => {}
+        _ => {
+            return Err(FieldError::new(selector, "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"))
+        }
+    }
+    if let Some(exact) = &s.exact_match {
+        let field = || format!("{selector}.exactMatch.name");
+        if exact.name.is_empty() {
+            return Err(FieldError::new(field(), "required: member exactMatch name is required"));
+        }
+        dns1123_subdomain(&exact.name).map_err(|e| FieldError::new(field(), e))?;
+        qualified_name(&exact.name)
+            .map_err(|e| FieldError::new(field(), format!("member exactMatch validate failed: {e}")))?;
+    }
+    if let Some(regex) = &s.regex_match {
+        let field = || format!("{selector}.regexMatch.pattern");
+        if regex.pattern.is_empty() {
+            return Err(FieldError::new(field(), "required: member regexMatch pattern is required"));
+        }
+        regex::Regex::new(&regex.pattern).map_err(|e| {
+            FieldError::new(field(), format!("member regexMatch pattern is invalid: {}", regex_error(&e)))
+        })?;
+    }
+    if let Some(labels) = &s.label_match {
+        label_selector(&format!("{selector}.labelMatch"), labels)?;
+    }
+    Ok(())
+}
+
+/// A `regex` error on one line: its `error: …` line (the syntax errors draw the pattern
+/// with a caret over several lines).
+fn regex_error(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let line = text.lines().find_map(|l| l.trim().strip_prefix("error: ")).unwrap_or(text.trim());
+    line.to_string()
+}
+
+/// A `metav1.Condition`, as its schema constrains it.
+fn condition(at: &str, c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition) -> Check {
+    let field = |f: &str| format!("{at}.{f}");
+    let type_ok = c.type_.len() <= 316
+        && match c.type_.split_once('/') {
+            Some((prefix, name)) => dns1123_subdomain(prefix).is_ok() && is_condition_name(name),
+            None => is_condition_name(&c.type_),
+        };
+    if !type_ok {
+        return Err(FieldError::new(
+            field("type"),
+            format!(
+                "{:?} is not a condition type: CamelCase or foo.example.com/CamelCase, at most 316 characters",
+                c.type_
+            ),
+        ));
+    }
+    if !CONDITION_STATUSES.contains(&c.status.as_str()) {
+        return Err(FieldError::new(
+            field("status"),
+            format!("unsupported value {:?}; expected one of {}", c.status, CONDITION_STATUSES.join(", ")),
+        ));
+    }
+    let r = c.reason.as_bytes();
+    let reason_ok = !r.is_empty()
+        && r.len() <= 1024
+        && r[0].is_ascii_alphabetic()
+        && (r[r.len() - 1].is_ascii_alphanumeric() || r[r.len() - 1] == b'_')
+        && r.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b',' | b':'));
+    if !reason_ok {
+        return Err(FieldError::new(
+            field("reason"),
+            format!(
+                "{:?} is not a reason: 1 to 1024 letters, digits, '_', ',' and ':', starting with a letter and \
+                 ending with a letter, digit or '_'",
+                c.reason
+            ),
+        ));
+    }
+    if c.message.chars().count() > 32768 {
+        return Err(FieldError::new(field("message"), "longer than 32768 characters"));
+    }
+    if let Some(g) = c.observed_generation.filter(|g| *g < 0) {
+        return Err(FieldError::new(field("observedGeneration"), format!("{g} is negative; expected ≥ 0")));
+    }
+    Ok(())
+}
+
+/// The name of a condition type: letters, digits, `-`, `_` and `.`, starting and ending with
+/// a letter or digit.
+fn is_condition_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| is_name_char(c))
+}
+
+/// What Volcano admits in a HyperNode but ignores: a member of type `HyperNode` chosen by
+/// `regexMatch` or `labelMatch` (Volcano's scheduler takes HyperNode members by
+/// `exactMatch` only, and `labelMatch` only takes effect for nodes). One entry per such
+/// member, for warnings; the HyperNode is valid all the same.
+pub fn hyper_node_ignored(hn: &HyperNode) -> Vec<FieldError> {
+    hn.spec
+        .members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.type_ == MEMBER_TYPE_HYPER_NODE)
+        .filter_map(|(i, m)| {
+            let which = if m.selector.regex_match.is_some() {
+                "regexMatch"
+            } else if m.selector.label_match.is_some() {
+                "labelMatch"
+            } else {
+                return None;
+            };
+            Some(FieldError::new(
+                format!("spec.members[{i}].selector.{which}"),
+                format!("ignored: a member of type HyperNode is chosen by exactMatch only; {which} chooses nodes (type Node)"),
+            ))
+        })
+        .collect()
+}
+
 /// One of a queue's resource lists, by resource name.
 type QueueAmounts = for<'q> fn(&'q Queue) -> BTreeMap<&'q str, f64>;
 
@@ -1774,5 +1966,118 @@ mod tests {
         let e = ss(serde_json::json!({"selector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "template": {}}))
             .unwrap_err();
         assert!(e.message.contains("expected one of In, NotIn, Exists, DoesNotExist"), "{e}");
+    }
+
+    /// A HyperNode from its manifest's JSON (as the simulator and the webhook decode it).
+    fn hn(spec: serde_json::Value) -> HyperNode {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": "s0"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn hn_error(spec: serde_json::Value) -> String {
+        hyper_node(&hn(spec)).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn hyper_nodes_as_volcanos_schema_and_webhook_admit_them() {
+        use serde_json::json;
+        let good = hn(json!({"tier": 2, "tierName": "spine", "members": [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf-0"}}},
+            {"type": "Node", "selector": {"exactMatch": {"name": "gpu-0.rack-a"}}},
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-[0-9]+$"}}},
+            {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"topology/rack": "a"},
+                "matchExpressions": [{"key": "zone", "operator": "In", "values": ["z1"]}]}}},
+            {"type": "Node", "selector": {"labelMatch": {}}},
+        ]}));
+        assert_eq!(hyper_node(&good), Ok(()));
+        assert!(hyper_node_ignored(&good).is_empty());
+
+        let member = |m: serde_json::Value| json!({"tier": 1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n0"}}}, m]});
+        for (spec, expected) in [
+            (json!({"tier": -1, "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]}),
+             "spec.tier: -1 is negative; expected ≥ 0"),
+            (json!({"tier": 1, "tierName": "t".repeat(254), "members": [{"type": "Node", "selector": {"exactMatch": {"name": "n"}}}]}),
+             "spec.tierName: 254 characters; at most 253"),
+            (json!({"tier": 1}), "spec.members: required: member must have at least one member (a node or a HyperNode)"),
+            (json!({"tier": 1, "members": []}), "spec.members: required: member must have at least one member (a node or a HyperNode)"),
+            (member(json!({"selector": {"exactMatch": {"name": "n1"}}})), "spec.members[1].type: required: one of Node, HyperNode"),
+            (member(json!({"type": "Switch", "selector": {"exactMatch": {"name": "n1"}}})),
+             "spec.members[1].type: unsupported value \"Switch\"; expected one of Node, HyperNode"),
+            (member(json!({"type": "Node"})),
+             "spec.members[1].selector: Either ExactMatch or RegexMatch or LabelMatch must be specified"),
+            (member(json!({"type": "Node", "selector": {"exactMatch": {"name": "n1"}, "regexMatch": {"pattern": "n"}}})),
+             "spec.members[1].selector: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"),
+            (member(json!({"type": "Node", "selector": {"regexMatch": {"pattern": "n"}, "labelMatch": {}}})),
+             "spec.members[1].selector: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"),
+            (member(json!({"type": "Node", "selector": {"exactMatch": {"name": ""}}})),
+             "spec.members[1].selector.exactMatch.name: required: member exactMatch name is required"),
+            (member(json!({"type": "Node", "selector": {"regexMatch": {"pattern": ""}}})),
+             "spec.members[1].selector.regexMatch.pattern: required: member regexMatch pattern is required"),
+            (member(json!({"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-(0|1"}}})),
+             "spec.members[1].selector.regexMatch.pattern: member regexMatch pattern is invalid: unclosed group"),
+            (member(json!({"type": "Node", "selector": {"labelMatch": {"matchExpressions": [{"key": "zone", "operator": "In"}]}}})),
+             "spec.members[1].selector.labelMatch.matchExpressions[0].values: required: at least one value with operator In"),
+            (member(json!({"type": "Node", "selector": {"labelMatch": {"matchLabels": {"bad key": "x"}}}})),
+             "spec.members[1].selector.labelMatch.matchLabels[bad key]: label key \"bad key\" is not a qualified name: an optional DNS subdomain prefix and '/', then letters, digits, '-', '_' and '.', starting and ending with a letter or digit"),
+        ] {
+            assert_eq!(hn_error(spec), expected);
+        }
+        // The name: a DNS-1123 subdomain (the schema's pattern), and a qualified name (the
+        // admission's check: at most 63 characters).
+        let e = hn_error(member(json!({"type": "Node", "selector": {"exactMatch": {"name": "Gpu_0"}}})));
+        assert!(
+            e.starts_with("spec.members[1].selector.exactMatch.name: \"Gpu_0\" is not a DNS-1123 subdomain"),
+            "{e}"
+        );
+        let long = "n".repeat(64);
+        let e = hn_error(member(json!({"type": "Node", "selector": {"exactMatch": {"name": long}}})));
+        assert!(e.starts_with("spec.members[1].selector.exactMatch.name: member exactMatch validate failed: "), "{e}");
+        assert!(e.ends_with("the name part must be 1 to 63 characters long"), "{e}");
+        let ok = format!("{}.{}", "n".repeat(31), "n".repeat(31));
+        assert_eq!(hyper_node(&hn(member(json!({"type": "Node", "selector": {"exactMatch": {"name": ok}}})))), Ok(()));
+
+        // The status.
+        let mut h = good.clone();
+        h.status = Some(crate::topology::HyperNodeStatus { node_count: Some(-1), ..Default::default() });
+        assert_eq!(hyper_node(&h).unwrap_err().to_string(), "status.nodeCount: -1 is negative; expected ≥ 0");
+        let status = |reason: &str, status: &str| {
+            serde_json::from_value::<crate::topology::HyperNodeStatus>(json!({"nodeCount": 3, "conditions": [{
+                "type": "Ready", "status": status, "reason": reason, "message": "",
+                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}))
+            .unwrap()
+        };
+        h.status = Some(status("MembersFound", "True"));
+        assert_eq!(hyper_node(&h), Ok(()));
+        h.status = Some(status("Members Found", "True"));
+        assert!(hyper_node(&h)
+            .unwrap_err()
+            .to_string()
+            .starts_with("status.conditions[0].reason: \"Members Found\" is not a reason"));
+        h.status = Some(status("MembersFound", "Yes"));
+        assert_eq!(
+            hyper_node(&h).unwrap_err().to_string(),
+            "status.conditions[0].status: unsupported value \"Yes\"; expected one of True, False, Unknown"
+        );
+        // The name of the HyperNode itself.
+        let mut h = good;
+        h.metadata.name = Some("Spine_0".into());
+        assert!(hyper_node(&h).unwrap_err().to_string().starts_with("metadata.name: "));
+    }
+
+    #[test]
+    fn hyper_node_members_volcano_admits_but_ignores_are_reported() {
+        use serde_json::json;
+        let h = hn(json!({"tier": 2, "members": [
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf-0"}}},
+            {"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^leaf-"}}},
+            {"type": "HyperNode", "selector": {"labelMatch": {"matchLabels": {"a": "b"}}}},
+            {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"a": "b"}}}},
+        ]}));
+        assert_eq!(hyper_node(&h), Ok(()), "Volcano admits them");
+        let ignored: Vec<String> = hyper_node_ignored(&h).iter().map(|e| e.field.clone()).collect();
+        assert_eq!(ignored, ["spec.members[1].selector.regexMatch", "spec.members[2].selector.labelMatch"]);
     }
 }

@@ -90,6 +90,7 @@ fn crd_files_are_up_to_date() {
         ("deploy/crds/kai.alibabacloud.com_trainingjobs.yaml", volcano_api::crds::training_job()),
         ("deploy/crds/kai.alibabacloud.com_scaleouts.yaml", volcano_api::crds::scale_out()),
         ("deploy/crds/kai.alibabacloud.com_scaleins.yaml", volcano_api::crds::scale_in()),
+        ("deploy/crds/topology.volcano.sh_hypernodes.yaml", volcano_api::crds::hyper_node()),
     ] {
         let generated = format!(
             "# Generated from volcano-api (tests/tests/tidy.rs); do not edit: BLESS=1 rewrites it.\n{}",
