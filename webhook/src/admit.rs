@@ -9,6 +9,7 @@
 //! | `/queues/validate` | CREATE, UPDATE, DELETE | the queue on its own and the hierarchy with the others; `root` and the default queue are never deleted, other queues only when Closed and childless |
 //! | `/podgroups/mutate` | CREATE | the namespace's `scheduling.volcano.sh/queue-name` annotation as the queue of a PodGroup that names none (or `default`) |
 //! | `/podgroups/validate` | CREATE | the PodGroup on its own; its queue exists and is Open |
+//! | `/hypernodes/validate` | CREATE, UPDATE | [`volcano_api::validation::hyper_node`]; a warning for each member Volcano ignores ([`volcano_api::validation::hyper_node_ignored`]) |
 //!
 //! The paths are Volcano's webhook-manager's, so its webhook configurations work unchanged.
 //! A rejection names the object, the field and the rule broken; an object that does not
@@ -24,6 +25,7 @@ use volcano_api::admission;
 use volcano_api::crd::{PodGroup, Queue, QueueState, QUEUE_NAME_ANNOTATION};
 use volcano_api::job::Job;
 use volcano_api::names::{DEFAULT_QUEUE, ROOT_QUEUE};
+use volcano_api::topology::HyperNode;
 use volcano_api::validation;
 
 /// One of the webhook's endpoints.
@@ -41,17 +43,20 @@ pub enum Endpoint {
     PodGroupsMutate,
     /// `/podgroups/validate`.
     PodGroupsValidate,
+    /// `/hypernodes/validate`.
+    HyperNodesValidate,
 }
 
 impl Endpoint {
     /// Every endpoint.
-    pub const ALL: [Endpoint; 6] = [
+    pub const ALL: [Endpoint; 7] = [
         Endpoint::JobsMutate,
         Endpoint::JobsValidate,
         Endpoint::QueuesMutate,
         Endpoint::QueuesValidate,
         Endpoint::PodGroupsMutate,
         Endpoint::PodGroupsValidate,
+        Endpoint::HyperNodesValidate,
     ];
 
     /// The HTTP path, as Volcano's webhook-manager serves it.
@@ -63,6 +68,7 @@ impl Endpoint {
             Endpoint::QueuesValidate => "/queues/validate",
             Endpoint::PodGroupsMutate => "/podgroups/mutate",
             Endpoint::PodGroupsValidate => "/podgroups/validate",
+            Endpoint::HyperNodesValidate => "/hypernodes/validate",
         }
     }
 
@@ -117,9 +123,15 @@ pub fn admit(
         Endpoint::QueuesValidate => queues_validate(req, settings, facts),
         Endpoint::PodGroupsMutate => pod_groups_mutate(req, facts),
         Endpoint::PodGroupsValidate => pod_groups_validate(req, facts),
+        Endpoint::HyperNodesValidate => hyper_nodes_validate(req),
     };
     match outcome {
         Ok(Verdict::Allow) => res,
+        Ok(Verdict::Warn(warnings)) => {
+            let mut res = res;
+            res.warnings = Some(warnings);
+            res
+        }
         Ok(Verdict::Patch(patch)) if patch.0.is_empty() => res,
         Ok(Verdict::Patch(patch)) => match res.with_patch(patch) {
             Ok(res) => res,
@@ -132,6 +144,8 @@ pub fn admit(
 /// What a handler decided.
 enum Verdict {
     Allow,
+    /// Allowed, with warnings for the user (kubectl prints them).
+    Warn(Vec<String>),
     Patch(json_patch::Patch),
 }
 
@@ -315,6 +329,21 @@ fn pod_groups_validate(req: &AdmissionRequest<DynamicObject>, facts: Facts<'_>) 
     Ok(Verdict::Allow)
 }
 
+/// Volcano's HyperNode admission (with its CRD's rules, which an API server older than CEL
+/// validation does not apply): [`validation::hyper_node`] on create and update; the members
+/// Volcano admits but ignores are warned about.
+fn hyper_nodes_validate(req: &AdmissionRequest<DynamicObject>) -> Result<Verdict, String> {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Ok(Verdict::Allow);
+    }
+    let (hn, _): (HyperNode, Value) = decode(req, req.object.as_ref(), "HyperNode")?;
+    let name = object_name(req);
+    validation::hyper_node(&hn).map_err(|e| format!("HyperNode {name}: {e}"))?;
+    let ignored: Vec<String> =
+        validation::hyper_node_ignored(&hn).iter().map(|e| format!("HyperNode {name}: {e}")).collect();
+    Ok(if ignored.is_empty() { Verdict::Allow } else { Verdict::Warn(ignored) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,6 +386,7 @@ mod tests {
     const JOBS: (&str, &str, &str) = ("batch.volcano.sh", "v1alpha1", "jobs");
     const QUEUES: (&str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "queues");
     const PODGROUPS: (&str, &str, &str) = ("scheduling.volcano.sh", "v1beta1", "podgroups");
+    const HYPERNODES: (&str, &str, &str) = ("topology.volcano.sh", "v1alpha1", "hypernodes");
 
     fn job(queue: Option<&str>, replicas: i32, min_available: Option<i32>) -> Value {
         let mut j = json!({
@@ -672,6 +702,79 @@ mod tests {
             !res.allowed && res.result.message.starts_with("PodGroup ml/pg: spec.minMember"),
             "{}",
             res.result.message
+        );
+    }
+
+    fn hyper_node(members: Value) -> Value {
+        json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": "leaf-0", "uid": "u1"},
+            "spec": {"tier": 1, "tierName": "leaf", "members": members},
+        })
+    }
+
+    fn admit_hyper_node(op: &str, object: Value, old: Option<Value>) -> AdmissionResponse {
+        let req = request(HYPERNODES, "HyperNode", op, Some(object), old);
+        admit(Endpoint::HyperNodesValidate, &req, &Settings::default(), Facts::default())
+    }
+
+    #[test]
+    fn hyper_nodes_are_validated_as_volcano_does_on_create_and_update() {
+        let good = hyper_node(json!([
+            {"type": "Node", "selector": {"exactMatch": {"name": "gpu-0"}}},
+            {"type": "Node", "selector": {"regexMatch": {"pattern": "^gpu-[0-9]+$"}}},
+            {"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": "r1"}}}},
+        ]));
+        for op in ["CREATE", "UPDATE"] {
+            let res = admit_hyper_node(op, good.clone(), (op == "UPDATE").then(|| good.clone()));
+            assert!(res.allowed, "{op}: {}", res.result.message);
+            assert!(res.warnings.is_none() && res.patch.is_none());
+        }
+        // A pattern that does not compile, on create and on update, names the member's field.
+        let bad = hyper_node(json!([{"type": "Node", "selector": {"regexMatch": {"pattern": "gpu-[0-9"}}}]));
+        for op in ["CREATE", "UPDATE"] {
+            let res = admit_hyper_node(op, bad.clone(), (op == "UPDATE").then(|| good.clone()));
+            assert!(!res.allowed);
+            assert_eq!(
+                res.result.message,
+                "HyperNode leaf-0: spec.members[0].selector.regexMatch.pattern: member regexMatch pattern is invalid: \
+                 unclosed character class"
+            );
+        }
+        // Two selectors (what the CRD's CEL rule refuses, for API servers without it).
+        let two = hyper_node(json!([
+            {"type": "Node", "selector": {"exactMatch": {"name": "gpu-0"}}},
+            {"type": "Node", "selector": {"exactMatch": {"name": "gpu-1"}, "labelMatch": {}}},
+        ]));
+        let res = admit_hyper_node("CREATE", two, None);
+        assert!(!res.allowed);
+        assert_eq!(
+            res.result.message,
+            "HyperNode leaf-0: spec.members[1].selector: Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"
+        );
+        // No spec at all: no member.
+        let mut empty = hyper_node(json!([]));
+        empty.as_object_mut().unwrap().remove("spec");
+        let res = admit_hyper_node("CREATE", empty, None);
+        assert!(!res.allowed);
+        assert!(res.result.message.starts_with("HyperNode leaf-0: spec.members: required"), "{}", res.result.message);
+        // Deletes are not checked.
+        let req = request(HYPERNODES, "HyperNode", "DELETE", None, Some(bad));
+        assert!(admit(Endpoint::HyperNodesValidate, &req, &Settings::default(), Facts::default()).allowed);
+    }
+
+    #[test]
+    fn hyper_node_members_volcano_ignores_are_admitted_with_a_warning() {
+        let object = hyper_node(json!([
+            {"type": "HyperNode", "selector": {"exactMatch": {"name": "leaf-1"}}},
+            {"type": "HyperNode", "selector": {"labelMatch": {"matchLabels": {"rack": "r1"}}}},
+        ]));
+        let res = admit_hyper_node("CREATE", object, None);
+        assert!(res.allowed);
+        assert_eq!(
+            res.warnings.unwrap(),
+            ["HyperNode leaf-0: spec.members[1].selector.labelMatch: ignored: a member of type HyperNode is chosen \
+              by exactMatch only; labelMatch chooses nodes (type Node)"]
         );
     }
 }

@@ -305,6 +305,7 @@ pub fn configuration_name(e: Endpoint) -> &'static str {
         Endpoint::QueuesValidate => "volcano-admission-service-queues-validate",
         Endpoint::PodGroupsMutate => "volcano-admission-service-podgroups-mutate",
         Endpoint::PodGroupsValidate => "volcano-admission-service-podgroups-validate",
+        Endpoint::HyperNodesValidate => "volcano-admission-service-hypernodes-validate",
     }
 }
 
@@ -316,6 +317,7 @@ fn rule(e: Endpoint) -> RuleWithOperations {
         Endpoint::QueuesValidate => ("scheduling.volcano.sh", "v1beta1", "queues", &["CREATE", "UPDATE", "DELETE"]),
         Endpoint::PodGroupsMutate => ("scheduling.volcano.sh", "v1beta1", "podgroups", &["CREATE"]),
         Endpoint::PodGroupsValidate => ("scheduling.volcano.sh", "v1beta1", "podgroups", &["CREATE"]),
+        Endpoint::HyperNodesValidate => ("topology.volcano.sh", "v1alpha1", "hypernodes", &["CREATE", "UPDATE"]),
     };
     RuleWithOperations {
         api_groups: Some(vec![group.into()]),
@@ -326,7 +328,7 @@ fn rule(e: Endpoint) -> RuleWithOperations {
     }
 }
 
-/// Jobs and Queues fail closed (an object the webhook did not see is refused); PodGroups
+/// Jobs, Queues and HyperNodes fail closed (an object the webhook did not see is refused); PodGroups
 /// fail open, so that a webhook outage never stops plain pods (whose PodGroups the scheduler
 /// creates) from being scheduled.
 fn failure_policy(e: Endpoint) -> &'static str {
@@ -511,7 +513,18 @@ mod tests {
         assert_eq!(o.endpoints().unwrap(), Endpoint::ALL.to_vec());
         assert_eq!(o.certificate_names()[0], "volcano-rs-webhook.volcano-system.svc");
         let (m, v) = configurations(&o, "CA").unwrap();
-        assert_eq!((m.len(), v.len()), (3, 3));
+        assert_eq!((m.len(), v.len()), (3, 4));
+        // Volcano's HyperNode webhook: its configuration name, resource and operations; it
+        // fails closed, as Volcano's.
+        let hn = v.iter().find(|c| c.metadata.name.as_deref() == Some("volcano-admission-service-hypernodes-validate"));
+        let hn = &hn.expect("the HyperNode configuration").webhooks.as_ref().unwrap()[0];
+        let rule = &hn.rules.as_ref().unwrap()[0];
+        assert_eq!(rule.api_groups.as_deref(), Some(&["topology.volcano.sh".to_string()][..]));
+        assert_eq!(rule.api_versions.as_deref(), Some(&["v1alpha1".to_string()][..]));
+        assert_eq!(rule.resources.as_deref(), Some(&["hypernodes".to_string()][..]));
+        assert_eq!(rule.operations.as_deref(), Some(&["CREATE".to_string(), "UPDATE".to_string()][..]));
+        assert_eq!(hn.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(hn.client_config.service.as_ref().unwrap().path.as_deref(), Some("/hypernodes/validate"));
         let hook = &v[0].webhooks.as_ref().unwrap()[0];
         let svc = hook.client_config.service.as_ref().unwrap();
         assert_eq!(

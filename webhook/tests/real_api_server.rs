@@ -13,6 +13,7 @@ use kube::Client;
 use serde_json::json;
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
+use volcano_api::topology::HyperNode;
 use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
 use volcano_webhook::run::{run, WebhookOptions};
 
@@ -188,6 +189,44 @@ async fn the_api_server_calls_the_webhook() {
     assert_eq!(created.spec.queue.as_deref(), Some("team-a"));
     let e = message(pod_groups.create(&PostParams::default(), &pg("lost", Some("nowhere"))).await.unwrap_err());
     assert!(e.contains("queue nowhere does not exist"), "{e}");
+
+    // HyperNodes: the CRD's rules (CEL on the selector) and the webhook's (the pattern compiles).
+    let hyper_nodes: Api<HyperNode> = Api::all(client.clone());
+    let hn = |name: &str, selector: serde_json::Value| -> HyperNode {
+        serde_json::from_value(json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name}, "spec": {"tier": 1, "members": [{"type": "Node", "selector": selector}]}}))
+        .unwrap()
+    };
+    let e = message(
+        hyper_nodes
+            .create(
+                &PostParams::default(),
+                &hn("two", json!({"exactMatch": {"name": "n0"}, "regexMatch": {"pattern": "n"}})),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert!(e.contains("Only one of ExactMatch, RegexMatch, or LabelMatch can be specified"), "{e}");
+    let e = message(
+        hyper_nodes
+            .create(&PostParams::default(), &hn("bad-regex", json!({"regexMatch": {"pattern": "gpu-[0-9"}})))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        e.contains(
+            "HyperNode bad-regex: spec.members[0].selector.regexMatch.pattern: member regexMatch pattern is invalid"
+        ),
+        "{e}"
+    );
+    let created = hyper_nodes
+        .create(&PostParams::default(), &hn("leaf-0", json!({"regexMatch": {"pattern": "^gpu-"}})))
+        .await
+        .unwrap();
+    let mut updated = created.clone();
+    updated.spec.members[0].selector.regex_match.as_mut().unwrap().pattern = "(".into();
+    let e = message(hyper_nodes.replace("leaf-0", &PostParams::default(), &updated).await.unwrap_err());
+    assert!(e.contains("HyperNode leaf-0: spec.members[0].selector.regexMatch.pattern"), "{e}");
 
     // A second webhook process serves the certificate the first one stored.
     let port2 = free_port();
