@@ -64,8 +64,8 @@ fn display(meta: &ObjectMeta) -> String {
 }
 
 /// Writes the objects as one multi-document YAML stream: PriorityClasses, Namespaces,
-/// Queues, Nodes, PodGroups, Pods, then the storage and workload kinds, each kind in the
-/// order of `objects`. A namespace that an object names but `objects` holds no Namespace
+/// Queues, Nodes, HyperNodes, PodGroups, Pods, then the storage and workload kinds, each
+/// kind in the order of `objects`. A namespace that an object names but `objects` holds no Namespace
 /// for gets a Namespace object with its name only (as a dump of the cluster would hold;
 /// the scheduler reads a namespace's labels only, and it has none).
 ///
@@ -109,6 +109,7 @@ pub fn write(objects: &ClusterObjects, out: &mut impl Write) -> Result<Written, 
     kind("Namespace", documents("Namespace", &namespaces, |o| &o.metadata)?, out)?;
     kind("Queue", documents("Queue", &objects.queues, |o| &o.metadata)?, out)?;
     kind("Node", documents("Node", &objects.nodes, |o| &o.metadata)?, out)?;
+    kind("HyperNode", documents("HyperNode", &objects.hyper_nodes, |o| &o.metadata)?, out)?;
     kind("PodGroup", documents("PodGroup", &objects.pod_groups, |o| &o.metadata)?, out)?;
     kind("Pod", documents("Pod", &objects.pods, |o| &o.metadata)?, out)?;
     kind("PersistentVolume", documents("PersistentVolume", &objects.pvs, |o| &o.metadata)?, out)?;
@@ -221,13 +222,35 @@ mod tests {
     /// effects. The fast path reads the file as the reference path does.
     #[test]
     fn written_manifests_read_back_into_the_same_cluster() {
-        let written = Cluster::from_objects(crate::hetero::objects(40));
+        let mut objects = crate::hetero::objects(40);
+        // A leaf switch per 8 nodes under one spine: by name, by pattern and by label.
+        let names: Vec<String> = objects.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let leaf = |i: usize, chunk: &[String]| -> volcano_api::topology::HyperNode {
+            let members: Vec<serde_json::Value> = chunk
+                .iter()
+                .map(|n| serde_json::json!({"type": "Node", "selector": {"exactMatch": {"name": n}}}))
+                .chain([serde_json::json!({"type": "Node", "selector": {"regexMatch": {"pattern": format!("^leaf-{i}-")}}})])
+                .chain([serde_json::json!({"type": "Node", "selector": {"labelMatch": {"matchLabels": {"rack": format!("r{i}")}}}})])
+                .collect();
+            serde_json::from_value(serde_json::json!({"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+                "metadata": {"name": format!("leaf-{i}")}, "spec": {"tier": 1, "tierName": "leaf", "members": members}}))
+            .unwrap()
+        };
+        let leaves: Vec<_> = names.chunks(8).enumerate().map(|(i, c)| leaf(i, c)).collect();
+        let spine: volcano_api::topology::HyperNode = serde_json::from_value(serde_json::json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "spine-0"},
+            "spec": {"tier": 2, "members": leaves.iter().map(|l| serde_json::json!({"type": "HyperNode",
+                "selector": {"exactMatch": {"name": l.metadata.name}}})).collect::<Vec<_>>()}}))
+        .unwrap();
+        objects.hyper_nodes = leaves.into_iter().chain([spine]).map(Arc::new).collect();
+        let written = Cluster::from_objects(objects);
         let mut out = Vec::new();
         let counts = write(&written.objects(), &mut out).expect("written");
         let text = String::from_utf8(out).expect("YAML is text");
         let pods = written.pods.len();
         assert_eq!(counts.kinds.iter().find(|(k, _)| *k == "Pod"), Some(&("Pod", pods)));
         assert_eq!(counts.kinds.iter().find(|(k, _)| *k == "Namespace"), Some(&("Namespace", 8)));
+        assert_eq!(counts.kinds.iter().find(|(k, _)| *k == "HyperNode"), Some(&("HyperNode", 6)));
         assert_eq!(text.matches("\n---\n").count() + 1, counts.total());
 
         let mut fast = Manifest::with_validation(FieldValidation::Strict);
@@ -243,6 +266,7 @@ mod tests {
         fields.extend(kept(&written.pod_groups, &read.pod_groups));
         fields.extend(kept(&written.queues, &read.queues));
         fields.extend(kept(&written.priority_classes, &read.priority_classes));
+        fields.extend(kept(&written.hyper_nodes, &read.hyper_nodes));
         assert_eq!(fields, BTreeSet::from(["metadata.creationTimestamp".to_string(), "metadata.uid".to_string()]));
         assert_eq!(read.pods.len(), written.pods.len());
         assert_eq!(read.nodes.len(), written.nodes.len());
@@ -264,6 +288,8 @@ mod tests {
         same("Queue", &read.queues, &twice.queues);
         same("PriorityClass", &read.priority_classes, &twice.priority_classes);
         same("Namespace", &read.namespaces, &twice.namespaces);
+        same("HyperNode", &read.hyper_nodes, &twice.hyper_nodes);
+        assert_eq!(read.hyper_nodes.len(), 6);
 
         let profile = case_profile(Case::Hetero1k);
         let cycle = |c: &Cluster| timed_cycle_for(&c.objects(), &[SCHEDULER_NAME], &profile, 1).expect("valid").0;

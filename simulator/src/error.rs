@@ -10,7 +10,8 @@ use thiserror::Error;
 pub const SUPPORTED_KINDS: &str = "v1 Node, Pod, Namespace, PersistentVolumeClaim, PersistentVolume, Service, \
      ReplicationController and List, apps/v1 ReplicaSet and StatefulSet, scheduling.k8s.io/v1 PriorityClass, \
      storage.k8s.io/v1 StorageClass and CSINode, \
-     scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job";
+     scheduling.volcano.sh/v1beta1 PodGroup and Queue, batch.volcano.sh/v1alpha1 Job, \
+     topology.volcano.sh/v1alpha1 HyperNode";
 
 /// Where an object was written.
 #[derive(Clone, Debug, PartialEq, Eq)]

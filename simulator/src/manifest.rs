@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::Job;
+use volcano_api::topology::HyperNode;
 
 use crate::error::InputError;
 pub use crate::error::{Origin, SUPPORTED_KINDS};
@@ -59,11 +60,13 @@ pub enum ObjectKind {
     ReplicaSet,
     /// `apps/v1` StatefulSet (likewise).
     StatefulSet,
+    /// `topology.volcano.sh/v1alpha1` HyperNode (the network topology).
+    HyperNode,
 }
 
 impl ObjectKind {
     /// Every kind.
-    pub const ALL: [ObjectKind; 15] = [
+    pub const ALL: [ObjectKind; 16] = [
         ObjectKind::Node,
         ObjectKind::Pod,
         ObjectKind::PriorityClass,
@@ -79,6 +82,7 @@ impl ObjectKind {
         ObjectKind::ReplicationController,
         ObjectKind::ReplicaSet,
         ObjectKind::StatefulSet,
+        ObjectKind::HyperNode,
     ];
 
     /// The kind as written in manifests.
@@ -99,6 +103,7 @@ impl ObjectKind {
             ObjectKind::ReplicationController => "ReplicationController",
             ObjectKind::ReplicaSet => "ReplicaSet",
             ObjectKind::StatefulSet => "StatefulSet",
+            ObjectKind::HyperNode => "HyperNode",
         }
     }
 
@@ -117,6 +122,7 @@ impl ObjectKind {
             ObjectKind::PriorityClass => "scheduling.k8s.io/v1",
             ObjectKind::PodGroup | ObjectKind::Queue => "scheduling.volcano.sh/v1beta1",
             ObjectKind::Job => "batch.volcano.sh/v1alpha1",
+            ObjectKind::HyperNode => "topology.volcano.sh/v1alpha1",
         }
     }
 
@@ -178,6 +184,8 @@ pub enum Object {
     ReplicaSet(Arc<ReplicaSet>),
     /// A StatefulSet.
     StatefulSet(Arc<StatefulSet>),
+    /// A HyperNode.
+    HyperNode(Arc<HyperNode>),
 }
 
 impl Object {
@@ -199,6 +207,7 @@ impl Object {
             Object::ReplicationController(_) => ObjectKind::ReplicationController,
             Object::ReplicaSet(_) => ObjectKind::ReplicaSet,
             Object::StatefulSet(_) => ObjectKind::StatefulSet,
+            Object::HyperNode(_) => ObjectKind::HyperNode,
         }
     }
 
@@ -220,6 +229,7 @@ impl Object {
             Object::ReplicationController(o) => &o.metadata,
             Object::ReplicaSet(o) => &o.metadata,
             Object::StatefulSet(o) => &o.metadata,
+            Object::HyperNode(o) => &o.metadata,
         }
     }
 
@@ -241,6 +251,7 @@ impl Object {
             Object::ReplicationController(o) => &mut Arc::make_mut(o).metadata,
             Object::ReplicaSet(o) => &mut Arc::make_mut(o).metadata,
             Object::StatefulSet(o) => &mut Arc::make_mut(o).metadata,
+            Object::HyperNode(o) => &mut Arc::make_mut(o).metadata,
         }
     }
 
@@ -559,8 +570,24 @@ fn object(
         return Err(InputError::UnknownKind { origin: Box::new(origin), object: name, api_version, kind });
     };
     let display = display_name(k, &map);
-    if matches!(k, ObjectKind::PodGroup | ObjectKind::Queue) {
-        // Both CRDs accept an object without a spec.
+    if k == ObjectKind::HyperNode {
+        // The CRD requires the tier of a spec, which the type reads as 0 when missing.
+        if let Some(Value::Object(spec)) = map.get("spec") {
+            if !spec.contains_key("tier") {
+                return Err(InputError::Field {
+                    origin: Some(Box::new(origin)),
+                    kind: k.as_str(),
+                    object: display,
+                    field: "spec.tier".into(),
+                    message: "required: the HyperNode's tier (1 for the switches nodes hang off, higher further up)"
+                        .into(),
+                });
+            }
+        }
+    }
+    if matches!(k, ObjectKind::PodGroup | ObjectKind::Queue | ObjectKind::HyperNode) {
+        // These CRDs accept an object without a spec (a HyperNode is then refused by its
+        // check, for having no member).
         map.entry("spec").or_insert_with(|| Value::Object(Map::new()));
     }
     let value = Value::Object(map);
@@ -588,7 +615,8 @@ fn object(
         Service,
         ReplicationController,
         ReplicaSet,
-        StatefulSet
+        StatefulSet,
+        HyperNode
     );
     finish(validation, origin, object, display, &unknown, out)
 }

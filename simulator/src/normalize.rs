@@ -327,6 +327,9 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
             Object::StatefulSet(ss) => {
                 cluster.stateful_sets.insert(key, ss);
             }
+            Object::HyperNode(hn) => {
+                cluster.hyper_nodes.insert(key, hn);
+            }
         }
     }
 
@@ -470,6 +473,7 @@ fn validate(object: &Object) -> Result<(), FieldError> {
         Object::ReplicationController(rc) => validation::replication_controller(rc),
         Object::ReplicaSet(rs) => validation::replica_set(rs),
         Object::StatefulSet(ss) => validation::stateful_set(ss),
+        Object::HyperNode(hn) => validation::hyper_node(hn),
         // Volcano's job webhook admits it when it is planned.
         Object::Job(_) => Ok(()),
     }

@@ -262,3 +262,44 @@ fn files_and_directories_are_read_in_order() {
     assert!(err.to_string().ends_with("missing.yaml"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A leaf switch over two nodes, as Volcano's docs write one.
+const HYPER_NODE: &str = "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata:\n  name: leaf-0\nspec:\n  tier: 1\n  tierName: leaf\n  members:\n  - type: Node\n    selector:\n      exactMatch:\n        name: n1\n  - type: Node\n    selector:\n      regexMatch:\n        pattern: ^gpu-[0-9]+$\n";
+
+#[test]
+fn hyper_nodes_are_read_strictly_on_both_paths() {
+    let text = docs(&[node("n1", "4", "8Gi"), HYPER_NODE.into()]);
+    for reference in [false, true] {
+        let mut m = Manifest::new();
+        if reference {
+            m.load_str_reference("topology.yaml", &text).unwrap();
+        } else {
+            m.load_str("topology.yaml", &text).unwrap();
+        }
+        let Object::HyperNode(hn) = &m.entries[1].object else { panic!("{:?}", m.entries[1].object) };
+        assert_eq!(m.entries[1].object.kind(), ObjectKind::HyperNode);
+        assert_eq!((hn.spec.tier, hn.spec.tier_name.as_deref(), hn.spec.members.len()), (1, Some("leaf"), 2));
+        assert_eq!(hn.spec.members[1].selector.regex_match.as_ref().unwrap().pattern, "^gpu-[0-9]+$");
+        assert_eq!(m.entries[1].object.key(), "leaf-0", "cluster-scoped");
+    }
+    // An unknown field (Volcano's `members[].selector.exactMatch.names`, misspelt) is an
+    // error naming the file, the document, its line and the field's path.
+    let typo = docs(&[node("n1", "4", "8Gi"), HYPER_NODE.replace("        name: n1", "        names: n1")]);
+    for reference in [false, true] {
+        let mut m = Manifest::new();
+        let err =
+            if reference { m.load_str_reference("topology.yaml", &typo) } else { m.load_str("topology.yaml", &typo) }
+                .expect_err("an unknown field");
+        let InputError::Field { origin, kind, object, field, .. } = &err else { panic!("{err:?}") };
+        assert_eq!(origin.as_ref().map(|o| (o.document, o.line)), Some((2, Some(6))));
+        assert_eq!(
+            (*kind, object.as_str(), field.as_str()),
+            ("HyperNode", "leaf-0", "spec.members[0].selector.exactMatch.names")
+        );
+        assert!(err.to_string().starts_with("topology.yaml: document 2 (line 6): HyperNode leaf-0: field spec.members[0].selector.exactMatch.names: strict decoding error"), "{err}");
+    }
+    // Another version is an unknown kind.
+    let err = load_err("t.yaml", &HYPER_NODE.replace("v1alpha1", "v1beta1"));
+    assert_eq!(err.category(), "unknown_kind");
+    assert!(err.to_string().contains("topology.volcano.sh/v1alpha1 HyperNode"), "{err}");
+}

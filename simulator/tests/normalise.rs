@@ -282,3 +282,72 @@ fn invalid_volume_and_workload_objects_name_object_field_and_expectation() {
         assert!(m.starts_with(message), "{m}");
     }
 }
+
+const LEAF: &str = "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: leaf-0, namespace: ignored}\nspec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n1}}}, {type: Node, selector: {labelMatch: {matchLabels: {rack: r1}}}}]}\n";
+const SPINE: &str = "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: spine-0}\nspec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: leaf-0}}}]}\n";
+
+#[test]
+fn hyper_nodes_are_kept_and_reach_the_snapshot_extras() {
+    use volcano_framework::snapshot::SnapshotSource;
+    let n = norm(&docs(&[node("n1", "4", "8Gi"), LEAF.into(), SPINE.into()]));
+    let c = &n.cluster;
+    assert_eq!(c.hyper_nodes.keys().collect::<Vec<_>>(), ["leaf-0", "spine-0"]);
+    assert_eq!(c.hyper_nodes["leaf-0"].metadata.namespace, None, "cluster-scoped");
+    assert!(c.hyper_nodes["spine-0"].metadata.uid.is_some());
+    assert!(n.origins.get(volcano_sim::ObjectKind::HyperNode, "spine-0").is_some());
+    let extra = SnapshotSource::extra_objects(c);
+    assert_eq!(extra.hyper_nodes.len(), 2);
+    assert!(extra.nodes.is_empty() && extra.pods.is_empty());
+    let extras = volcano_framework::Extras::from_objects(&c.objects());
+    assert_eq!(extras.hyper_nodes.keys().collect::<Vec<_>>(), ["leaf-0", "spine-0"]);
+}
+
+#[test]
+fn invalid_hyper_nodes_name_file_object_and_field() {
+    let cases = [
+        (
+            LEAF.replace("{exactMatch: {name: n1}}", "{regexMatch: {pattern: \"n[0-9\"}}"),
+            "spec.members[0].selector.regexMatch.pattern",
+            "member regexMatch pattern is invalid: unclosed character class",
+        ),
+        (
+            LEAF.replace("{exactMatch: {name: n1}}", "{exactMatch: {name: n1}, regexMatch: {pattern: n}}"),
+            "spec.members[0].selector",
+            "Only one of ExactMatch, RegexMatch, or LabelMatch can be specified",
+        ),
+        (
+            LEAF.replace("type: Node, selector: {labelMatch", "type: Rack, selector: {labelMatch"),
+            "spec.members[1].type",
+            "unsupported value \"Rack\"; expected one of Node, HyperNode",
+        ),
+        (LEAF.replace("tier: 1", "tier: -1"), "spec.tier", "-1 is negative"),
+        (
+            SPINE.replace(
+                "spec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: leaf-0}}}]}",
+                "spec: {tier: 2}",
+            ),
+            "spec.members",
+            "required: member must have at least one member",
+        ),
+        (
+            SPINE
+                .replace("\nspec: {tier: 2, members: [{type: HyperNode, selector: {exactMatch: {name: leaf-0}}}]}", ""),
+            "spec.members",
+            "required: member must have at least one member",
+        ),
+        (SPINE.replace("tier: 2, ", ""), "spec.tier", "required: the HyperNode's tier"),
+    ];
+    for (yaml, field, message) in cases {
+        let text = docs(&[node("n1", "4", "8Gi"), yaml.clone()]);
+        // Reading refuses a spec without its tier; normalising, the others.
+        let mut m = volcano_sim::Manifest::new();
+        let err = match m.load_str("test.yaml", &text) {
+            Err(e) => e,
+            Ok(()) => normalise(m).err().unwrap_or_else(|| panic!("{yaml}")),
+        };
+        let InputError::Field { origin, kind, field: f, message: m, .. } = &err else { panic!("{err:?}") };
+        assert_eq!((*kind, f.as_str()), ("HyperNode", field), "{err}");
+        assert!(m.starts_with(message), "{m}");
+        assert_eq!(origin.as_ref().map(|o| o.document), Some(2), "{err}");
+    }
+}

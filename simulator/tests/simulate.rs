@@ -313,3 +313,17 @@ fn a_kubectl_dump_simulates() {
     assert_eq!(pg["phase"], "Inqueue");
     assert!(pg["conditions"][0]["message"].as_str().unwrap().contains("Insufficient nvidia.com/gpu"), "{pg}");
 }
+
+/// HyperNodes in the input reach every cycle's snapshot (the framework builds the topology
+/// from them), and a run over them schedules as any other.
+#[test]
+fn hyper_nodes_reach_the_cycles_and_the_run_goes_on() {
+    let leaf = "apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: leaf-0}\nspec: {tier: 1, members: [{type: Node, selector: {regexMatch: {pattern: \"^n[0-9]$\"}}}]}\n";
+    let text = docs(&[node("n1", "4", "8Gi"), leaf.into(), pod("ml", "a", "1", "1Gi")]);
+    let mut sim = simulator(&text, "bind-one");
+    assert_eq!(sim.run(None).unwrap(), Stop::Fixpoint);
+    let binds: Vec<&str> = sim.history().iter().flat_map(|c| c.binds.iter().map(|b| b.pod.as_str())).collect();
+    assert_eq!(binds, ["ml/a"]);
+    let snap = sim.cluster().clone().snapshot(&["volcano-rs"]).unwrap();
+    assert_eq!(snap.extras().hyper_nodes.keys().collect::<Vec<_>>(), ["leaf-0"]);
+}
