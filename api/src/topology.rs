@@ -29,7 +29,8 @@ pub const MEMBER_TYPE_HYPER_NODE: &str = "HyperNode";
     kind = "HyperNode",
     plural = "hypernodes",
     shortname = "hn",
-    status = "HyperNodeStatus"
+    status = "HyperNodeStatus",
+    derive = "PartialEq"
 )]
 #[serde(rename_all = "camelCase")]
 pub struct HyperNodeSpec {

@@ -6,7 +6,7 @@
 //! and the objects read but not scheduled: Namespaces, PersistentVolumeClaims,
 //! PersistentVolumes, StorageClasses, CSINodes, and the Services, ReplicationControllers,
 //! ReplicaSets and StatefulSets whose selectors make the system-default topology spread
-//! constraints) takes the watch events of `kube-runtime`'s watcher: `Apply` and `Delete`
+//! constraints, and the HyperNodes of the network topology) takes the watch events of `kube-runtime`'s watcher: `Apply` and `Delete`
 //! change one object; a (re)list (`Init`, `InitApply`…, `InitDone`) fills a new map that
 //! replaces the old one when it is complete, so a relist after a watch error never shows a
 //! half cluster. Services and the three workload kinds are stripped on the way in to their
@@ -14,6 +14,12 @@
 //! that leaves the stripped object as it was (a ReplicaSet's status, say) changes nothing.
 //! An object the API server would not have admitted (see `volcano_api::validation`) is left
 //! out with a warning naming the object and the field, rather than stopping every cycle.
+//! HyperNodes are optional: while the API server does not serve them (the CRD is not
+//! installed) or the scheduler may not list them, the kind counts as listed with none
+//! ([`ClusterCache::hyper_nodes_unavailable`]), and HyperNodes are cached as usual once a
+//! list succeeds (`run::start_watches`). A HyperNode is kept without its `managedFields`
+//! and `resourceVersion` ([`strip_hyper_node`]), so that a write that changes nothing else
+//! changes nothing.
 //!
 //! **Assumptions.** A pod the scheduler bound counts on its node from the moment the cycle
 //! decides it (`assume_bound`), before the bind is even sent, until the watch shows the pod
@@ -35,8 +41,8 @@
 //! cannot give what a build would (a node or queue added or removed, a relist, a
 //! PriorityClass changed, or more changes than a rebuild costs), by rebuilding it from the
 //! stores. An idle cycle on a large cluster therefore costs neither, and a busy one pays
-//! for what changed. A change of a Namespace, a volume object, a Service or a workload's
-//! selector gives the next snapshot fresh [`Extras`](volcano_framework::Extras) (built from those stores alone) and
+//! for what changed. A change of a Namespace, a volume object, a Service, a workload's
+//! selector or a HyperNode gives the next snapshot fresh [`Extras`](volcano_framework::Extras) (built from those stores alone) and
 //! leaves its tasks alone.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -52,6 +58,7 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::runtime::watcher::Event;
 use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
+use volcano_api::topology::HyperNode;
 use volcano_api::validation::{self, Check};
 use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
 use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
@@ -147,6 +154,20 @@ impl CachedKind for StatefulSet {
     fn check(&self) -> Check {
         validation::stateful_set(self)
     }
+}
+
+impl CachedKind for HyperNode {
+    const KIND: &'static str = "HyperNode";
+    fn check(&self) -> Check {
+        validation::hyper_node(self)
+    }
+}
+
+/// What the cache keeps of a HyperNode: all but its `managedFields` and `resourceVersion`,
+/// which every write changes.
+pub fn strip_hyper_node(hn: &mut HyperNode) {
+    hn.metadata.managed_fields = None;
+    hn.metadata.resource_version = None;
 }
 
 /// The metadata the cache keeps of a Service or a workload: its name and namespace.
@@ -406,6 +427,9 @@ pub struct ClusterCache {
     pub replica_sets: Store<ReplicaSet>,
     /// StatefulSets, stripped ([`strip_stateful_set`]).
     pub stateful_sets: Store<StatefulSet>,
+    /// HyperNodes, stripped ([`strip_hyper_node`]); listed with none while the API server
+    /// does not serve them ([`ClusterCache::hyper_nodes_unavailable`]).
+    pub hyper_nodes: Store<HyperNode>,
     assumed: HashMap<String, Assumption>,
     /// Keys of the pods [`pods_without_group`](Self::pods_without_group) returns, kept as
     /// the pods change so that a settled cluster's cycle does not look at every pod.
@@ -451,6 +475,7 @@ impl ClusterCache {
             && self.replication_controllers.synced()
             && self.replica_sets.synced()
             && self.stateful_sets.synced()
+            && self.hyper_nodes.synced()
     }
 
     /// Keeps what a cycle over the kept snapshot remembered of the jobs it could not place,
@@ -498,8 +523,8 @@ impl ClusterCache {
 
     /// Marks the read-only kinds (Namespaces, PersistentVolumeClaims, PersistentVolumes,
     /// StorageClasses, CSINodes, Services, ReplicationControllers, ReplicaSets,
-    /// StatefulSets) listed with none of them: for tests and tools that feed the cache
-    /// without a cluster.
+    /// StatefulSets, HyperNodes) listed with none of them: for tests and tools that feed the
+    /// cache without a cluster.
     pub fn list_no_extras(&mut self) {
         self.apply_namespace(Event::Init);
         self.apply_namespace(Event::InitDone);
@@ -519,6 +544,8 @@ impl ClusterCache {
         self.apply_replica_set(Event::InitDone);
         self.apply_stateful_set(Event::Init);
         self.apply_stateful_set(Event::InitDone);
+        self.apply_hyper_node(Event::Init);
+        self.apply_hyper_node(Event::InitDone);
     }
 
     /// Applies a PriorityClass event.
@@ -598,6 +625,27 @@ impl ClusterCache {
         if self.stateful_sets.apply_compared(e) {
             self.keeper.extras_changed();
         }
+    }
+
+    /// Applies a HyperNode event, stripped ([`strip_hyper_node`]); the extras (and with
+    /// them the snapshot's topology) are rebuilt when what is kept changed.
+    pub fn apply_hyper_node(&mut self, e: Event<HyperNode>) {
+        let e = e.modify(strip_hyper_node);
+        if self.hyper_nodes.apply_compared(e) {
+            self.keeper.extras_changed();
+        }
+    }
+
+    /// The API server does not serve HyperNodes (their CRD is not installed) or refuses to
+    /// list them to the scheduler: there are none. Marks the kind listed (so that the caches
+    /// sync without it) and drops the HyperNodes held, if any; changes nothing when the kind
+    /// is already listed with none, so that the watch may say so at every retry.
+    pub fn hyper_nodes_unavailable(&mut self) {
+        if self.hyper_nodes.synced() && self.hyper_nodes.is_empty() {
+            return;
+        }
+        self.apply_hyper_node(Event::Init);
+        self.apply_hyper_node(Event::InitDone);
     }
 
     /// Applies a Pod event, and settles the assumptions the event answers.
@@ -827,7 +875,7 @@ impl ClusterCache {
         }
     }
 
-    /// The Namespaces, volume objects, Services and workloads, alone (what [`Extras`](volcano_framework::Extras) are
+    /// The Namespaces, volume objects, Services, workloads and HyperNodes, alone (what [`Extras`](volcano_framework::Extras) are
     /// made of).
     fn extra_objects(&self) -> ClusterObjects {
         fn all<K: CachedKind>(s: &Store<K>) -> Vec<Arc<K>> {
@@ -843,6 +891,7 @@ impl ClusterCache {
             replication_controllers: all(&self.replication_controllers),
             replica_sets: all(&self.replica_sets),
             stateful_sets: all(&self.stateful_sets),
+            hyper_nodes: all(&self.hyper_nodes),
             ..Default::default()
         }
     }
@@ -1173,6 +1222,101 @@ mod tests {
             Some("spec: required: access modes and a storage request")
         );
         assert!(c.snapshot().unwrap().extras().pvc("ml", "bad").is_none());
+    }
+
+    /// A HyperNode as the API server returns it (managed fields, resource version, status).
+    fn hyper_node(name: &str, pattern: &str, version: &str) -> HyperNode {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode",
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": version,
+                         "managedFields": [{"manager": "volcano-rs", "operation": "Update"}]},
+            "spec": {"tier": 1, "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]},
+            "status": {"nodeCount": 1}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn hyper_nodes_replace_the_extras_and_an_absent_crd_counts_as_listed() {
+        // Listed like the other read-only kinds: the cache is not synced before.
+        let mut c = ClusterCache::new(vec!["volcano-rs".into()], BTreeMap::new());
+        c.apply_node(Event::Init);
+        c.apply_node(Event::InitDone);
+        c.apply_pod(Event::Init);
+        c.apply_pod(Event::InitDone);
+        c.apply_pod_group(Event::Init);
+        c.apply_pod_group(Event::InitDone);
+        c.apply_queue(Event::Init);
+        c.apply_queue(Event::InitDone);
+        c.apply_priority_class(Event::Init);
+        c.apply_priority_class(Event::InitDone);
+        {
+            c.apply_namespace(Event::Init);
+            c.apply_namespace(Event::InitDone);
+            c.apply_pvc(Event::Init);
+            c.apply_pvc(Event::InitDone);
+            c.apply_pv(Event::Init);
+            c.apply_pv(Event::InitDone);
+            c.apply_storage_class(Event::Init);
+            c.apply_storage_class(Event::InitDone);
+            c.apply_csi_node(Event::Init);
+            c.apply_csi_node(Event::InitDone);
+            c.apply_service(Event::Init);
+            c.apply_service(Event::InitDone);
+            c.apply_replication_controller(Event::Init);
+            c.apply_replication_controller(Event::InitDone);
+            c.apply_replica_set(Event::Init);
+            c.apply_replica_set(Event::InitDone);
+            c.apply_stateful_set(Event::Init);
+            c.apply_stateful_set(Event::InitDone);
+        }
+        assert!(!c.synced(), "HyperNodes are not listed yet");
+        // The CRD is not installed: none, and synced.
+        c.hyper_nodes_unavailable();
+        assert!(c.synced());
+        let snap = c.snapshot().unwrap();
+        assert!(snap.extras().hyper_nodes.is_empty());
+        assert_eq!(c.rebuilds(), 1);
+
+        // The CRD is installed later: the watch's first list brings them in, without a rebuild.
+        c.apply_hyper_node(Event::Init);
+        c.apply_hyper_node(Event::InitApply(hyper_node("leaf-0", "^n[0-9]$", "1")));
+        c.apply_hyper_node(Event::InitDone);
+        let snap = c.snapshot().unwrap();
+        assert_eq!(c.rebuilds(), 1, "the extras are replaced, the tasks kept");
+        let kept = &snap.extras().hyper_nodes["leaf-0"];
+        assert_eq!(kept.spec.members[0].selector.regex_match.as_ref().unwrap().pattern, "^n[0-9]$");
+        assert!(kept.metadata.managed_fields.is_none() && kept.metadata.resource_version.is_none());
+        assert_eq!(kept.status.as_ref().and_then(|s| s.node_count), Some(1));
+
+        // A write that changes only the resource version changes nothing; a new spec does.
+        c.apply_hyper_node(Event::Apply(hyper_node("leaf-0", "^n[0-9]$", "2")));
+        assert!(!c.keeper.extras_pending());
+        c.apply_hyper_node(Event::Apply(hyper_node("leaf-0", "^gpu-", "3")));
+        assert!(c.keeper.extras_pending());
+        let snap = c.snapshot().unwrap();
+        assert_eq!(
+            snap.extras().hyper_nodes["leaf-0"].spec.members[0].selector.regex_match.as_ref().unwrap().pattern,
+            "^gpu-"
+        );
+
+        // One the API server should not have admitted (a pattern that does not compile) is
+        // left out with the field named.
+        c.apply_hyper_node(Event::Apply(hyper_node("leaf-1", "gpu-(", "4")));
+        assert_eq!(
+            c.hyper_nodes.invalid().get("leaf-1").map(String::as_str),
+            Some("spec.members[0].selector.regexMatch.pattern: member regexMatch pattern is invalid: unclosed group")
+        );
+        assert_eq!(c.snapshot().unwrap().extras().hyper_nodes.keys().collect::<Vec<_>>(), ["leaf-0"]);
+
+        // The CRD is removed: the HyperNodes go with it, once; saying so again changes nothing.
+        c.hyper_nodes_unavailable();
+        assert!(c.synced() && c.hyper_nodes.is_empty());
+        let gone = c.snapshot().unwrap();
+        assert!(gone.extras().hyper_nodes.is_empty());
+        c.hyper_nodes_unavailable();
+        assert!(!c.keeper.extras_pending());
+        assert_eq!(c.rebuilds(), 1);
     }
 
     /// A ReplicaSet as the API server returns it: labels, annotations, owner, template,

@@ -32,6 +32,7 @@ use kube::Client;
 use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::crd::{PodGroup, Queue, GROUP_NAME_ANNOTATION};
+use volcano_api::topology::HyperNode;
 use volcano_framework::{implicit, run_cycle, CycleContext, SessionOptions};
 use volcano_metrics::CycleTimer;
 
@@ -153,11 +154,68 @@ where
     })
 }
 
+/// Whether a watch error says the kind cannot be listed at all: not served (404, its CRD is
+/// not installed) or forbidden (403, an RBAC without it).
+fn unavailable(e: &watcher::Error) -> Option<u16> {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404 || s.code == 403 => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Starts the watch of HyperNodes, a kind the API server may not serve (the
+/// `topology.volcano.sh` CRD is optional) and an older RBAC may not let the scheduler list.
+/// While listing them is refused with 404 or 403 the cache holds none and counts them as
+/// listed ([`ClusterCache::hyper_nodes_unavailable`]), so the scheduler syncs and schedules
+/// without a topology; the watcher keeps trying with its back-off (at most 30 s apart), and
+/// its first successful list brings the HyperNodes in, without a restart.
+fn watch_hyper_nodes(client: &Client, cache: Arc<Mutex<ClusterCache>>) -> tokio::task::JoinHandle<()> {
+    let config = watcher::Config::default().any_semantic();
+    let api = Api::<HyperNode>::all(client.clone());
+    tokio::spawn(async move {
+        let stream = watcher::watcher(api, config).default_backoff();
+        futures::pin_mut!(stream);
+        // The code of the refusal last said, so that a retry refused alike says nothing.
+        let mut refused: Option<u16> = None;
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(e) => {
+                    if refused.take().is_some() {
+                        tracing::info!("HyperNodes are served and readable now: the network topology is watched");
+                    }
+                    cache.lock().expect("cache lock").apply_hyper_node(e);
+                }
+                Err(e) => match unavailable(&e) {
+                    Some(code) => {
+                        if refused.replace(code) != Some(code) {
+                            if code == 404 {
+                                tracing::info!(
+                                    "HyperNodes are not served (the topology.volcano.sh CRD is not installed: \
+                                     deploy/crds/topology.volcano.sh_hypernodes.yaml); scheduling without a network \
+                                     topology, and watching for the CRD"
+                                );
+                            } else {
+                                tracing::warn!(
+                                    "the scheduler may not list HyperNodes (add the hypernodes rule of \
+                                     deploy/rbac.yaml to its ClusterRole); scheduling without a network topology \
+                                     until it may: {e}"
+                                );
+                            }
+                        }
+                        cache.lock().expect("cache lock").hyper_nodes_unavailable();
+                    }
+                    None => tracing::warn!(kind = "HyperNode", "watch: {e}"),
+                },
+            }
+        }
+    })
+}
+
 /// Starts the watches of the kinds the scheduler reads (Nodes, Pods, PodGroups, Queues,
 /// PriorityClasses, Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 /// CSINodes, and Services, ReplicationControllers, ReplicaSets and StatefulSets, which the
-/// cache strips to their name, namespace and selector as they arrive); abort the handles to
-/// stop them.
+/// cache strips to their name, namespace and selector as they arrive, and HyperNodes, which
+/// may be absent: [`watch_hyper_nodes`]); abort the handles to stop them.
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
     start_watches_observed(client, cache, None)
 }
@@ -187,6 +245,7 @@ pub fn start_watches_observed(
         ),
         watch(Api::<ReplicaSet>::all(client.clone()), cache.clone(), ClusterCache::apply_replica_set),
         watch(Api::<StatefulSet>::all(client.clone()), cache.clone(), ClusterCache::apply_stateful_set),
+        watch_hyper_nodes(client, cache.clone()),
     ]
 }
 
@@ -499,4 +558,27 @@ fn log_cycle(cycle: u64, outcome: &volcano_framework::CycleOutcome, took: Durati
 /// Resolves on SIGTERM or Ctrl-C.
 pub async fn termination() {
     volcano_kube::termination().await
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::Status;
+    use kube::runtime::watcher;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            Status::failure("the server could not find the requested resource", "NotFound").with_code(code),
+        ))
+    }
+
+    /// A list refused with 404 (no CRD) or 403 (no RBAC rule) means "no HyperNodes"; any
+    /// other failure is a watch error like another kind's, retried without dropping them.
+    #[test]
+    fn only_a_refused_list_makes_hyper_nodes_unavailable() {
+        assert_eq!(super::unavailable(&watcher::Error::InitialListFailed(api_error(404))), Some(404));
+        assert_eq!(super::unavailable(&watcher::Error::InitialListFailed(api_error(403))), Some(403));
+        assert_eq!(super::unavailable(&watcher::Error::InitialListFailed(api_error(500))), None);
+        assert_eq!(super::unavailable(&watcher::Error::WatchStartFailed(api_error(404))), None);
+        assert_eq!(super::unavailable(&watcher::Error::NoResourceVersion), None);
+    }
 }

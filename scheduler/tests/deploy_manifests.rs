@@ -233,6 +233,7 @@ fn expected_cluster_grants() -> BTreeSet<(String, String, String)> {
         ("", "replicationcontrollers", &["list", "watch"]),
         ("apps", "replicasets", &["list", "watch"]),
         ("apps", "statefulsets", &["list", "watch"]),
+        ("topology.volcano.sh", "hypernodes", &["list", "watch"]),
         ("scheduling.volcano.sh", "podgroups", &["list", "watch", "create", "patch"]),
         ("scheduling.volcano.sh", "queues", &["list", "watch", "create"]),
         ("scheduling.volcano.sh", "queues/status", &["patch"]),
