@@ -155,9 +155,10 @@ impl Allocate {
         };
         let need = topology::Need::of(ssn, j, placed_at.is_some());
         let needed = topology::still_needed(ssn, j);
-        let mut shortfall = topology::Shortfall::default();
+        let mut shortfall = topology::Shortfall { needed, ..Default::default() };
         let mut tried = 0;
-        for mut tier in topology::candidates(ssn, &topo, root, c.highest_tier, &need) {
+        let (gradients, roomiest) = topology::candidates(ssn, &topo, root, c.highest_tier, &need);
+        for mut tier in gradients {
             topology::order(ssn, &topo, j, &mut tier);
             for h in tier {
                 tried += 1;
@@ -173,7 +174,7 @@ impl Allocate {
                 placed.stmt.discard(ssn);
             }
         }
-        ssn.set_job_reason(j, shortfall.reason(&topo, &c, root, tried));
+        ssn.set_job_reason(j, shortfall.reason(&topo, &c, root, tried, roomiest));
         None
     }
 

@@ -96,34 +96,37 @@ impl Need {
         Need { min_resources: if placed { None } else { job.min_resources.clone() }, slots }
     }
 
-    fn holds(&self, ssn: &Session, nodes: &[volcano_framework::NodeId]) -> bool {
+    /// Whether the nodes have room for the job: `Err` with the slots they have when they
+    /// have too few, `Err(None)` when Σ free does not cover `minResources`.
+    fn holds(&self, ssn: &Session, nodes: &[volcano_framework::NodeId]) -> Result<(), Option<usize>> {
         if let Some(need) = &self.min_resources {
             if !holds_free(ssn, nodes, need) {
-                return false;
+                return Err(None);
             }
         }
         if let Some((req, needed)) = &self.slots {
             let mut slots = 0usize;
             for n in nodes {
-                slots += fits_times(req, &ssn.snap.node(*n).future_idle());
+                slots += fits_times(req, ssn.snap.node(*n));
                 if slots >= *needed {
-                    return true;
+                    return Ok(());
                 }
             }
-            return false;
+            return Err(Some(slots));
         }
-        true
+        Ok(())
     }
 }
 
-/// How many times `req` fits `free` (every dimension `req` asks for).
-fn fits_times(req: &Resource, free: &Resource) -> usize {
+/// How many times `req` fits the node's future idle resources (idle + releasing −
+/// pipelined; every dimension `req` asks for).
+fn fits_times(req: &Resource, node: &volcano_framework::NodeInfo) -> usize {
     let mut times = usize::MAX;
     for (name, r) in req.dims() {
         if r <= 0.0 {
             continue;
         }
-        let f = free.get(name);
+        let f = node.idle.get(name) + node.releasing.get(name) - node.pipelined.get(name);
         times = times.min(if f <= 0.0 { 0 } else { (f / r + 1e-9).floor() as usize });
         if times == 0 {
             return 0;
@@ -133,37 +136,65 @@ fn fits_times(req: &Resource, free: &Resource) -> usize {
 }
 
 /// The HyperNodes to try, tier by tier from the lowest: within `root`, of a tier at most
-/// the allowed one, with room for the job ([`Need`]).
+/// the allowed one, with room for the job ([`Need`]); and, of those ruled out for lack of
+/// slots, the one with the most (for the job's reason).
 pub fn candidates(
     ssn: &Session,
     topo: &Topology,
     root: HyperNodeId,
     highest_tier: u32,
     need: &Need,
-) -> Vec<Vec<HyperNodeId>> {
+) -> (Vec<Vec<HyperNodeId>>, Option<(HyperNodeId, usize)>) {
     let mut by_tier: std::collections::BTreeMap<u32, Vec<HyperNodeId>> = std::collections::BTreeMap::new();
+    let mut roomiest: Option<(HyperNodeId, usize)> = None;
     let mut stack = vec![root];
     while let Some(h) = stack.pop() {
         let info = topo.get(h);
-        stack.extend(info.children.iter().copied());
-        if info.tier > highest_tier || !need.holds(ssn, &info.nodes) {
+        if info.tier > highest_tier {
+            stack.extend(info.children.iter().copied());
             continue;
         }
-        by_tier.entry(info.tier).or_default().push(h);
+        // A HyperNode without room for the job has none in its members either (they hold a
+        // subset of its nodes): its subtree is skipped.
+        match need.holds(ssn, &info.nodes) {
+            Ok(()) => {
+                stack.extend(info.children.iter().copied());
+                by_tier.entry(info.tier).or_default().push(h)
+            }
+            Err(Some(slots)) => {
+                let better = match roomiest {
+                    None => true,
+                    Some((b, n)) => {
+                        (slots, std::cmp::Reverse(info.tier), std::cmp::Reverse(&info.name))
+                            > (n, std::cmp::Reverse(topo.get(b).tier), std::cmp::Reverse(&topo.get(b).name))
+                    }
+                };
+                if better {
+                    roomiest = Some((h, slots));
+                }
+            }
+            Err(None) => {}
+        }
     }
-    by_tier.into_values().collect()
+    (by_tier.into_values().collect(), roomiest)
 }
 
-/// Whether Σ idle (or Σ future idle) of the nodes covers `need` (Volcano's pre-filter).
+/// Whether Σ idle (or Σ future idle) of the nodes covers `need` (Volcano's pre-filter),
+/// over the dimensions `need` asks for.
 fn holds_free(ssn: &Session, nodes: &[volcano_framework::NodeId], need: &Resource) -> bool {
-    let mut idle = Resource::empty();
-    let mut future = Resource::empty();
+    let dims: Vec<(&str, f64)> = need.dims().filter(|(_, v)| *v > 0.0).collect();
+    let mut idle = vec![0.0; dims.len()];
+    let mut future = vec![0.0; dims.len()];
     for n in nodes {
         let node = ssn.snap.node(*n);
-        idle.add(&node.idle);
-        future.add(&node.future_idle());
+        for (i, (name, _)) in dims.iter().enumerate() {
+            let x = node.idle.get(name);
+            idle[i] += x;
+            future[i] += x + node.releasing.get(name) - node.pipelined.get(name);
+        }
     }
-    need.less_equal(&idle, DimensionDefault::Zero) || need.less_equal(&future, DimensionDefault::Zero)
+    let covers = |have: &[f64]| dims.iter().zip(have).all(|((_, v), h)| *v <= *h);
+    covers(&idle) || covers(&future)
 }
 
 /// Orders one tier's candidates: highest plugin score first, then most of the job's placed
@@ -236,24 +267,40 @@ impl Shortfall {
         }
     }
 
-    /// The job's reason.
-    pub fn reason(&self, topo: &Topology, c: &Constraint, root: HyperNodeId, tried: usize) -> String {
+    /// The job's reason. `roomiest` is the candidate ruled out with the most room, and how
+    /// many pods it had room for.
+    pub fn reason(
+        &self,
+        topo: &Topology,
+        c: &Constraint,
+        root: HyperNodeId,
+        tried: usize,
+        roomiest: Option<(HyperNodeId, usize)>,
+    ) -> String {
+        let mode = if c.hard { "hard" } else { "soft" };
         let scope = if root == topo.top() {
             String::new()
         } else {
             format!(" within HyperNode {} (where its pods already run)", topo.get(root).name)
         };
         let Some(h) = self.hyper_node else {
-            return format!(
-                "network topology {}: no HyperNode of tier {} or below{scope} has free resources for the job's minimum",
-                if c.hard { "hard" } else { "soft" },
-                c.highest_tier
-            );
+            return match roomiest {
+                Some((r, slots)) => {
+                    let info = topo.get(r);
+                    format!(
+                        "network topology {mode}: no HyperNode of tier {} or below{scope} has room for the job; the roomiest, {} (tier {}), has room for {slots} of the {} pods it needs",
+                        c.highest_tier, info.name, info.tier, self.needed
+                    )
+                }
+                None => format!(
+                    "network topology {mode}: no HyperNode of tier {} or below{scope} has free resources for the job's minimum",
+                    c.highest_tier
+                ),
+            };
         };
         let info = topo.get(h);
         format!(
-            "network topology {}: the job fits no HyperNode of tier {} or below{scope} ({tried} tried); the closest, {} (tier {}), holds {} of the {} pods it needs{}",
-            if c.hard { "hard" } else { "soft" },
+            "network topology {mode}: the job fits no HyperNode of tier {} or below{scope} ({tried} tried); the closest, {} (tier {}), holds {} of the {} pods it needs{}",
             c.highest_tier,
             info.name,
             info.tier,

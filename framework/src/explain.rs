@@ -313,7 +313,10 @@ fn network_topology(ssn: &Session, j: JobId) -> Option<String> {
     let mode = nt.mode.as_deref().unwrap_or("hard");
     let tier = match (nt.highest_tier_allowed, nt.highest_tier_name.as_deref()) {
         (Some(t), _) => {
-            let name = u32::try_from(t).ok().and_then(|t| topo.of_tier(t).first()).and_then(|h| topo.get(*h).tier_name.clone());
+            let name = u32::try_from(t)
+                .ok()
+                .and_then(|t| topo.of_tier(t).first())
+                .and_then(|h| topo.get(*h).tier_name.clone());
             format!("tier {t} or below{}", name.map(|n| format!(" ({n})")).unwrap_or_default())
         }
         (None, Some(name)) => match topo.tier_named(name) {

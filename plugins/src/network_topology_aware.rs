@@ -26,8 +26,8 @@ use volcano_api::conf::{args, PluginOption};
 use volcano_framework::resource::MIN_RESOURCE;
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
-    parse_args, ArgsError, Hooks, JobId, NodeId, Plugin, PluginBuilder, Resource, SessionContext, Snapshot, TaskId,
-    TaskStatus,
+    parse_args, ArgsError, Hooks, Incremental, JobId, NodeDomains, NodeId, Plugin, PluginBuilder, Resource,
+    SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 use crate::predicates::unknown_key;
@@ -149,6 +149,8 @@ pub struct NetworkTopologyAware {
     allocatable: Vec<Resource>,
     /// Σ used per HyperNode (kept by the events).
     used: Vec<Resource>,
+    /// Each node's lowest HyperNode ([`NodeDomains::NONE`] for the nodes in none).
+    domains: Arc<NodeDomains>,
 }
 
 impl NetworkTopologyAware {
@@ -226,12 +228,29 @@ impl Plugin for NetworkTopologyAware {
         Hooks::HYPER_NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::EVENT_HANDLER
     }
 
+    fn incremental(&self) -> Option<&dyn Incremental> {
+        Some(self)
+    }
+
+    fn incremental_mut(&mut self) -> Option<&mut dyn Incremental> {
+        Some(self)
+    }
+
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.topo = snap.topology_shared();
+        let top = self.topo.top();
+        self.domains = Arc::new(NodeDomains {
+            of_node: (0..snap.nodes.len() as u32)
+                .map(|i| match self.topo.lowest_of(NodeId(i)) {
+                    h if h == top => NodeDomains::NONE,
+                    h => h.0,
+                })
+                .collect(),
+            count: top.0,
+        });
         let n = self.topo.hyper_nodes().len();
         self.allocatable = vec![Resource::empty(); n];
         self.used = vec![Resource::empty(); n];
-        let top = self.topo.top();
         for (i, h) in self.topo.hyper_nodes().iter().enumerate() {
             if HyperNodeId(i as u32) == top {
                 continue;
@@ -288,14 +307,22 @@ impl Plugin for NetworkTopologyAware {
                 best = best.max(s);
                 raw.push(s);
             }
-            // Ties at the best: the HyperNode holding most of the job's pods.
-            let placed: Vec<NodeId> = Self::placed(snap, j).collect();
+            // Ties at the best: the HyperNode holding most of the job's pods (counted once
+            // per HyperNode above each placed pod).
+            let tied = raw.iter().filter(|x| **x == best).count() > 1;
+            let mut held: std::collections::HashMap<HyperNodeId, usize> = std::collections::HashMap::new();
+            if tied {
+                for p in Self::placed(snap, j) {
+                    for h in self.topo.ancestors(self.topo.lowest_of(p)) {
+                        *held.entry(h).or_default() += 1;
+                    }
+                }
+            }
             let all = snap.job(j).tasks.len().max(1) as f64;
             for (i, n) in nodes.iter().enumerate() {
                 let mut s = raw[i];
-                if s == best && raw.iter().filter(|x| **x == best).count() > 1 {
-                    let low = self.topo.lowest_of(*n);
-                    s += placed.iter().filter(|p| self.topo.holds(low, **p)).count() as f64 / all;
+                if tied && s == best {
+                    s += held.get(&self.topo.lowest_of(*n)).copied().unwrap_or(0) as f64 / all;
                 }
                 scores[i] += s * scale;
             }
@@ -324,6 +351,52 @@ impl Plugin for NetworkTopologyAware {
     }
 }
 
+impl NetworkTopologyAware {
+    /// Whether the task's job has a network topology constraint.
+    fn constrained(snap: &Snapshot, task: TaskId) -> bool {
+        snap.task(task).job.is_some_and(|j| snap.job(j).pod_group.spec.network_topology.is_some())
+    }
+}
+
+impl Incremental for NetworkTopologyAware {
+    fn reads_clock(&self, _snap: &Snapshot) -> bool {
+        false
+    }
+
+    fn shape_local(&self, snap: &Snapshot, task: TaskId) -> bool {
+        // No predicate and no per-node score; the batch scores of a task without a
+        // constraint read only its request and the HyperNodes' use. A constrained task's
+        // read its job's placed pods: such tasks are scanned (allocate scans a
+        // HyperNode's nodes for them anyway, the whole cluster only for soft jobs that fit
+        // no HyperNode).
+        self.topo.is_empty() || !Self::constrained(snap, task)
+    }
+
+    fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
+        // Reads no inter-pod rule.
+        true
+    }
+
+    fn evaluation_key(&self, _snap: &Snapshot, _task: TaskId) -> Option<u64> {
+        // No predicate, no per-node score.
+        Some(0)
+    }
+
+    fn batch_uniform(&self, _snap: &Snapshot, _task: TaskId) -> bool {
+        // Without HyperNodes, or with the normal-pod score off, every node scores 0.
+        self.topo.is_empty() || !self.settings.normal_pods
+    }
+
+    fn batch_partition(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
+        // A node's score reads only its HyperNodes (its lowest one and that one's
+        // ancestors): equal on the nodes of one lowest HyperNode, and on the nodes in none.
+        if self.topo.is_empty() || !self.settings.normal_pods || Self::constrained(snap, task) {
+            return None;
+        }
+        Some(self.domains.clone())
+    }
+}
+
 /// Checks the arguments and returns the builder.
 pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> {
     let settings = Arc::new(Args::parse(opt)?);
@@ -333,6 +406,7 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             topo: Arc::new(Topology::default()),
             allocatable: Vec::new(),
             used: Vec::new(),
+            domains: Arc::new(NodeDomains { of_node: Vec::new(), count: 0 }),
         }) as Box<dyn Plugin>
     }))
 }
