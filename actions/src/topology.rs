@@ -233,7 +233,9 @@ pub fn select_node_in(
     h: HyperNodeId,
     t: TaskId,
 ) -> Result<NodeChoice, volcano_framework::FitErrors> {
-    if h == topo.top() {
+    // A HyperNode of every node (the virtual top, or a real one holding the whole
+    // cluster) is the whole cluster: the session's node index answers exactly as a scan.
+    if h == topo.top() || topo.get(h).nodes.len() == ssn.snap.nodes.len() {
         return crate::allocate::select_node(ssn, t);
     }
     let task = ssn.snap.task(t);

@@ -61,15 +61,19 @@ impl Session {
     /// scores over those nodes only; fits now before fits once releasing pods are gone.
     pub fn find_node_among(&self, t: TaskId, among: &[NodeId]) -> Result<NodeChoice, FitErrors> {
         let task = self.snap.task(t);
-        let mut feasible = Vec::new();
-        let mut errors = FitErrors { nodes: among.len(), ..Default::default() };
-        for &n in among {
-            match self.snap.node(n).fits_future_idle(task).and_then(|()| self.predicate(t, n)) {
-                Ok(()) => feasible.push(n),
-                Err(s) => errors.add(&s.reason),
-            }
-        }
+        // The feasible nodes first, without the reasons (only needed when none fits).
+        let feasible: Vec<NodeId> = among
+            .iter()
+            .copied()
+            .filter(|n| self.snap.node(*n).fits_future(&task.resreq) && self.predicate(t, *n).is_ok())
+            .collect();
         if feasible.is_empty() {
+            let mut errors = FitErrors { nodes: among.len(), ..Default::default() };
+            for &n in among {
+                if let Err(s) = self.snap.node(n).fits_future_idle(task).and_then(|()| self.predicate(t, n)) {
+                    errors.add(&s.reason);
+                }
+            }
             return Err(errors);
         }
         let idle: Vec<NodeId> =
