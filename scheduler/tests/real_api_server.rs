@@ -1051,6 +1051,71 @@ async fn hyper_nodes(server: &ApiServer) {
     }
 }
 
+/// A gang asking for network topology hard, tier 1, is bound within one leaf switch
+/// (HyperNode), and a gang that fits no leaf waits with a condition naming the tier; the
+/// HyperNodes are objects of the API server, read by the scheduler's watch.
+async fn network_topology(server: &ApiServer) {
+    use volcano_api::topology::HyperNode;
+    let (ns, sched) = ("topology", "volcano-rs-topology");
+    server.namespace(ns).await;
+    let client = server.client().await;
+    for i in 0..4 {
+        create_node(&client, &format!("topo-n{i}"), ns, 4).await;
+    }
+    let hyper_nodes: Api<HyperNode> = Api::all(client.clone());
+    for (leaf, pattern) in [("topo-leaf-a", "^topo-n[01]$"), ("topo-leaf-b", "^topo-n[23]$")] {
+        let hn: HyperNode = serde_json::from_value(serde_json::json!({"apiVersion": "topology.volcano.sh/v1alpha1",
+            "kind": "HyperNode", "metadata": {"name": leaf}, "spec": {"tier": 1, "tierName": "leaf",
+            "members": [{"type": "Node", "selector": {"regexMatch": {"pattern": pattern}}}]}}))
+        .unwrap();
+        hyper_nodes.create(&PostParams::default(), &hn).await.expect("HyperNode created");
+    }
+    let running = start(options(server, sched, ns)).await;
+    let pgs: Api<PodGroup> = Api::namespaced(client.clone(), ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let hard = |mut pg: PodGroup| {
+        pg.spec.network_topology = Some(volcano_api::crd::NetworkTopologySpec {
+            mode: Some("hard".into()),
+            highest_tier_allowed: Some(1),
+            highest_tier_name: None,
+        });
+        pg
+    };
+    // Two pods of 3 GPUs: one per node (4 GPUs each), both nodes of one leaf.
+    pgs.create(&PostParams::default(), &hard(pod_group(ns, "fits", 2, "default"))).await.unwrap();
+    for i in 0..2 {
+        pods.create(&PostParams::default(), &pod(ns, &format!("fits-{i}"), sched, Some("fits"), 3)).await.unwrap();
+    }
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        nodes.push(eventually(WAIT, "gang bound", || async { node_of(&client, ns, &format!("fits-{i}")).await }).await);
+    }
+    nodes.sort();
+    assert!(
+        nodes == ["topo-n0", "topo-n1"] || nodes == ["topo-n2", "topo-n3"],
+        "the gang is within one leaf: {nodes:?}"
+    );
+    // Three pods of 3 GPUs: no leaf has three nodes.
+    pgs.create(&PostParams::default(), &hard(pod_group(ns, "toobig", 3, "default"))).await.unwrap();
+    for i in 0..3 {
+        pods.create(&PostParams::default(), &pod(ns, &format!("toobig-{i}"), sched, Some("toobig"), 3)).await.unwrap();
+    }
+    let message = eventually(WAIT, "the waiting gang's condition", || async {
+        let pg = pgs.get("toobig").await.ok()?;
+        let c = pg.status?.conditions.into_iter().find(|c| c.type_ == "Unschedulable")?;
+        c.message.filter(|m| m.contains("network topology hard"))
+    })
+    .await;
+    assert!(message.contains("tier 1 or below"), "{message}");
+    for i in 0..3 {
+        assert_eq!(node_of(&client, ns, &format!("toobig-{i}")).await, None, "nothing of the gang is bound");
+    }
+    running.stop().await;
+    for leaf in ["topo-leaf-a", "topo-leaf-b"] {
+        hyper_nodes.delete(leaf, &Default::default()).await.expect("deleted");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn real_api_server_suite() {
     let Some(assets) = support::assets() else { return };
@@ -1104,5 +1169,8 @@ async fn real_api_server_suite() {
     }
     if run("hyper_nodes") {
         hyper_nodes(&server).await;
+    }
+    if run("network_topology") {
+        network_topology(&server).await;
     }
 }
