@@ -16,7 +16,7 @@ use std::cmp::Ordering;
 
 use volcano_api::crd::NetworkTopologySpec;
 use volcano_framework::topology::{HyperNodeId, Topology};
-use volcano_framework::{DimensionDefault, JobId, NodeChoice, Resource, Session, TaskId, TaskStatus};
+use volcano_framework::{JobId, NodeChoice, Resource, Session, TaskId, TaskStatus};
 
 /// A job's network topology constraint, resolved against the cluster's HyperNodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
