@@ -37,11 +37,14 @@ pub enum Case {
     Preempt5k,
     /// `preempt-N` with N = 10,000.
     Preempt10k,
+    /// `preempt-10k` with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
+    /// gangreclaim, backfill`.
+    GangPreempt10k,
 }
 
 impl Case {
     /// Every case, in the order of docs/performance.md.
-    pub const ALL: [Case; 13] = [
+    pub const ALL: [Case; 14] = [
         Case::Fill1k,
         Case::Fill5k,
         Case::Fill10k,
@@ -55,6 +58,7 @@ impl Case {
         Case::Preempt1k,
         Case::Preempt5k,
         Case::Preempt10k,
+        Case::GangPreempt10k,
     ];
 
     /// The case's name.
@@ -73,6 +77,7 @@ impl Case {
             Case::Preempt1k => "preempt-1k",
             Case::Preempt5k => "preempt-5k",
             Case::Preempt10k => "preempt-10k",
+            Case::GangPreempt10k => "gang-preempt-10k",
         }
     }
 
@@ -88,7 +93,7 @@ impl Case {
             Case::Fill5k | Case::Backlog5k | Case::Steady5k | Case::Spread5k | Case::Hetero5k | Case::Preempt5k => {
                 5_000
             }
-            Case::Fill10k | Case::Hetero10k | Case::Hetero10kIdle | Case::Preempt10k => 10_000,
+            Case::Fill10k | Case::Hetero10k | Case::Hetero10kIdle | Case::Preempt10k | Case::GangPreempt10k => 10_000,
         }
     }
 
@@ -105,7 +110,7 @@ impl Case {
             Case::Hetero1k | Case::Hetero5k | Case::Hetero10k | Case::Hetero10kIdle => {
                 hetero::PENDING_PER_NODE * self.nodes()
             }
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 8 * self.nodes(),
+            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 8 * self.nodes(),
         }
     }
 
@@ -119,7 +124,7 @@ impl Case {
                 hetero::RUNNING_PER_NODE * self.nodes()
             }
             // Half the nodes, 8 pods each.
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 4 * self.nodes(),
+            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 4 * self.nodes(),
             _ => 0,
         }
     }
@@ -134,11 +139,12 @@ impl Case {
         }
     }
 
-    /// The case's scheduler configuration: [`BENCH_CONF`], or
-    /// [`preempt::PREEMPT_CONF`] for the preemption cases.
+    /// The case's scheduler configuration: [`BENCH_CONF`], [`preempt::PREEMPT_CONF`] for the
+    /// preemption cases, [`preempt::GANG_PREEMPT_CONF`] for `gang-preempt-10k`.
     pub fn conf(self) -> &'static str {
         match self {
             Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => preempt::PREEMPT_CONF,
+            Case::GangPreempt10k => preempt::GANG_PREEMPT_CONF,
             _ => BENCH_CONF,
         }
     }
