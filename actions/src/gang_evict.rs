@@ -798,8 +798,11 @@ mod tests {
         c
     }
 
-    /// Evictions and pipelined pods of one cycle, as (pod, node).
-    fn cycle(o: Objects, max_domains: Option<i64>) -> (Vec<(String, String)>, Vec<(String, String)>) {
+    /// (pod, node) pairs.
+    type Pairs = Vec<(String, String)>;
+
+    /// Evictions and pipelined pods of one cycle.
+    fn cycle(o: Objects, max_domains: Option<i64>) -> (Pairs, Pairs) {
         let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
         let profile = Profile::from_yaml(&conf(max_domains), &reg).unwrap();
         let cx = CycleContext { cycle: 1, now_ms: 1_700_000_100_000, options: SessionOptions::default() };
@@ -848,7 +851,7 @@ mod tests {
         o
     }
 
-    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn pairs(v: &[(&str, &str)]) -> Pairs {
         v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
     }
 
