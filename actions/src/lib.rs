@@ -25,6 +25,9 @@ pub mod allocate;
 pub mod backfill;
 pub mod enqueue;
 mod evict;
+pub mod gang_evict;
+pub mod gangpreempt;
+pub mod gangreclaim;
 pub mod preempt;
 pub mod reclaim;
 pub mod topology;
@@ -36,6 +39,8 @@ pub fn in_tree() -> ActionRegistry {
         (allocate::NAME, allocate::factory),
         (backfill::NAME, backfill::factory),
         (enqueue::NAME, enqueue::factory),
+        (gangpreempt::NAME, gangpreempt::factory),
+        (gangreclaim::NAME, gangreclaim::factory),
         (preempt::NAME, preempt::factory),
         (reclaim::NAME, reclaim::factory),
     ];

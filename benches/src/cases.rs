@@ -40,11 +40,14 @@ pub enum Case {
     /// `topo-N` with N = 10,000: a three-tier HyperNode tree, half the GPUs busy in a
     /// fragmented pattern, a backlog of hard, soft and unconstrained jobs ([`crate::topo`]).
     Topo10k,
+    /// `preempt-10k` with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
+    /// gangreclaim, backfill`.
+    GangPreempt10k,
 }
 
 impl Case {
     /// Every case, in the order of docs/performance.md.
-    pub const ALL: [Case; 14] = [
+    pub const ALL: [Case; 15] = [
         Case::Fill1k,
         Case::Fill5k,
         Case::Fill10k,
@@ -59,6 +62,7 @@ impl Case {
         Case::Preempt5k,
         Case::Preempt10k,
         Case::Topo10k,
+        Case::GangPreempt10k,
     ];
 
     /// The case's name.
@@ -78,6 +82,7 @@ impl Case {
             Case::Preempt5k => "preempt-5k",
             Case::Preempt10k => "preempt-10k",
             Case::Topo10k => "topo-10k",
+            Case::GangPreempt10k => "gang-preempt-10k",
         }
     }
 
@@ -93,7 +98,12 @@ impl Case {
             Case::Fill5k | Case::Backlog5k | Case::Steady5k | Case::Spread5k | Case::Hetero5k | Case::Preempt5k => {
                 5_000
             }
-            Case::Fill10k | Case::Hetero10k | Case::Hetero10kIdle | Case::Preempt10k | Case::Topo10k => 10_000,
+            Case::Fill10k
+            | Case::Hetero10k
+            | Case::Hetero10kIdle
+            | Case::Preempt10k
+            | Case::Topo10k
+            | Case::GangPreempt10k => 10_000,
         }
     }
 
@@ -110,7 +120,7 @@ impl Case {
             Case::Hetero1k | Case::Hetero5k | Case::Hetero10k | Case::Hetero10kIdle => {
                 hetero::PENDING_PER_NODE * self.nodes()
             }
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 8 * self.nodes(),
+            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 8 * self.nodes(),
             Case::Topo10k => {
                 (0..topo::pending_jobs(self.nodes())).map(|j| (topo::JOB_GPUS[j % 7] / topo::POD_GPUS) as usize).sum()
             }
@@ -127,7 +137,7 @@ impl Case {
                 hetero::RUNNING_PER_NODE * self.nodes()
             }
             // Half the nodes, 8 pods each.
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => 4 * self.nodes(),
+            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 4 * self.nodes(),
             Case::Topo10k => (0..self.nodes()).filter(|i| topo::busy(*i) > 0).count(),
             _ => 0,
         }
@@ -144,11 +154,13 @@ impl Case {
     }
 
     /// The case's scheduler configuration: [`BENCH_CONF`], [`preempt::PREEMPT_CONF`] for
-    /// the preemption cases, [`topo::TOPO_CONF`] for `topo-10k`.
+    /// the preemption cases, [`preempt::GANG_PREEMPT_CONF`] for `gang-preempt-10k`,
+    /// [`topo::TOPO_CONF`] for `topo-10k`.
     pub fn conf(self) -> &'static str {
         match self {
             Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => preempt::PREEMPT_CONF,
             Case::Topo10k => topo::TOPO_CONF,
+            Case::GangPreempt10k => preempt::GANG_PREEMPT_CONF,
             _ => BENCH_CONF,
         }
     }

@@ -36,6 +36,26 @@ tiers:
       binpack.resources: nvidia.com/gpu
 "#;
 
+/// [`PREEMPT_CONF`] with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
+/// gangreclaim, backfill` (`gang-preempt-10k`).
+pub const GANG_PREEMPT_CONF: &str = r#"actions: "enqueue, allocate, gangpreempt, gangreclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.resources: nvidia.com/gpu
+"#;
+
 /// Leaf queues: `leaf-0` … `leaf-9`, `leaf-l` under `org-{l div 5}`.
 pub const LEAVES: usize = 10;
 /// Pods of a running low-priority gang (8 on each of two nodes).

@@ -326,7 +326,9 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             }
             panic!("hetero-10k-idle preparation: the cycles still changed the cluster after {IDLE_PREPARATION_CYCLES}")
         }
-        Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => Cluster::from_objects(crate::preempt::objects(nodes)),
+        Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => {
+            Cluster::from_objects(crate::preempt::objects(nodes))
+        }
         Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
         Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
             Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))
@@ -721,6 +723,20 @@ mod tests {
         assert!(by("preempt") > 0 && by("reclaim") > 0, "preempt {}, reclaim {}", by("preempt"), by("reclaim"));
         assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
         assert!(binds(&effects) > 0, "the free half of the cluster is filled");
+    }
+
+    #[test]
+    fn a_small_gang_preempt_case_evicts_and_pipelines() {
+        // preempt-N at 40 nodes with gang-aware eviction.
+        let objects = crate::preempt::objects(40);
+        let profile = case_profile(Case::GangPreempt10k);
+        let (effects, _) = checked_cycle(objects, &profile, 1);
+        let by = |action: &str| {
+            effects.iter().filter(|e| matches!(e, Effect::Evict { action: a, .. } if *a == action)).count()
+        };
+        assert!(by("gangpreempt") > 0 && by("gangreclaim") > 0, "{} {}", by("gangpreempt"), by("gangreclaim"));
+        assert_eq!(by("preempt") + by("reclaim"), 0);
+        assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
     }
 
     #[test]

@@ -483,8 +483,13 @@ fn condition_facts(ssn: &Session, jobs: &[JobId]) -> Vec<String> {
         }
     }
     // The evicting actions' last word on each job.
-    let evicting: Vec<&str> =
-        ssn.stats.actions.iter().copied().filter(|a| *a == "preempt" || *a == "reclaim").collect();
+    let evicting: Vec<&str> = ssn
+        .stats
+        .actions
+        .iter()
+        .copied()
+        .filter(|a| matches!(*a, "preempt" | "reclaim" | "gangpreempt" | "gangreclaim"))
+        .collect();
     let mut tries: BTreeMap<JobId, Vec<(&str, crate::session::EvictionTry)>> = BTreeMap::new();
     for (action, j, outcome) in &ssn.stats.eviction_tries {
         if asked.contains(j) {
@@ -514,8 +519,8 @@ fn condition_facts(ssn: &Session, jobs: &[JobId]) -> Vec<String> {
                         for (action, outcome) in list {
                             facts.push(match outcome {
                                 Committed => format!("{action}: room made for it, pipelined"),
-                                NoCandidates if *action == "preempt" => {
-                                    "preempt: no running preemptable pod in its queue to evict".to_string()
+                                NoCandidates if matches!(*action, "preempt" | "gangpreempt") => {
+                                    format!("{action}: no running preemptable pod in its queue to evict")
                                 }
                                 NoCandidates => {
                                     format!("{action}: no running preemptable pod in other reclaimable queues to evict")

@@ -43,8 +43,8 @@ pub use explain::{Ahead, Blocked, Explanation};
 pub use invariants::InvariantChecker;
 pub use model::{JobId, JobInfo, NodeId, NodeInfo, QueueId, QueueInfo, TaskId, TaskInfo, TaskStatus};
 pub use plugin::{
-    Admission, CloseOutput, FixedFailures, Hooks, Incremental, InvalidJob, JobMetric, JobVerdict, NodeDomains, Plugin,
-    QueueReport, SessionContext, Vote,
+    Admission, CloseOutput, EvictionContext, EvictionKind, FixedFailures, Hooks, Incremental, InvalidJob, JobMetric,
+    JobVerdict, NodeDomains, Plugin, QueueReport, SessionContext, Vote,
 };
 pub use profile::{PluginEntry, Profile, ProfileError};
 pub use registry::{

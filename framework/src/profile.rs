@@ -197,7 +197,7 @@ fn flag(v: Option<bool>) -> bool {
 
 /// The extension points a plugin entry enables (a missing switch is on).
 pub fn enabled_hooks(p: &PluginOption) -> Hooks {
-    let mut h = Hooks::JOB_VALID | Hooks::EVENT_HANDLER | Hooks::VICTIM_QUEUE_ORDER;
+    let mut h = Hooks::JOB_VALID | Hooks::EVENT_HANDLER | Hooks::VICTIM_QUEUE_ORDER | Hooks::EVICTABLE;
     let pairs = [
         (p.enabled_job_order, Hooks::JOB_ORDER),
         (p.enabled_queue_order, Hooks::QUEUE_ORDER),
@@ -247,6 +247,13 @@ impl Profile {
             if !names.contains(&c.name) && !VOLCANO_ACTIONS.contains(&c.name.as_str()) {
                 return Err(ProfileError::UnknownConfiguration { index, name: c.name.clone() });
             }
+        }
+        let gang = names.iter().find(|n| matches!(n.as_str(), "gangpreempt" | "gangreclaim"));
+        let legacy = names.iter().find(|n| matches!(n.as_str(), "preempt" | "reclaim"));
+        if let (Some(g), Some(l)) = (gang, legacy) {
+            return Err(ProfileError::Conflict(format!(
+                "field actions: action {g:?} cannot be configured together with action {l:?} (gang-aware eviction replaces preempt and reclaim)"
+            )));
         }
         let mut actions = Vec::new();
         for name in &names {

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_framework::{
+    parse_args, ArgsError, EvictionContext, Hooks, Incremental, Plugin, PluginBuilder, Snapshot, TaskId,
+};
 
 /// Configuration name.
 pub const NAME: &str = "conformance";
@@ -38,7 +40,7 @@ impl Plugin for Conformance {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::PREEMPTABLE | Hooks::RECLAIMABLE
+        Hooks::PREEMPTABLE | Hooks::RECLAIMABLE | Hooks::EVICTABLE
     }
 
     fn preemptable(&self, snap: &Snapshot, _p: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
@@ -46,6 +48,10 @@ impl Plugin for Conformance {
     }
 
     fn reclaimable(&self, snap: &Snapshot, _p: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        Some(candidates.iter().copied().filter(|t| evictable(snap, *t)).collect())
+    }
+
+    fn evictable(&self, snap: &Snapshot, _ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         Some(candidates.iter().copied().filter(|t| evictable(snap, *t)).collect())
     }
 

@@ -20,8 +20,8 @@ use volcano_api::conf::PluginOption;
 use volcano_api::names::pod_group_reason;
 use volcano_framework::plugin::{CloseOutput, JobMetric, JobVerdict};
 use volcano_framework::{
-    parse_args, ArgsError, Hooks, Incremental, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder, SessionContext,
-    Snapshot, TaskId, TaskStatus, Vote,
+    parse_args, ArgsError, EvictionContext, Hooks, Incremental, InvalidJob, JobId, JobInfo, Plugin, PluginBuilder,
+    SessionContext, Snapshot, TaskId, TaskStatus, Vote,
 };
 
 /// Configuration name.
@@ -170,6 +170,7 @@ impl Plugin for Gang {
             | Hooks::JOB_ORDER
             | Hooks::PREEMPTABLE
             | Hooks::RECLAIMABLE
+            | Hooks::EVICTABLE
     }
 
     fn job_valid(&self, snap: &Snapshot, j: JobId) -> Option<InvalidJob> {
@@ -227,6 +228,12 @@ impl Plugin for Gang {
 
     fn reclaimable(&self, snap: &Snapshot, _reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
         Some(above_min_available(snap, candidates))
+    }
+
+    /// Every candidate: the gang-aware actions keep gangs whole themselves (a job's surplus
+    /// pods, or the whole job), as Volcano's gang plugin leaves it to them.
+    fn evictable(&self, _snap: &Snapshot, _ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        Some(candidates.to_vec())
     }
 
     fn on_session_close(&mut self, snap: &Snapshot, _ctx: &SessionContext, out: &mut CloseOutput) {

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::PluginOption;
-use volcano_framework::{parse_args, ArgsError, Hooks, Incremental, JobId, Plugin, PluginBuilder, Snapshot, TaskId};
+use volcano_framework::{
+    parse_args, ArgsError, EvictionContext, EvictionKind, Hooks, Incremental, JobId, Plugin, PluginBuilder, Snapshot,
+    TaskId,
+};
 
 /// Configuration name.
 pub const NAME: &str = "priority";
@@ -33,7 +36,7 @@ impl Plugin for Priority {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::TASK_ORDER | Hooks::JOB_ORDER | Hooks::PREEMPTABLE | Hooks::JOB_STARVING
+        Hooks::TASK_ORDER | Hooks::JOB_ORDER | Hooks::PREEMPTABLE | Hooks::JOB_STARVING | Hooks::EVICTABLE
     }
 
     fn task_order(&self, snap: &Snapshot, l: TaskId, r: TaskId) -> Ordering {
@@ -61,6 +64,22 @@ impl Plugin for Priority {
             })
             .collect();
         Some(victims)
+    }
+
+    /// `gangpreempt`: pods of jobs of lower priority than the preemptor's job; `gangreclaim`:
+    /// every candidate (reclaim goes by fairness, not priority), as in Volcano.
+    fn evictable(&self, snap: &Snapshot, ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        if ctx.kind == EvictionKind::GangReclaim {
+            return Some(candidates.to_vec());
+        }
+        let priority = snap.job(ctx.job).priority;
+        Some(
+            candidates
+                .iter()
+                .copied()
+                .filter(|c| snap.task(*c).job.is_some_and(|j| snap.job(j).priority < priority))
+                .collect(),
+        )
     }
 
     fn job_starving(&self, snap: &Snapshot, j: JobId) -> bool {

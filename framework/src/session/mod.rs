@@ -562,7 +562,12 @@ impl Session {
                 victims = match victims {
                     None => Some(found),
                     Some(prev) => {
-                        let kept: Vec<TaskId> = prev.into_iter().filter(|t| found.contains(t)).collect();
+                        let kept: Vec<TaskId> = if found.len() <= 16 {
+                            prev.into_iter().filter(|t| found.contains(t)).collect()
+                        } else {
+                            let found: std::collections::HashSet<TaskId> = found.into_iter().collect();
+                            prev.into_iter().filter(|t| found.contains(t)).collect()
+                        };
                         (!kept.is_empty()).then_some(kept)
                     }
                 };
@@ -599,6 +604,12 @@ impl Session {
     /// Victims for a reclaim (same rules as [`Session::preemptable`]).
     pub fn reclaimable(&self, reclaimer: TaskId, candidates: &[TaskId]) -> Vec<TaskId> {
         self.victims(Hooks::RECLAIMABLE, |p, c| p.reclaimable(&self.snap, reclaimer, c), candidates)
+    }
+
+    /// Victims for a gang-aware eviction (`gangpreempt`, `gangreclaim`; Volcano's
+    /// `UnifiedEvictable`), with the rules of [`Session::preemptable`].
+    pub fn evictable(&self, ctx: &crate::plugin::EvictionContext, candidates: &[TaskId]) -> Vec<TaskId> {
+        self.victims(Hooks::EVICTABLE, |p, c| p.evictable(&self.snap, ctx, c), candidates)
     }
 
     // ----- state changes (used by Statement and by backfill) -----

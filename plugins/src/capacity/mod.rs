@@ -28,8 +28,8 @@ use volcano_api::crd::PodGroupPhase;
 use volcano_api::names::event_reason;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource, MIN_RESOURCE, PODS};
 use volcano_framework::{
-    Admission, ArgsError, CloseOutput, EventType, Hooks, Incremental, JobId, Plugin, PluginBuilder, QueueId,
-    QueueReport, SessionContext, Snapshot, TaskId, TaskStatus,
+    Admission, ArgsError, CloseOutput, EventType, EvictionContext, EvictionKind, Hooks, Incremental, JobId, Plugin,
+    PluginBuilder, QueueId, QueueReport, SessionContext, Snapshot, TaskId, TaskStatus,
 };
 
 pub use args::Args;
@@ -487,6 +487,7 @@ impl Plugin for Capacity {
             | Hooks::ALLOCATABLE
             | Hooks::PREEMPTIVE
             | Hooks::RECLAIMABLE
+            | Hooks::EVICTABLE
             | Hooks::JOB_ENQUEUEABLE
             | Hooks::JOB_ENQUEUED
             | Hooks::EVENT_HANDLER;
@@ -665,6 +666,15 @@ impl Plugin for Capacity {
             "capacity: queue is at its deserved share on every requested resource: cannot reclaim"
         );
         false
+    }
+
+    /// `gangpreempt`: every candidate (capacity does not filter preemption in a queue);
+    /// `gangreclaim`: the reclaim rule ([`Plugin::reclaimable`]) for the job's first pending pod.
+    fn evictable(&self, snap: &Snapshot, ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        match ctx.kind {
+            EvictionKind::GangPreempt => Some(candidates.to_vec()),
+            EvictionKind::GangReclaim => self.reclaimable(snap, ctx.task, candidates),
+        }
     }
 
     fn reclaimable(&self, snap: &Snapshot, reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {

@@ -21,8 +21,8 @@ use std::sync::Arc;
 use volcano_api::conf::PluginOption;
 use volcano_framework::resource::{cmp_f64, DimensionDefault, Resource};
 use volcano_framework::{
-    parse_args, Admission, ArgsError, CloseOutput, Hooks, Incremental, JobId, Plugin, PluginBuilder, QueueId,
-    QueueReport, SessionContext, Snapshot, TaskId,
+    parse_args, Admission, ArgsError, CloseOutput, EvictionContext, EvictionKind, Hooks, Incremental, JobId, Plugin,
+    PluginBuilder, QueueId, QueueReport, SessionContext, Snapshot, TaskId,
 };
 
 use crate::queue_accounting::{self as reserve, deduct_gated, exceeded_part, QueueAccount, RefusalMemo};
@@ -191,6 +191,7 @@ impl Plugin for Proportion {
             | Hooks::ALLOCATABLE
             | Hooks::PREEMPTIVE
             | Hooks::RECLAIMABLE
+            | Hooks::EVICTABLE
             | Hooks::JOB_ENQUEUEABLE
             | Hooks::JOB_ENQUEUED
             | Hooks::EVENT_HANDLER
@@ -266,6 +267,16 @@ impl Plugin for Proportion {
 
     fn preemptive(&self, snap: &Snapshot, q: QueueId, t: TaskId) -> bool {
         self.queue_allocatable(snap, q, t)
+    }
+
+    /// `gangreclaim`: the reclaim rule ([`Plugin::reclaimable`]), so that no queue is taken
+    /// below its deserved share (Volcano's proportion registers no rule here, and its
+    /// `gangreclaim` would take from any reclaimable queue); abstains for `gangpreempt`.
+    fn evictable(&self, snap: &Snapshot, ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        match ctx.kind {
+            EvictionKind::GangPreempt => None,
+            EvictionKind::GangReclaim => self.reclaimable(snap, ctx.task, candidates),
+        }
     }
 
     fn reclaimable(&self, snap: &Snapshot, _reclaimer: TaskId, candidates: &[TaskId]) -> Option<Vec<TaskId>> {

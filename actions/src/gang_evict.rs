@@ -1,0 +1,893 @@
+//! What `gangpreempt` and `gangreclaim` share: gang-aware eviction (Volcano's
+//! gang-aware-eviction design, v1.15).
+//!
+//! For each starving job (queues in queue order, jobs in job order) the action looks for
+//! room for all of the job's pending pods within one *domain* at a time: the whole cluster
+//! (the virtual top HyperNode) for a job without a hard network topology constraint; for a
+//! hard one, the HyperNodes of at most its allowed tier (widest tier first), at most
+//! `maxDomains` of them. In a domain:
+//!
+//! 1. the pods that fit without eviction are placed first (as `allocate` would, within the
+//!    domain);
+//! 2. the victims come in **bundles**, one or two per victim job: its *safe* bundle (pods
+//!    above its `minAvailable`, and above each role's `minTaskMember`, that run in the
+//!    domain; every pod of a gang already below its minimum) before any *whole* bundle
+//!    (every pod the job still runs, anywhere: evicting past the minimum ends the gang, so
+//!    the gang goes whole; only with `allowWholeBundle`). Bundles are ordered by victim
+//!    job order (`gangpreempt`), or by victim queue order then, for whole bundles, by the
+//!    room they make here for the least disruption overall (`gangreclaim`);
+//! 3. the plugins' [`Session::evictable`] vote filters the ordered pods (a whole bundle is
+//!    kept only if all its pods are allowed, a safe one keeps its allowed pods);
+//! 4. victims are taken one safe pod, or one whole bundle, at a time; after each the pending
+//!    pods are tried on the node it frees, until all are placed;
+//! 5. then every victim (a safe pod, or a whole bundle) that no placement needs is given
+//!    back, latest first: the job gets room for what it needs, and no more is evicted
+//!    (Volcano #5984 evicts a whole safe bundle where one pod was needed);
+//! 6. the victims are evicted and the pods pipelined onto their nodes (nominated), in one
+//!    statement, committed when the job is then pipelined; otherwise nothing is evicted and
+//!    the next domain is tried.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use serde::Deserialize;
+use volcano_api::conf::{args, Arguments};
+use volcano_api::crd::PREEMPTABLE_KEY;
+use volcano_framework::resource::PODS;
+use volcano_framework::topology::{HyperNodeId, Topology};
+use volcano_framework::{
+    parse_args, ArgsError, DimensionDefault, EvictionContext, EvictionKind, EvictionTry, JobId, NodeChoice, NodeId,
+    QueueId, Resource, Session, Statement, TaskId, TaskStatus, Worklist,
+};
+
+use crate::topology;
+
+/// Domains tried per starving job when `maxDomains` is unset or not positive.
+pub const DEFAULT_MAX_DOMAINS: usize = 8;
+
+/// Arguments of `gangpreempt` and `gangreclaim` (from `configurations`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// The most HyperNodes (domains) tried for one starving job (default 8; a value ≤ 0
+    /// means the default, as in Volcano).
+    #[serde(rename = "maxDomains", default, deserialize_with = "args::int")]
+    pub max_domains: Option<i64>,
+    /// Whether a victim job may be evicted whole, ending its gang, when its pods above
+    /// `minAvailable` do not make room (default true). With `false` no gang is broken.
+    #[serde(rename = "allowWholeBundle", default, deserialize_with = "args::bool")]
+    pub allow_whole_bundle: Option<bool>,
+}
+
+/// The resolved arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// See [`Args::max_domains`].
+    pub max_domains: usize,
+    /// See [`Args::allow_whole_bundle`].
+    pub allow_whole_bundle: bool,
+}
+
+/// Parses the arguments.
+pub fn settings(a: &Arguments) -> Result<Settings, ArgsError> {
+    let a: Args = parse_args(a)?;
+    let max_domains = match a.max_domains {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(usize::MAX),
+        _ => DEFAULT_MAX_DOMAINS,
+    };
+    Ok(Settings { max_domains, allow_whole_bundle: a.allow_whole_bundle.unwrap_or(true) })
+}
+
+/// Runs `gangpreempt` (`EvictionKind::GangPreempt`) or `gangreclaim`.
+pub(crate) fn execute(ssn: &mut Session, kind: EvictionKind, settings: Settings) {
+    let mut work = Worklist::new(ssn);
+    for i in 0..ssn.snap.jobs.len() {
+        let j = JobId(i as u32);
+        if ssn.snap.job(j).is_pending() || ssn.job_valid(j).is_some() {
+            continue;
+        }
+        work.add_queue(ssn, ssn.snap.job(j).queue);
+        if ssn.job_starving(j) && !pending(ssn, j).is_empty() {
+            work.add_job(ssn, j, None);
+        }
+    }
+    let topo = ssn.snap.topology_shared();
+    let mut ranks = Ranks::default();
+    while let Some(q) = work.pop_queue(ssn) {
+        if kind == EvictionKind::GangReclaim && ssn.overused(q) {
+            tracing::debug!(queue = %ssn.snap.queue(q).name, "overused queue reclaims nothing");
+            while let Some(j) = work.pop_job(ssn, q) {
+                ssn.record_eviction_try(j, EvictionTry::QueueOverused);
+            }
+            continue;
+        }
+        while let Some(j) = work.pop_job(ssn, q) {
+            let outcome = match evict_for(ssn, &topo, &mut ranks, kind, settings, q, j) {
+                Ok(stmt) if ssn.job_pipelined(j) => {
+                    let victims = stmt.victims.clone();
+                    stmt.stmt.commit(ssn);
+                    let mut touched: Vec<JobId> = victims.iter().filter_map(|v| ssn.snap.task(*v).job).collect();
+                    touched.push(j);
+                    touched.sort_unstable();
+                    touched.dedup();
+                    for v in touched {
+                        ranks.reposition(ssn, v);
+                    }
+                    EvictionTry::Committed
+                }
+                Ok(stmt) => {
+                    stmt.stmt.discard(ssn);
+                    EvictionTry::NoRoom
+                }
+                Err(outcome) => outcome,
+            };
+            ssn.record_eviction_try(j, outcome);
+        }
+    }
+}
+
+/// The job's pending pods that eviction makes room for: not gated, with a request, in
+/// task order.
+fn pending(ssn: &Session, j: JobId) -> Vec<TaskId> {
+    let mut out: Vec<TaskId> = ssn
+        .snap
+        .job(j)
+        .tasks
+        .iter()
+        .copied()
+        .filter(|t| {
+            let task = ssn.snap.task(*t);
+            task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort
+        })
+        .collect();
+    out.sort_by(|a, b| ssn.task_order(*a, *b));
+    out
+}
+
+/// A domain's plan carried out: the statement (evictions and pipelined pods) and the
+/// victims.
+pub(crate) struct Done {
+    stmt: Statement,
+    victims: Vec<TaskId>,
+}
+
+/// Tries the job's domains in order; the first that makes room gives the statement.
+fn evict_for(
+    ssn: &mut Session,
+    topo: &Topology,
+    ranks: &mut Ranks,
+    kind: EvictionKind,
+    settings: Settings,
+    q: QueueId,
+    j: JobId,
+) -> Result<Done, EvictionTry> {
+    let pending = pending(ssn, j);
+    if pending.iter().any(|t| ssn.snap.task(*t).preemption_never) {
+        return Err(EvictionTry::NoCandidates);
+    }
+    if kind == EvictionKind::GangReclaim && !pending.iter().all(|t| ssn.preemptive(q, *t)) {
+        return Err(EvictionTry::QueueLimit);
+    }
+    let mut candidates = false;
+    for h in domains(ssn, topo, j, &pending, settings.max_domains) {
+        let ctx = EvictionContext { kind, job: j, task: pending[0], hyper_node: h };
+        match try_domain(ssn, topo, ranks, &ctx, settings, q, &pending, &mut candidates) {
+            Some(done) => return Ok(done),
+            None => continue,
+        }
+    }
+    Err(if candidates { EvictionTry::NoRoom } else { EvictionTry::NoCandidates })
+}
+
+/// The domains to try for job `j`: the virtual top (the whole cluster) unless the job has a
+/// hard network topology constraint; else the HyperNodes of at most its tier (within the
+/// one its placed pods allow) whose allocatable resources hold its minimum, widest tier
+/// first, then the one whose free resources cover most of what the pending pods ask, then
+/// by name; at most `max`.
+fn domains(ssn: &Session, topo: &Topology, j: JobId, pending: &[TaskId], max: usize) -> Vec<HyperNodeId> {
+    let pg = ssn.snap.job(j).pod_group.clone();
+    let c = match topology::constraint(pg.spec.network_topology.as_ref(), topo) {
+        Ok(c) => c,
+        Err(_) => return Vec::new(),
+    };
+    let Some(c) = c.filter(|c| c.hard) else { return vec![topo.top()] };
+    let root = match topology::placed_at(ssn, j, topo) {
+        None => topo.top(),
+        Some(a) => match topo.ancestors(a).take_while(|h| topo.get(*h).tier <= c.highest_tier).last() {
+            Some(r) => r,
+            None => return Vec::new(),
+        },
+    };
+    let min = ssn.snap.job(j).min_resources.clone();
+    let mut need = Resource::empty();
+    for t in pending {
+        need.add(&ssn.snap.task(*t).resreq);
+    }
+    let mut found: Vec<(u32, f64, HyperNodeId)> = Vec::new();
+    let mut stack = vec![root];
+    while let Some(h) = stack.pop() {
+        let info = topo.get(h);
+        stack.extend(info.children.iter().copied());
+        if info.tier > c.highest_tier || h == topo.top() {
+            continue;
+        }
+        let (mut allocatable, mut free) = (Resource::empty(), Resource::empty());
+        for n in &info.nodes {
+            let node = ssn.snap.node(*n);
+            allocatable.add(&node.allocatable);
+            free.add(&node.future_idle());
+        }
+        if min.as_ref().is_some_and(|m| !m.less_equal(&allocatable, DimensionDefault::Zero)) {
+            continue;
+        }
+        found.push((info.tier, covered(&free, &need), h));
+    }
+    found.sort_by(|a, b| {
+        b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)).then_with(|| topo.get(a.2).name.cmp(&topo.get(b.2).name))
+    });
+    found.into_iter().take(max).map(|(_, _, h)| h).collect()
+}
+
+/// Σ over the dimensions `need` asks for (pods aside) of min(have, need) / need.
+fn covered(have: &Resource, need: &Resource) -> f64 {
+    need.dims().filter(|(d, v)| *d != PODS && *v > 0.0).map(|(d, v)| have.get(d).min(v) / v).sum()
+}
+
+/// Σ over the dimensions `need` asks for (pods aside) of have / need.
+fn cost(have: &Resource, need: &Resource) -> f64 {
+    need.dims().filter(|(d, v)| *d != PODS && *v > 0.0).map(|(d, v)| have.get(d) / v).sum()
+}
+
+/// Per queue, the jobs that hold a pod that could be evicted, in victim order (the reverse
+/// of job order): sorted once when an action first needs the queue, and kept sorted by
+/// moving the jobs a committed eviction changed (a job's rank in job order depends on that
+/// job's own state only, for every in-tree plugin).
+#[derive(Default)]
+struct Ranks {
+    lists: HashMap<QueueId, Vec<JobId>>,
+}
+
+fn holds_victim(ssn: &Session, j: JobId) -> bool {
+    ssn.snap.job(j).tasks.iter().any(|t| {
+        let task = ssn.snap.task(*t);
+        task.status.is_preemptable() && task.preemptable && task.node.is_some()
+    })
+}
+
+impl Ranks {
+    fn list(&mut self, ssn: &Session, q: QueueId) -> &[JobId] {
+        self.lists.entry(q).or_insert_with(|| {
+            let mut jobs: Vec<JobId> = (0..ssn.snap.jobs.len() as u32)
+                .map(JobId)
+                .filter(|j| ssn.snap.job(*j).queue == q && holds_victim(ssn, *j))
+                .collect();
+            jobs.sort_by(|a, b| ssn.job_order(*b, *a));
+            jobs
+        })
+    }
+
+    fn reposition(&mut self, ssn: &Session, j: JobId) {
+        let Some(list) = self.lists.get_mut(&ssn.snap.job(j).queue) else { return };
+        list.retain(|x| *x != j);
+        if holds_victim(ssn, j) {
+            let at = list.partition_point(|x| ssn.job_order(j, *x).is_lt());
+            list.insert(at, j);
+        }
+    }
+}
+
+/// A run of victims taken together.
+#[derive(Clone, Debug)]
+struct Bundle {
+    job: JobId,
+    whole: bool,
+    tasks: Vec<TaskId>,
+}
+
+/// Whether the PodGroup says its pods may not be evicted (the `volcano.sh/preemptable`
+/// annotation or label set to false; unset allows, as in Volcano's gang-aware eviction).
+fn job_refuses_eviction(ssn: &Session, v: JobId) -> bool {
+    let job = ssn.snap.job(v);
+    let meta = &job.pod_group.metadata;
+    let set = meta.annotations.as_ref().is_some_and(|a| a.contains_key(PREEMPTABLE_KEY))
+        || meta.labels.as_ref().is_some_and(|l| l.contains_key(PREEMPTABLE_KEY));
+    set && !job.preemptable
+}
+
+/// Gives the bundles of a domain in order, lazily: the safe bundles, then the whole ones.
+struct Bundles<'a> {
+    topo: &'a Topology,
+    ctx: EvictionContext,
+    allow_whole: bool,
+    need: Resource,
+    /// Victim queues in victim queue order, each with its jobs in victim order.
+    queues: Vec<Vec<JobId>>,
+    /// Whole bundles pass (after the safe ones).
+    whole_pass: bool,
+    at: (usize, usize),
+    /// The whole bundles of the current queue, in order (whole pass).
+    wholes: VecDeque<Bundle>,
+    /// Each job's safe bundle as given (before the plugins' vote).
+    safe_of: HashMap<JobId, Vec<TaskId>>,
+}
+
+impl Bundles<'_> {
+    fn local(&self, n: Option<NodeId>) -> bool {
+        n.is_some_and(|n| self.ctx.hyper_node == self.topo.top() || self.topo.holds(self.ctx.hyper_node, n))
+    }
+
+    fn eligible(&self, ssn: &Session, t: TaskId) -> bool {
+        let task = ssn.snap.task(t);
+        let status_ok = match self.ctx.kind {
+            EvictionKind::GangPreempt => task.status.is_preemptable(),
+            EvictionKind::GangReclaim => task.status == TaskStatus::Running,
+        };
+        status_ok && task.preemptable && task.node.is_some()
+    }
+
+    /// The job's pods in victim order (the reverse of task order).
+    fn in_victim_order(ssn: &Session, mut tasks: Vec<TaskId>) -> Vec<TaskId> {
+        tasks.sort_by(|a, b| ssn.task_order(*b, *a));
+        tasks
+    }
+
+    /// The safe bundle of `v` in the domain: its pods here that it can lose and stay at its
+    /// minimum (and each role's), or all of them when it is already below its minimum.
+    fn safe(&self, ssn: &Session, v: JobId) -> Vec<TaskId> {
+        let job = ssn.snap.job(v);
+        let mut surplus = job.ready_task_num() - job.min_available;
+        if surplus == 0 {
+            return Vec::new();
+        }
+        let local: Vec<TaskId> = job
+            .tasks
+            .iter()
+            .copied()
+            .filter(|t| self.eligible(ssn, *t) && self.local(ssn.snap.task(*t).node))
+            .collect();
+        if local.is_empty() {
+            return local;
+        }
+        let local = Self::in_victim_order(ssn, local);
+        if surplus < 0 {
+            return local;
+        }
+        let enforce_roles = !job.task_min_available.is_empty() && job.min_available >= job.task_min_available_total;
+        let mut role_surplus: HashMap<&str, i32> = HashMap::new();
+        if enforce_roles {
+            for t in &job.tasks {
+                let task = ssn.snap.task(*t);
+                let ready = task.status.is_allocated()
+                    || task.status == TaskStatus::Succeeded
+                    || (task.status == TaskStatus::Pending && task.best_effort);
+                if ready {
+                    *role_surplus.entry(task.role.as_str()).or_default() += 1;
+                }
+            }
+            for (role, min) in &job.task_min_available {
+                *role_surplus.entry(role.as_str()).or_default() -= *min;
+            }
+        }
+        let mut safe = Vec::new();
+        for t in local {
+            if surplus <= 0 {
+                break;
+            }
+            let role = ssn.snap.task(t).role.as_str();
+            let limited = enforce_roles && job.task_min_available.contains_key(role);
+            if limited && role_surplus.get(role).copied().unwrap_or(0) <= 0 {
+                continue;
+            }
+            if limited {
+                *role_surplus.get_mut(role).expect("counted") -= 1;
+            }
+            surplus -= 1;
+            safe.push(t);
+        }
+        safe
+    }
+
+    /// The whole bundle of `v`: every pod it still holds, anywhere, but those of its safe
+    /// bundle; `None` when one of them cannot be evicted, or none runs in the domain.
+    fn whole(&self, ssn: &Session, v: JobId) -> Option<Bundle> {
+        let job = ssn.snap.job(v);
+        let safe = self.safe_of.get(&v).map(Vec::as_slice).unwrap_or_default();
+        let mut tasks = Vec::new();
+        let mut here = false;
+        for &t in &job.tasks {
+            let task = ssn.snap.task(t);
+            if !(task.status.is_allocated() || task.status == TaskStatus::Pipelined) {
+                continue;
+            }
+            if !self.eligible(ssn, t) {
+                return None;
+            }
+            here |= self.local(task.node);
+            if !safe.contains(&t) {
+                tasks.push(t);
+            }
+        }
+        (here && !tasks.is_empty()).then(|| Bundle { job: v, whole: true, tasks: Self::in_victim_order(ssn, tasks) })
+    }
+
+    /// Local gain over global disruption of a whole bundle (Volcano's efficiency).
+    fn efficiency(&self, ssn: &Session, b: &Bundle) -> f64 {
+        let (mut local, mut global) = (Resource::empty(), Resource::empty());
+        for t in b.tasks.iter().chain(self.safe_of.get(&b.job).into_iter().flatten()) {
+            let task = ssn.snap.task(*t);
+            global.add(&task.resreq);
+            if self.local(task.node) {
+                local.add(&task.resreq);
+            }
+        }
+        let c = cost(&global, &self.need);
+        if c == 0.0 {
+            f64::INFINITY
+        } else {
+            covered(&local, &self.need) / c
+        }
+    }
+
+    fn next(&mut self, ssn: &Session) -> Option<Bundle> {
+        loop {
+            if let Some(b) = self.wholes.pop_front() {
+                return Some(b);
+            }
+            let (qi, ji) = self.at;
+            if qi >= self.queues.len() {
+                if self.whole_pass || !self.allow_whole {
+                    return None;
+                }
+                self.whole_pass = true;
+                self.at = (0, 0);
+                continue;
+            }
+            if self.whole_pass {
+                // A queue's whole bundles at once: gangreclaim orders them by efficiency.
+                let mut wholes: Vec<(usize, Bundle)> = Vec::new();
+                for (rank, &v) in self.queues[qi].iter().enumerate() {
+                    if let Some(b) = self.whole(ssn, v) {
+                        wholes.push((rank, b));
+                    }
+                }
+                if self.ctx.kind == EvictionKind::GangReclaim {
+                    let mut keyed: Vec<(f64, usize, Bundle)> =
+                        wholes.into_iter().map(|(r, b)| (self.efficiency(ssn, &b), r, b)).collect();
+                    keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+                    self.wholes = keyed.into_iter().map(|(_, _, b)| b).collect();
+                } else {
+                    self.wholes = wholes.into_iter().map(|(_, b)| b).collect();
+                }
+                self.at = (qi + 1, 0);
+                continue;
+            }
+            let Some(&v) = self.queues[qi].get(ji) else {
+                self.at = (qi + 1, 0);
+                continue;
+            };
+            self.at = (qi, ji + 1);
+            let safe = self.safe(ssn, v);
+            if safe.is_empty() {
+                continue;
+            }
+            self.safe_of.insert(v, safe.clone());
+            return Some(Bundle { job: v, whole: false, tasks: safe });
+        }
+    }
+}
+
+/// The bundles of [`Bundles`] after the plugins' vote, asked on growing prefixes of the
+/// ordered pods (each time at least twice as many): a pod's answer is the one of the first
+/// prefix that holds it.
+struct Voted<'a> {
+    bundles: Bundles<'a>,
+    flat: Vec<TaskId>,
+    /// Bundles given by `bundles` and not yet taken, with the end of their pods in `flat`.
+    ahead: VecDeque<(Bundle, usize)>,
+    asked: usize,
+    allowed: HashSet<TaskId>,
+    /// Some bundle was given (the domain has candidates).
+    any: bool,
+}
+
+impl Voted<'_> {
+    fn pull(&mut self, ssn: &Session) -> bool {
+        match self.bundles.next(ssn) {
+            Some(b) => {
+                self.any = true;
+                self.flat.extend_from_slice(&b.tasks);
+                self.ahead.push_back((b, self.flat.len()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn next(&mut self, ssn: &Session) -> Option<Bundle> {
+        loop {
+            if self.ahead.is_empty() && !self.pull(ssn) {
+                return None;
+            }
+            let end = self.ahead.front().expect("pulled").1;
+            if end > self.asked {
+                let target = end.max(2 * self.asked).max(64);
+                while self.flat.len() < target && self.pull(ssn) {}
+                let answer: HashSet<TaskId> = ssn.evictable(&self.bundles.ctx, &self.flat).into_iter().collect();
+                self.allowed.extend(self.flat[self.asked..].iter().copied().filter(|t| answer.contains(t)));
+                self.asked = self.flat.len();
+            }
+            let (mut b, _) = self.ahead.pop_front().expect("pulled");
+            if b.whole {
+                let safe = self.bundles.safe_of.get(&b.job).map(Vec::as_slice).unwrap_or_default();
+                if b.tasks.iter().chain(safe).all(|t| self.allowed.contains(t)) {
+                    return Some(b);
+                }
+                continue;
+            }
+            b.tasks.retain(|t| self.allowed.contains(t));
+            if !b.tasks.is_empty() {
+                return Some(b);
+            }
+        }
+    }
+}
+
+/// The placement being planned: resources freed and taken per node (the session is not
+/// changed while victims are chosen).
+struct Plan<'a> {
+    ssn: &'a Session,
+    freed: HashMap<NodeId, Resource>,
+    placed: HashMap<NodeId, Resource>,
+    remaining: Vec<TaskId>,
+    placements: Vec<(TaskId, NodeId)>,
+    passes: HashMap<(TaskId, NodeId), bool>,
+}
+
+impl Plan<'_> {
+    fn room(&self, n: NodeId, without: Option<&Resource>) -> Resource {
+        let mut r = self.ssn.snap.node(n).future_idle();
+        if let Some(f) = self.freed.get(&n) {
+            r.add(f);
+        }
+        if let Some(w) = without {
+            r.sub_unchecked(w);
+        }
+        r
+    }
+
+    /// Frees a victim's request on its node and tries the pods not placed yet there.
+    fn free(&mut self, v: TaskId, n: NodeId) {
+        self.freed.entry(n).or_insert_with(Resource::empty).add(&self.ssn.snap.task(v).resreq);
+        let mut i = 0;
+        while i < self.remaining.len() {
+            let t = self.remaining[i];
+            let mut room = self.room(n, None);
+            if let Some(p) = self.placed.get(&n) {
+                room.sub_unchecked(p);
+            }
+            let req = &self.ssn.snap.task(t).resreq;
+            let passes = *self.passes.entry((t, n)).or_insert_with(|| self.ssn.predicate_for_eviction(t, n).is_ok());
+            if passes && req.less_equal(&room, DimensionDefault::Zero) {
+                self.placed.entry(n).or_insert_with(Resource::empty).add(req);
+                self.placements.push((t, n));
+                self.remaining.remove(i);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Whether the placements still fit once the unit's pods on these nodes keep running.
+    fn may_give_back(&self, unit: &HashMap<NodeId, Resource>) -> bool {
+        unit.iter().all(|(n, r)| match self.placed.get(n) {
+            None => true,
+            Some(p) => p.less_equal(&self.room(*n, Some(r)), DimensionDefault::Zero),
+        })
+    }
+}
+
+/// A victim chosen: one safe pod, or a whole job (with its safe pods taken before).
+struct Unit {
+    job: JobId,
+    whole: bool,
+    tasks: Vec<TaskId>,
+}
+
+/// Plans and carries out the eviction for the job in one domain; `None` (nothing changed)
+/// when the domain cannot make room for all its pending pods.
+#[allow(clippy::too_many_arguments)]
+fn try_domain(
+    ssn: &mut Session,
+    topo: &Topology,
+    ranks: &mut Ranks,
+    ctx: &EvictionContext,
+    settings: Settings,
+    q: QueueId,
+    pending: &[TaskId],
+    candidates: &mut bool,
+) -> Option<Done> {
+    let j = ctx.job;
+    let h = ctx.hyper_node;
+    // 1. What fits without eviction, as allocate places it within the domain.
+    let mut stmt = Statement::new();
+    let mut remaining = Vec::new();
+    for &t in pending {
+        let choice = if ssn.allocatable(q, t) && ssn.pre_predicate(t).is_ok() {
+            topology::select_node_in(ssn, topo, h, t).ok()
+        } else {
+            None
+        };
+        match choice {
+            Some(NodeChoice::Idle(n) | NodeChoice::Future(n)) => stmt.pipeline(ssn, t, n),
+            None => remaining.push(t),
+        }
+    }
+    if remaining.is_empty() {
+        return Some(Done { stmt, victims: Vec::new() });
+    }
+    if remaining.iter().any(|t| ssn.pre_predicate(*t).is_err()) {
+        stmt.discard(ssn);
+        return None;
+    }
+
+    // 2–4. Victims, bundle by bundle, until every pending pod has a node.
+    let chosen = {
+        let queues: Vec<Vec<JobId>> = match ctx.kind {
+            EvictionKind::GangPreempt => {
+                let priority = ssn.snap.job(j).priority;
+                let jobs = ranks
+                    .list(ssn, q)
+                    .iter()
+                    .copied()
+                    .filter(|v| *v != j && ssn.snap.job(*v).priority < priority && !job_refuses_eviction(ssn, *v))
+                    .collect();
+                vec![jobs]
+            }
+            EvictionKind::GangReclaim => {
+                let mut victim_queues: Vec<QueueId> = (0..ssn.snap.queues.len() as u32)
+                    .map(QueueId)
+                    .filter(|vq| *vq != q && ssn.snap.queue(*vq).reclaimable)
+                    .collect();
+                victim_queues.sort_by(|a, b| ssn.victim_queue_order(*a, *b, q).then(a.cmp(b)));
+                victim_queues
+                    .into_iter()
+                    .map(|vq| ranks.list(ssn, vq).iter().copied().filter(|v| !job_refuses_eviction(ssn, *v)).collect())
+                    .collect()
+            }
+        };
+        let mut need = Resource::empty();
+        for t in &remaining {
+            need.add(&ssn.snap.task(*t).resreq);
+        }
+        let session: &Session = ssn;
+        let mut voted = Voted {
+            bundles: Bundles {
+                topo,
+                ctx: *ctx,
+                allow_whole: settings.allow_whole_bundle,
+                need,
+                queues,
+                whole_pass: false,
+                at: (0, 0),
+                wholes: VecDeque::new(),
+                safe_of: HashMap::new(),
+            },
+            flat: Vec::new(),
+            ahead: VecDeque::new(),
+            asked: 0,
+            allowed: HashSet::new(),
+            any: false,
+        };
+        let mut plan = Plan {
+            ssn: session,
+            freed: HashMap::new(),
+            placed: HashMap::new(),
+            remaining,
+            placements: Vec::new(),
+            passes: HashMap::new(),
+        };
+        let mut units: Vec<Unit> = Vec::new();
+        let mut taken: HashSet<TaskId> = HashSet::new();
+        while !plan.remaining.is_empty() {
+            let Some(b) = voted.next(session) else { break };
+            if b.whole {
+                // The job's safe pods taken before go with it: the gang goes whole.
+                let mut tasks: Vec<TaskId> = Vec::new();
+                units.retain_mut(|u| {
+                    if u.job == b.job && !u.whole {
+                        tasks.append(&mut u.tasks);
+                        false
+                    } else {
+                        true
+                    }
+                });
+                for &v in &b.tasks {
+                    if taken.insert(v) {
+                        tasks.push(v);
+                        let n = session.snap.task(v).node.expect("victims run on a node");
+                        if voted.bundles.local(Some(n)) {
+                            plan.free(v, n);
+                        }
+                    }
+                }
+                units.push(Unit { job: b.job, whole: true, tasks });
+            } else {
+                for &v in &b.tasks {
+                    if plan.remaining.is_empty() {
+                        break;
+                    }
+                    if !taken.insert(v) {
+                        continue;
+                    }
+                    units.push(Unit { job: b.job, whole: false, tasks: vec![v] });
+                    plan.free(v, session.snap.task(v).node.expect("victims run on a node"));
+                }
+            }
+        }
+        *candidates |= voted.any;
+        if !plan.remaining.is_empty() {
+            None
+        } else {
+            // 5. Give back, latest first, every victim no placement needs.
+            let mut kept: Vec<bool> = vec![true; units.len()];
+            for i in (0..units.len()).rev() {
+                let mut on: HashMap<NodeId, Resource> = HashMap::new();
+                for &v in &units[i].tasks {
+                    let task = session.snap.task(v);
+                    let n = task.node.expect("victims run on a node");
+                    if voted.bundles.local(Some(n)) {
+                        on.entry(n).or_insert_with(Resource::empty).add(&task.resreq);
+                    }
+                }
+                if plan.may_give_back(&on) {
+                    kept[i] = false;
+                    for (n, r) in on {
+                        plan.freed.get_mut(&n).expect("freed above").sub_unchecked(&r);
+                    }
+                }
+            }
+            let victims: Vec<TaskId> =
+                units.iter().zip(&kept).filter(|(_, k)| **k).flat_map(|(u, _)| u.tasks.iter().copied()).collect();
+            Some((victims, plan.placements))
+        }
+    };
+    let Some((victims, placements)) = chosen else {
+        stmt.discard(ssn);
+        return None;
+    };
+
+    // 6. Evict, then pipeline the pods onto the freed nodes.
+    let reason = match ctx.kind {
+        EvictionKind::GangPreempt => "gangpreempt",
+        EvictionKind::GangReclaim => "gangreclaim",
+    };
+    for &v in &victims {
+        stmt.evict(ssn, v, reason);
+    }
+    for (t, n) in placements {
+        let fits = ssn.snap.node(n).fits_future(&ssn.snap.task(t).resreq)
+            && ssn.allocatable(q, t)
+            && ssn.predicate(t, n).is_ok();
+        if !fits {
+            tracing::debug!(task = %ssn.snap.task(t).key, node = %ssn.snap.node(n).name, "gang eviction: the planned node does not take the pod");
+            stmt.discard(ssn);
+            return None;
+        }
+        stmt.pipeline(ssn, t, n);
+    }
+    tracing::debug!(
+        job = %ssn.snap.job(j).key,
+        hyper_node = %topo.get(h).name,
+        victims = victims.len(),
+        "gang eviction: room made"
+    );
+    Some(Done { stmt, victims })
+}
+
+#[cfg(test)]
+mod tests {
+    use volcano_framework::{run_cycle, CycleContext, Effect, NoObserver, Profile, Registries, SessionOptions};
+    use volcano_testkit::{hyper_node, node, pod, pod_group, Objects};
+
+    fn conf(max_domains: Option<i64>) -> String {
+        let mut c = String::from(
+            "actions: \"enqueue, allocate, gangpreempt, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
+        );
+        if let Some(m) = max_domains {
+            c.push_str(&format!("configurations:\n- name: gangpreempt\n  arguments:\n    maxDomains: {m}\n"));
+        }
+        c
+    }
+
+    /// (pod, node) pairs.
+    type Pairs = Vec<(String, String)>;
+
+    /// Evictions and pipelined pods of one cycle.
+    fn cycle(o: Objects, max_domains: Option<i64>) -> (Pairs, Pairs) {
+        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
+        let profile = Profile::from_yaml(&conf(max_domains), &reg).unwrap();
+        let cx = CycleContext { cycle: 1, now_ms: 1_700_000_100_000, options: SessionOptions::default() };
+        let out = run_cycle(o.snapshot(), &profile, &cx, &mut NoObserver);
+        let (mut evicted, mut pipelined) = (Vec::new(), Vec::new());
+        for e in out.effects {
+            match e {
+                Effect::Evict { pod, node, action, .. } => {
+                    assert_eq!(action, "gangpreempt");
+                    evicted.push((pod.name().to_string(), node.to_string()));
+                }
+                Effect::Pipeline { pod, node } => pipelined.push((pod.name().to_string(), node.to_string())),
+                _ => {}
+            }
+        }
+        evicted.sort();
+        pipelined.sort();
+        (evicted, pipelined)
+    }
+
+    /// Leaves s1 = {n1, n2} and s2 = {n3, n4} (tier 1) under spine (tier 2); every node
+    /// 2 cpu. `low` (priority 10, minMember 1) runs a 2-cpu pod on each node of `placement`,
+    /// in order; `urgent` (priority 100) asks for two 2-cpu pods, with the constraint.
+    fn cluster(placement: &[&str], topology: Option<(&str, Option<i32>)>) -> Objects {
+        let mut o = Objects::new().priority_class("high", 100).priority_class("low", 10);
+        for n in ["n1", "n2", "n3", "n4"] {
+            o = o.node(node(n, "2", "16Gi"));
+        }
+        o = o
+            .hyper_node(hyper_node("s1", 1, &[("Node", "n1"), ("Node", "n2")]))
+            .hyper_node(hyper_node("s2", 1, &[("Node", "n3"), ("Node", "n4")]))
+            .hyper_node(hyper_node("spine", 2, &[("HyperNode", "s1"), ("HyperNode", "s2")]));
+        o = o
+            .pod_group(pod_group("ns", "low", 1).priority_class("low").phase(volcano_api::crd::PodGroupPhase::Running));
+        for (k, n) in placement.iter().enumerate() {
+            o = o.pod(pod("ns", &format!("low-{k}")).group("low").cpu_mem("2", "1Gi").priority(10).running_on(n));
+        }
+        let mut pg = pod_group("ns", "urgent", 2).priority_class("high");
+        if let Some((mode, tier)) = topology {
+            pg = pg.network_topology(mode, tier);
+        }
+        o = o.pod_group(pg);
+        for k in 0..2 {
+            o = o.pod(pod("ns", &format!("urgent-{k}")).group("urgent").cpu_mem("2", "1Gi").priority(100));
+        }
+        o
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Pairs {
+        v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+
+    #[test]
+    fn without_a_constraint_the_victims_come_in_victim_order_across_leaves() {
+        // Victim order is the reverse of task order: low-3 (n4), low-2 (n2).
+        let (evicted, pipelined) = cycle(cluster(&["n1", "n3", "n2", "n4"], None), None);
+        assert_eq!(evicted, pairs(&[("low-2", "n2"), ("low-3", "n4")]));
+        assert_eq!(pipelined, pairs(&[("urgent-0", "n4"), ("urgent-1", "n2")]));
+    }
+
+    #[test]
+    fn a_hard_constraint_takes_victims_and_nodes_within_one_hyper_node() {
+        let (evicted, pipelined) = cycle(cluster(&["n1", "n3", "n2", "n4"], Some(("hard", Some(1)))), None);
+        // s1 and s2 both hold the job; s1 comes first by name. Its victims only.
+        assert_eq!(evicted, pairs(&[("low-0", "n1"), ("low-2", "n2")]));
+        assert_eq!(pipelined, pairs(&[("urgent-0", "n2"), ("urgent-1", "n1")]));
+    }
+
+    #[test]
+    fn max_domains_limits_the_hyper_nodes_tried() {
+        // Only one victim in s1 (a pod of a high-priority job holds n2): s1 cannot make room;
+        // s2 can, but with maxDomains 1 only s1 is tried.
+        let build = || {
+            cluster(&["n1", "n3", "n4"], Some(("hard", Some(1))))
+                .pod_group(
+                    pod_group("ns", "peer", 1).priority_class("high").phase(volcano_api::crd::PodGroupPhase::Running),
+                )
+                .pod(pod("ns", "peer-0").group("peer").cpu_mem("2", "1Gi").priority(100).running_on("n2"))
+        };
+        let (evicted, pipelined) = cycle(build(), Some(1));
+        assert!(evicted.is_empty(), "{evicted:?}");
+        assert!(pipelined.is_empty(), "{pipelined:?}");
+        let (evicted, pipelined) = cycle(build(), None);
+        assert_eq!(evicted.iter().filter(|(_, n)| n == "n3" || n == "n4").count(), evicted.len(), "{evicted:?}");
+        assert_eq!(pipelined.len(), 2, "{pipelined:?}");
+        assert!(pipelined.iter().all(|(_, n)| n == "n3" || n == "n4"), "{pipelined:?}");
+    }
+}
