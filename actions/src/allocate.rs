@@ -86,19 +86,6 @@ pub(crate) fn role_failed(ssn: &Session, j: JobId, t: TaskId) -> bool {
     !role.is_empty() && ssn.snap.job(j).fit_errors.keys().any(|x| *x != t && &ssn.snap.task(*x).role == role)
 }
 
-/// Finds the node for a task: its nominated node first (if it still fits), else the best
-/// node of the session's node selection (fits now before fits once releasing pods are gone).
-pub(crate) fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, FitErrors> {
-    let task = ssn.snap.task(t);
-    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
-        let node = ssn.snap.node(n);
-        if node.fits_future(&task.resreq) && ssn.predicate(t, n).is_ok() {
-            return Ok(if node.fits_idle(&task.resreq) { NodeChoice::Idle(n) } else { NodeChoice::Future(n) });
-        }
-    }
-    ssn.find_node(t)
-}
-
 /// What placing a job's tasks gave.
 struct Placed {
     stmt: Statement,
@@ -225,7 +212,7 @@ impl Allocate {
                 continue;
             }
             let choice = match within {
-                None => select_node(ssn, t),
+                None => topology::select_node(ssn, t),
                 Some((topo, h)) => topology::select_node_in(ssn, topo, h, t),
             };
             match choice {

@@ -236,7 +236,7 @@ pub fn select_node_in(
     // A HyperNode of every node (the virtual top, or a real one holding the whole
     // cluster) is the whole cluster: the session's node index answers exactly as a scan.
     if h == topo.top() || topo.get(h).nodes.len() == ssn.snap.nodes.len() {
-        return crate::allocate::select_node(ssn, t);
+        return select_node(ssn, t);
     }
     let task = ssn.snap.task(t);
     if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
@@ -323,4 +323,17 @@ pub fn still_needed(ssn: &Session, j: JobId) -> usize {
 /// `ResetFitErr`).
 pub fn reset_fit_errors(ssn: &mut Session, j: JobId) {
     ssn.snap.jobs[j.idx()].fit_errors.clear();
+}
+
+/// Finds the node for a task: its nominated node first (if it still fits), else the best
+/// node of the session's node selection (fits now before fits once releasing pods are gone).
+pub fn select_node(ssn: &mut Session, t: TaskId) -> Result<NodeChoice, volcano_framework::FitErrors> {
+    let task = ssn.snap.task(t);
+    if let Some(n) = task.nominated_node.as_deref().and_then(|name| ssn.snap.node_id(name)) {
+        let node = ssn.snap.node(n);
+        if node.fits_future(&task.resreq) && ssn.predicate(t, n).is_ok() {
+            return Ok(if node.fits_idle(&task.resreq) { NodeChoice::Idle(n) } else { NodeChoice::Future(n) });
+        }
+    }
+    ssn.find_node(t)
 }
