@@ -316,7 +316,7 @@ const POD_CHUNK: usize = 256;
 const POD_WAVE: usize = 32 * POD_CHUNK;
 
 /// A node's entry, its resource lists parsed.
-pub(crate) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
+pub(super) fn node_info(n: &Arc<Node>) -> Result<NodeInfo, SnapshotError> {
     let name: Arc<str> = Arc::from(n.metadata.name.as_deref().unwrap_or_default());
     let status = n.status.as_ref();
     let capacity = match status.and_then(|s| s.capacity.as_ref()) {

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use volcano_api::topology::{ExactMatch, HyperNode, HyperNodeSpec, MemberSelector, MemberSpec, RegexMatch};
 
 use super::*;
-use crate::snapshot::build::node_info;
+use crate::resource::Resource;
 
 fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
     let n = Node {
@@ -17,7 +17,22 @@ fn node(name: &str, labels: &[(&str, &str)]) -> NodeInfo {
         },
         ..Default::default()
     };
-    node_info(&Arc::new(n)).unwrap()
+    NodeInfo {
+        name: Arc::from(name),
+        allocatable: Resource::empty(),
+        capacity: Resource::empty(),
+        idle: Resource::empty(),
+        used: Resource::empty(),
+        releasing: Resource::empty(),
+        pipelined: Resource::empty(),
+        nonzero_cpu: 0,
+        nonzero_memory: 0,
+        tasks: Arc::new(Vec::new()),
+        gpus: None,
+        unschedulable: false,
+        has_taints: false,
+        node: Arc::new(n),
+    }
 }
 
 fn exact(type_: &str, name: &str) -> MemberSpec {
