@@ -116,3 +116,24 @@ fn a_constrained_pod_prefers_nodes_near_its_placed_pods() {
     let scores = ssn.node_scores(t, &nodes);
     assert_eq!(scores, vec![0.0, 100.0]);
 }
+
+#[test]
+fn a_placement_undone_gives_its_hyper_node_back() {
+    // Another job's pod placed on a1 (leaf l0) and undone: j's score for l0 moves and
+    // comes back.
+    let o = with_job(objects(), 2, true)
+        .pod_group(pod_group("ns", "k", 1))
+        .pod(pod("ns", "k-0").group("k").cpu_mem("1", "1Gi").gpu("2"));
+    let snap = o.snapshot();
+    let j = job_id(&snap, "ns/j");
+    let t = task_named(&snap, "k-0");
+    let n = node_id(&snap, "a1");
+    let l0 = snap.topology().by_name("l0").unwrap();
+    let mut ssn = plugin_session(snap, plugin(json!({"hypernode.binpack.resources": "nvidia.com/gpu"})));
+    let before = ssn.hyper_node_score(j, l0);
+    let mut stmt = volcano_framework::Statement::new();
+    stmt.allocate(&mut ssn, t, n);
+    assert_ne!(ssn.hyper_node_score(j, l0), before, "the placement is counted");
+    stmt.discard(&mut ssn);
+    assert_eq!(ssn.hyper_node_score(j, l0), before, "and given back when undone");
+}
