@@ -14,47 +14,39 @@ use volcano_framework::ClusterObjects;
 use crate::hetero::{priority_classes, priority_value, GPU};
 use crate::workloads::{self, q, time, SCHEDULER_NAME, SIZES};
 
+/// The tiers of [`PREEMPT_CONF`] and [`GANG_PREEMPT_CONF`], as a literal for `concat!`.
+macro_rules! preempt_tiers {
+    () => {
+        r#"tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: capacity
+    enableHierarchy: true
+  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.resources: nvidia.com/gpu
+"#
+    };
+}
+
 /// The scheduler configuration of the preemption cases: the standard one with the actions
 /// `enqueue, allocate, preempt, reclaim, backfill`, `conformance` in tier 1, `drf`'s
 /// preemptable vote off (as in the eviction scenarios), and `capacity` (hierarchy on) in
 /// place of `proportion`.
-pub const PREEMPT_CONF: &str = r#"actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: capacity
-    enableHierarchy: true
-  - name: nodeorder
-  - name: binpack
-    arguments:
-      binpack.resources: nvidia.com/gpu
-"#;
+pub const PREEMPT_CONF: &str =
+    concat!("actions: \"enqueue, allocate, preempt, reclaim, backfill\"\n", preempt_tiers!());
 
 /// [`PREEMPT_CONF`] with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
 /// gangreclaim, backfill` (`gang-preempt-10k`).
-pub const GANG_PREEMPT_CONF: &str = r#"actions: "enqueue, allocate, gangpreempt, gangreclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-    enablePreemptable: false
-  - name: predicates
-  - name: capacity
-    enableHierarchy: true
-  - name: nodeorder
-  - name: binpack
-    arguments:
-      binpack.resources: nvidia.com/gpu
-"#;
+pub const GANG_PREEMPT_CONF: &str =
+    concat!("actions: \"enqueue, allocate, gangpreempt, gangreclaim, backfill\"\n", preempt_tiers!());
 
 /// Leaf queues: `leaf-0` … `leaf-9`, `leaf-l` under `org-{l div 5}`.
 pub const LEAVES: usize = 10;

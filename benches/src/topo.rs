@@ -35,23 +35,10 @@ pub const JOBS_PER_1K: usize = 28;
 
 /// The scheduler configuration of `topo-N`: the standard one with `network-topology-aware`
 /// packing GPUs.
-pub const TOPO_CONF: &str = r#"actions: "enqueue, allocate, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-    arguments:
-      binpack.resources: nvidia.com/gpu
-  - name: network-topology-aware
-    arguments:
-      hypernode.binpack.resources: nvidia.com/gpu
-"#;
+pub const TOPO_CONF: &str = concat!(
+    crate::workloads::bench_conf!(),
+    "  - name: network-topology-aware\n    arguments:\n      hypernode.binpack.resources: nvidia.com/gpu\n"
+);
 
 /// GPUs busy on node `i`.
 pub fn busy(i: usize) -> u32 {

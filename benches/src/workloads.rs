@@ -20,8 +20,10 @@ pub const SCHEDULER_NAME: &str = "volcano-rs";
 /// Job sizes, by `j mod 8`.
 pub const SIZES: [u32; 8] = [1, 2, 4, 8, 8, 16, 32, 64];
 
-/// The scheduler configuration of every case.
-pub const BENCH_CONF: &str = r#"actions: "enqueue, allocate, backfill"
+/// The text of [`BENCH_CONF`], as a literal for `concat!` (the cases that add a plugin).
+macro_rules! bench_conf {
+    () => {
+        r#"actions: "enqueue, allocate, backfill"
 tiers:
 - plugins:
   - name: priority
@@ -34,7 +36,13 @@ tiers:
   - name: binpack
     arguments:
       binpack.resources: nvidia.com/gpu
-"#;
+"#
+    };
+}
+pub(crate) use bench_conf;
+
+/// The scheduler configuration of every case.
+pub const BENCH_CONF: &str = bench_conf!();
 
 pub(crate) fn q(s: &str) -> Quantity {
     Quantity(s.to_string())
