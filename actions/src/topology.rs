@@ -95,19 +95,69 @@ impl Need {
         });
         Need { min_resources: if placed { None } else { job.min_resources.clone() }, slots }
     }
+}
+
+/// What each node of a subtree has for a job's [`Need`], read once per search: the slots
+/// for its identical pods, and idle and future idle resources in the dimensions of its
+/// `minResources`.
+struct Room<'a> {
+    need: &'a Need,
+    /// The dimensions `minResources` asks for.
+    dims: Vec<(&'a str, f64)>,
+    /// Per node (by index; only those of the subtree): slots.
+    slots: Vec<u32>,
+    /// Per node: idle, then future idle, of each dimension.
+    free: Vec<f64>,
+}
+
+impl<'a> Room<'a> {
+    fn of(ssn: &Session, need: &'a Need, nodes: &[volcano_framework::NodeId]) -> Room<'a> {
+        let dims: Vec<(&str, f64)> =
+            need.min_resources.iter().flat_map(|r| r.dims()).filter(|(_, v)| *v > 0.0).collect();
+        let count = ssn.snap.nodes.len();
+        let mut room = Room { need, slots: Vec::new(), free: Vec::new(), dims };
+        if let Some((req, _)) = &need.slots {
+            room.slots = vec![0; count];
+            for n in nodes {
+                room.slots[n.idx()] = fits_times(req, ssn.snap.node(*n)).min(u32::MAX as usize) as u32;
+            }
+        }
+        if !room.dims.is_empty() {
+            let k = room.dims.len();
+            room.free = vec![0.0; count * 2 * k];
+            for n in nodes {
+                let node = ssn.snap.node(*n);
+                for (i, (name, _)) in room.dims.iter().enumerate() {
+                    let x = node.idle.get(name);
+                    room.free[n.idx() * 2 * k + i] = x;
+                    room.free[n.idx() * 2 * k + k + i] = x + node.releasing.get(name) - node.pipelined.get(name);
+                }
+            }
+        }
+        room
+    }
 
     /// Whether the nodes have room for the job: `Err` with the slots they have when they
-    /// have too few, `Err(None)` when Σ free does not cover `minResources`.
-    fn holds(&self, ssn: &Session, nodes: &[volcano_framework::NodeId]) -> Result<(), Option<usize>> {
-        if let Some(need) = &self.min_resources {
-            if !holds_free(ssn, nodes, need) {
+    /// have too few, `Err(None)` when Σ idle and Σ future idle both fall short of
+    /// `minResources` (Volcano's pre-filter).
+    fn holds(&self, nodes: &[volcano_framework::NodeId]) -> Result<(), Option<usize>> {
+        if !self.dims.is_empty() {
+            let k = self.dims.len();
+            let mut sums = vec![0.0; 2 * k];
+            for n in nodes {
+                for (s, x) in sums.iter_mut().zip(&self.free[n.idx() * 2 * k..(n.idx() + 1) * 2 * k]) {
+                    *s += x;
+                }
+            }
+            let covers = |have: &[f64]| self.dims.iter().zip(have).all(|((_, v), h)| *v <= *h);
+            if !covers(&sums[..k]) && !covers(&sums[k..]) {
                 return Err(None);
             }
         }
-        if let Some((req, needed)) = &self.slots {
+        if let Some((_, needed)) = &self.need.slots {
             let mut slots = 0usize;
             for n in nodes {
-                slots += fits_times(req, ssn.snap.node(*n));
+                slots += self.slots[n.idx()] as usize;
                 if slots >= *needed {
                     return Ok(());
                 }
@@ -147,6 +197,7 @@ pub fn candidates(
 ) -> (Vec<Vec<HyperNodeId>>, Option<(HyperNodeId, usize)>) {
     let mut by_tier: std::collections::BTreeMap<u32, Vec<HyperNodeId>> = std::collections::BTreeMap::new();
     let mut roomiest: Option<(HyperNodeId, usize)> = None;
+    let room = Room::of(ssn, need, &topo.get(root).nodes);
     let mut stack = vec![root];
     while let Some(h) = stack.pop() {
         let info = topo.get(h);
@@ -156,7 +207,7 @@ pub fn candidates(
         }
         // A HyperNode without room for the job has none in its members either (they hold a
         // subset of its nodes): its subtree is skipped.
-        match need.holds(ssn, &info.nodes) {
+        match room.holds(&info.nodes) {
             Ok(()) => {
                 stack.extend(info.children.iter().copied());
                 by_tier.entry(info.tier).or_default().push(h)
@@ -177,24 +228,6 @@ pub fn candidates(
         }
     }
     (by_tier.into_values().collect(), roomiest)
-}
-
-/// Whether Σ idle (or Σ future idle) of the nodes covers `need` (Volcano's pre-filter),
-/// over the dimensions `need` asks for.
-fn holds_free(ssn: &Session, nodes: &[volcano_framework::NodeId], need: &Resource) -> bool {
-    let dims: Vec<(&str, f64)> = need.dims().filter(|(_, v)| *v > 0.0).collect();
-    let mut idle = vec![0.0; dims.len()];
-    let mut future = vec![0.0; dims.len()];
-    for n in nodes {
-        let node = ssn.snap.node(*n);
-        for (i, (name, _)) in dims.iter().enumerate() {
-            let x = node.idle.get(name);
-            idle[i] += x;
-            future[i] += x + node.releasing.get(name) - node.pipelined.get(name);
-        }
-    }
-    let covers = |have: &[f64]| dims.iter().zip(have).all(|((_, v), h)| *v <= *h);
-    covers(&idle) || covers(&future)
 }
 
 /// Orders one tier's candidates: highest plugin score first, then most of the job's placed

@@ -18,12 +18,18 @@
 //!
 //! Usage per HyperNode is summed at session open and kept in step by the allocate and
 //! deallocate events, as Volcano's plugin does.
+//!
+//! Both node scores read a node only through its lowest HyperNode: they are a batch
+//! partition by lowest HyperNode for the node index, which then scores one node per leaf
+//! switch, and within which a HyperNode's nodes are whole domains (allocate's search
+//! within a HyperNode goes through the index). HyperNode binpack scores are cached per
+//! request until the HyperNode's use changes.
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 use volcano_api::conf::{args, PluginOption};
-use volcano_framework::resource::MIN_RESOURCE;
+use volcano_framework::resource::{ResourceName, MIN_RESOURCE};
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
     parse_args, ArgsError, Hooks, Incremental, JobId, NodeDomains, NodeId, Plugin, PluginBuilder, Resource,
@@ -85,7 +91,7 @@ pub struct Settings {
     /// `weight`.
     pub weight: f64,
     /// Resource weights: cpu, memory, then the listed resources.
-    pub resources: Vec<(String, i64)>,
+    pub resources: Vec<(ResourceName, i64)>,
     /// `hypernode.binpack.normal-pod.enable`.
     pub normal_pods: bool,
     /// `hypernode.binpack.normal-pod.fading`.
@@ -115,11 +121,11 @@ impl Args {
             }
         }
         let mut resources = vec![
-            ("cpu".to_string(), non_negative(a.cpu.unwrap_or(1))),
-            ("memory".to_string(), non_negative(a.memory.unwrap_or(1))),
+            (ResourceName::new("cpu"), non_negative(a.cpu.unwrap_or(1))),
+            (ResourceName::new("memory"), non_negative(a.memory.unwrap_or(1))),
         ];
         for name in a.resources.as_deref().unwrap_or("").split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            if resources.iter().any(|(n, _)| n == name) {
+            if resources.iter().any(|(n, _)| &**n == name) {
                 continue;
             }
             let w = a
@@ -127,7 +133,7 @@ impl Args {
                 .get(&format!("{RESOURCE_PREFIX}{name}"))
                 .and_then(|v| v.as_i64())
                 .map_or(1, non_negative);
-            resources.push((name.to_string(), w));
+            resources.push((ResourceName::new(name), w));
         }
         let fading = a.normal_pod_fading.filter(|f| *f >= 0.0).unwrap_or(0.8);
         Ok(Settings {
@@ -151,6 +157,42 @@ pub struct NetworkTopologyAware {
     used: Vec<Resource>,
     /// Each node's lowest HyperNode ([`NodeDomains::NONE`] for the nodes in none).
     domains: Arc<NodeDomains>,
+    /// Per HyperNode, its HyperNode of each tier (in [`Topology::tiers`] order), for the
+    /// normal-pod score of the nodes whose lowest HyperNode it is.
+    ancestry: Vec<Vec<Option<HyperNodeId>>>,
+    /// Per HyperNode, a stamp changed whenever its use changes.
+    stamps: Vec<u64>,
+    /// The last stamp given.
+    stamp: u64,
+    /// HyperNode binpack scores of the last request scored (see [`BinpackCache`]).
+    cache: BinpackCache,
+}
+
+/// The binpack scores of HyperNodes for one request, each valid while the HyperNode's
+/// stamp is the one it was computed at: the normal-pod score of consecutive pods of one
+/// shape reads the same HyperNodes again and again, and only those a placement touched
+/// change between them.
+#[derive(Default)]
+struct BinpackCache(std::sync::Mutex<CachedScores>);
+
+#[derive(Default)]
+struct CachedScores {
+    /// The request's weighted dimensions.
+    request: Vec<f64>,
+    /// Per HyperNode: (stamp, score); stamp 0 when not computed.
+    scores: Vec<(u64, f64)>,
+}
+
+impl Clone for BinpackCache {
+    fn clone(&self) -> Self {
+        BinpackCache::default()
+    }
+}
+
+impl std::fmt::Debug for BinpackCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BinpackCache")
+    }
 }
 
 impl NetworkTopologyAware {
@@ -212,6 +254,8 @@ impl NetworkTopologyAware {
         let top = self.topo.top();
         let hs: Vec<HyperNodeId> = self.topo.ancestors(self.topo.lowest_of(n)).filter(|h| *h != top).collect();
         for h in hs {
+            self.stamp += 1;
+            self.stamps[h.idx()] = self.stamp;
             if sign > 0.0 {
                 self.used[h.idx()].add(&task.resreq);
             } else {
@@ -253,6 +297,16 @@ impl Plugin for NetworkTopologyAware {
         let n = self.topo.hyper_nodes().len();
         self.allocatable = vec![Resource::empty(); n];
         self.used = vec![Resource::empty(); n];
+        self.ancestry = (0..n as u32)
+            .map(|h| {
+                let ancestors: Vec<HyperNodeId> = self.topo.ancestors(HyperNodeId(h)).collect();
+                let tier_of = |tier: u32| ancestors.iter().copied().find(|a| self.topo.get(*a).tier == tier);
+                self.topo.tiers().iter().map(|tier| tier_of(*tier)).collect()
+            })
+            .collect();
+        self.stamp = n as u64;
+        self.stamps = (1..=n as u64).collect();
+        self.cache = BinpackCache::default();
         for (i, h) in self.topo.hyper_nodes().iter().enumerate() {
             if HyperNodeId(i as u32) == top {
                 continue;
@@ -289,6 +343,14 @@ impl Plugin for NetworkTopologyAware {
     }
 
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {
+        self.scores(snap, task, nodes, None, scores);
+    }
+}
+
+impl NetworkTopologyAware {
+    /// The batch scores of `nodes`, `nodes[i]` standing for `counts[i]` nodes of its
+    /// lowest HyperNode when given (one each otherwise).
+    fn scores(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], counts: Option<&[u32]>, scores: &mut [f64]) {
         if self.topo.is_empty() {
             return;
         }
@@ -311,7 +373,13 @@ impl Plugin for NetworkTopologyAware {
             }
             // Ties at the best: the HyperNode holding most of the job's pods (counted once
             // per HyperNode above each placed pod).
-            let tied = raw.iter().filter(|x| **x == best).count() > 1;
+            let at_best: u64 = raw
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| **x == best)
+                .map(|(i, _)| counts.map_or(1, |c| u64::from(c[i])))
+                .sum();
+            let tied = at_best > 1;
             let mut held: std::collections::HashMap<HyperNodeId, usize> = std::collections::HashMap::new();
             if tied {
                 for p in Self::placed(snap, j) {
@@ -339,11 +407,25 @@ impl Plugin for NetworkTopologyAware {
         if total <= 0.0 {
             return;
         }
+        let request: Vec<f64> = self.settings.resources.iter().map(|(name, _)| t.resreq.get(name)).collect();
+        let mut cache = self.cache.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.request != request || cache.scores.len() != self.stamps.len() {
+            cache.request = request;
+            cache.scores.clear();
+            cache.scores.resize(self.stamps.len(), (0, 0.0));
+        }
         for (i, n) in nodes.iter().enumerate() {
             let mut s = 0.0;
-            for (tier, w) in tiers.iter().zip(&weights) {
-                let tier_score = match self.topo.of_node_at_tier(*n, *tier) {
-                    Some(h) => self.binpack(h, &t.resreq),
+            for (h, w) in self.ancestry[self.topo.lowest_of(*n).idx()].iter().zip(&weights) {
+                let tier_score = match h {
+                    Some(h) => {
+                        let (stamp, score) = &mut cache.scores[h.idx()];
+                        if *stamp != self.stamps[h.idx()] {
+                            *stamp = self.stamps[h.idx()];
+                            *score = self.binpack(*h, &t.resreq);
+                        }
+                        *score
+                    }
                     None => 1.0,
                 };
                 s += w * tier_score;
@@ -365,13 +447,21 @@ impl Incremental for NetworkTopologyAware {
         false
     }
 
-    fn shape_local(&self, snap: &Snapshot, task: TaskId) -> bool {
-        // No predicate and no per-node score; the batch scores of a task without a
-        // constraint read only its request and the HyperNodes' use. A constrained task's
-        // read its job's placed pods: such tasks are scanned (allocate scans a
-        // HyperNode's nodes for them anyway, the whole cluster only for soft jobs that fit
-        // no HyperNode).
-        self.topo.is_empty() || !Self::constrained(snap, task)
+    fn shape_local(&self, _snap: &Snapshot, _task: TaskId) -> bool {
+        // No predicate and no per-node score (the batch scores are asked at every query).
+        true
+    }
+
+    fn batch_node_order_counted(
+        &self,
+        snap: &Snapshot,
+        task: TaskId,
+        nodes: &[NodeId],
+        counts: &[u32],
+        scores: &mut [f64],
+    ) {
+        // The closeness tie-break reads how many nodes are at the best score.
+        self.scores(snap, task, nodes, Some(counts), scores);
     }
 
     fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
@@ -384,15 +474,19 @@ impl Incremental for NetworkTopologyAware {
         Some(0)
     }
 
-    fn batch_uniform(&self, _snap: &Snapshot, _task: TaskId) -> bool {
-        // Without HyperNodes, or with the normal-pod score off, every node scores 0.
-        self.topo.is_empty() || !self.settings.normal_pods
+    fn batch_uniform(&self, snap: &Snapshot, task: TaskId) -> bool {
+        // Without HyperNodes, or with the normal-pod score off for a task without a
+        // constraint, every node scores 0.
+        self.topo.is_empty() || (!self.settings.normal_pods && !Self::constrained(snap, task))
     }
 
     fn batch_partition(&self, snap: &Snapshot, task: TaskId) -> Option<Arc<NodeDomains>> {
         // A node's score reads only its HyperNodes (its lowest one and that one's
-        // ancestors): equal on the nodes of one lowest HyperNode, and on the nodes in none.
-        if self.topo.is_empty() || !self.settings.normal_pods || Self::constrained(snap, task) {
+        // ancestors; for a constrained task, the lowest one's distance to the job's placed
+        // pods): equal on the nodes of one lowest HyperNode, and on the nodes in none. A
+        // HyperNode's nodes are then whole domains, which lets allocate's search within a
+        // HyperNode go through the node index.
+        if self.batch_uniform(snap, task) {
             return None;
         }
         Some(self.domains.clone())
@@ -409,6 +503,10 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
             allocatable: Vec::new(),
             used: Vec::new(),
             domains: Arc::new(NodeDomains { of_node: Vec::new(), count: 0 }),
+            ancestry: Vec::new(),
+            stamps: Vec::new(),
+            stamp: 0,
+            cache: BinpackCache::default(),
         }) as Box<dyn Plugin>
     }))
 }

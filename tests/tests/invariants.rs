@@ -921,3 +921,85 @@ proptest! {
         prop_assert_eq!(rebuilt, 0, "--- input\n{}", yaml);
     }
 }
+
+/// The cluster under a HyperNode tree (leaves of two nodes by name, spines of two leaves;
+/// the last node in none when the count is odd), its jobs by position hard-constrained to
+/// tier 1 or 2, soft, or unconstrained, as YAML.
+fn with_hyper_nodes(mut e: volcano_testkit::scenario::Expanded) -> String {
+    use volcano_api::crd::NetworkTopologySpec;
+    for (i, pg) in e.pod_groups.iter_mut().enumerate() {
+        pg.spec.network_topology = match i % 4 {
+            0 => Some(NetworkTopologySpec {
+                mode: Some("hard".into()),
+                highest_tier_allowed: Some(1),
+                highest_tier_name: None,
+            }),
+            1 => Some(NetworkTopologySpec {
+                mode: Some("hard".into()),
+                highest_tier_allowed: Some(2),
+                highest_tier_name: None,
+            }),
+            2 => Some(NetworkTopologySpec {
+                mode: Some("soft".into()),
+                highest_tier_allowed: None,
+                highest_tier_name: None,
+            }),
+            _ => None,
+        };
+    }
+    let mut yaml = e.to_yaml();
+    let names: Vec<String> = e.nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let leaves: Vec<&[String]> = names.chunks(2).filter(|c| c.len() == 2).collect();
+    for (l, members) in leaves.iter().enumerate() {
+        let members: String =
+            members.iter().map(|m| format!("  - {{type: Node, selector: {{exactMatch: {{name: {m}}}}}}}\n")).collect();
+        yaml.push_str(&format!(
+            "---\napiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {{name: leaf{l}}}\n\
+             spec:\n  tier: 1\n  members:\n{members}"
+        ));
+    }
+    for s in 0..leaves.len().div_ceil(2) {
+        let members: String = (2 * s..(2 * s + 2).min(leaves.len()))
+            .map(|l| format!("  - {{type: HyperNode, selector: {{exactMatch: {{name: leaf{l}}}}}}}\n"))
+            .collect();
+        yaml.push_str(&format!(
+            "---\napiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {{name: spine{s}}}\n\
+             spec:\n  tier: 2\n  members:\n{members}"
+        ));
+    }
+    yaml
+}
+
+/// The GPU configuration with `network-topology-aware` (its HyperNode binpack of GPUs).
+const NETWORK_TOPOLOGY_CONFIG: &str = r#"
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+- plugins:
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+    arguments:
+      binpack.resources: nvidia.com/gpu
+  - name: network-topology-aware
+    arguments:
+      hypernode.binpack.resources: nvidia.com/gpu
+"#;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, rng_seed: proptest::test_runner::RngSeed::Fixed(0x6e74_6f70), failure_persistence: None, .. ProptestConfig::default() })]
+
+    /// The plugin's batch partition by lowest HyperNode (which lets allocate's search
+    /// within a HyperNode go through the node index) changes no placement.
+    #[test]
+    fn network_topology_node_index_matches_a_full_scan((cluster, _config) in arb_cluster_of(17)) {
+        let yaml = with_hyper_nodes(cluster.expand());
+        let base = simulate(&yaml, NETWORK_TOPOLOGY_CONFIG, SessionOptions::default()).map_err(TestCaseError::fail)?;
+        let scan = simulate(&yaml, NETWORK_TOPOLOGY_CONFIG, SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
+    }
+}

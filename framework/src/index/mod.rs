@@ -325,6 +325,8 @@ pub(crate) struct NodeIndex {
     candidate_nodes: Vec<NodeId>,
     candidate_counts: Vec<u32>,
     candidate_scores: Vec<f64>,
+    /// Reused buffer of the slots a query is restricted to.
+    within: Vec<usize>,
     /// Reused buffer of rule exceptions.
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes (log entries).

@@ -425,7 +425,7 @@ impl<E: Evaluate> Query<'_, E> {
         self.refresh(c);
         self.fill_verdicts(c, t);
         if mode == SPARSE || mode == PARTITIONED {
-            if let Some(choice) = self.special_choice(c, t, mode == PARTITIONED) {
+            if let Some(choice) = self.special_choice(c, t, mode == PARTITIONED, None) {
                 return Ok(choice);
             }
         }
@@ -440,6 +440,46 @@ impl<E: Evaluate> Query<'_, E> {
         }
         self.flush_stale(c);
         Err(self.class_errors(c, t))
+    }
+
+    /// The best node for a task among `among` (distinct nodes), scored as a batch over
+    /// them alone, when the node index can answer: the task's batch scores are partitioned
+    /// ([`crate::Incremental::batch_partition`]) and `among` is a union of whole domains of
+    /// the partition (a HyperNode's nodes, when the partition is by lowest HyperNode).
+    /// `None` when it cannot (the caller scans `among`); `Some(None)` when no node of
+    /// `among` fits. Same answer as a scan of `among`.
+    pub(crate) fn find_node_among(&mut self, t: TaskId, among: &[NodeId]) -> Option<Option<NodeChoice>> {
+        if among.is_empty() || !self.index_usable(t) || self.index.usable[t.idx()] != PARTITIONED {
+            return None;
+        }
+        let c = self.class_of(t);
+        if !self.lay_out_by_batch_partition(c, t) {
+            return None;
+        }
+        let mut slots = std::mem::take(&mut self.index.within);
+        slots.clear();
+        {
+            let split = self.index.classes[c].split.as_ref().expect("laid out by the partition");
+            slots.extend(among.iter().map(|n| split.slot(*n)));
+            slots.sort_unstable();
+            slots.dedup();
+            let covered: usize = slots
+                .iter()
+                .map(|s| {
+                    let (start, end) = split.layout.ranges[*s];
+                    (end - start) as usize
+                })
+                .sum();
+            if covered != among.len() {
+                self.index.within = slots;
+                return None;
+            }
+        }
+        self.refresh(c);
+        self.fill_verdicts(c, t);
+        let choice = self.special_choice(c, t, true, Some(&slots));
+        self.index.within = slots;
+        Some(choice)
     }
 
     /// The domain verdicts of a class's task now, into `index.verdicts` (empty for a class
@@ -581,14 +621,18 @@ impl<E: Evaluate> Query<'_, E> {
     /// node (of each domain), by the node-local scores, among those of the best fit rank,
     /// by their node-local and batch scores, each other node standing for the nodes of its
     /// rank it was chosen from; ties to the first node, as a scan. `None` when no node
-    /// fits.
-    fn special_choice(&mut self, c: usize, t: TaskId, by_domain: bool) -> Option<NodeChoice> {
+    /// fits. `within` (sorted), for a partitioned class: the only slots whose nodes may be
+    /// chosen, scored as a batch over their nodes alone.
+    fn special_choice(&mut self, c: usize, t: TaskId, by_domain: bool, within: Option<&[usize]>) -> Option<NodeChoice> {
         let mut special = std::mem::take(&mut self.index.special);
         special.clear();
         for p in self.ev.batch_plugins() {
             if let Some(h) = p.incremental() {
                 h.batch_special_nodes(self.snap, t, &mut special);
             }
+        }
+        if let (Some(w), Some(split)) = (within, self.index.classes[c].split.as_ref()) {
+            special.retain(|n| w.binary_search(&split.slot(*n)).is_ok());
         }
         special.sort_unstable();
         special.dedup();
@@ -607,14 +651,17 @@ impl<E: Evaluate> Query<'_, E> {
             let allowed = |slot: usize| !class.domain_rules || self.index.verdicts[slot].is_none();
             match class.split.as_ref().filter(|_| by_domain) {
                 Some(split) => {
-                    for (slot, &(start, end)) in split.layout.ranges.iter().enumerate() {
-                        if allowed(slot) {
-                            let best = match class.view {
-                                Some(_) => self.view_best(c, Some(slot)),
-                                None => class.tree.best_in(start as usize, end as usize),
-                            };
-                            others.push((best, slot));
+                    for i in 0..within.map_or(split.layout.ranges.len(), <[usize]>::len) {
+                        let slot = within.map_or(i, |w| w[i]);
+                        if !allowed(slot) {
+                            continue;
                         }
+                        let (start, end) = split.layout.ranges[slot];
+                        let best = match class.view {
+                            Some(_) => self.view_best(c, Some(slot)),
+                            None => class.tree.best_in(start as usize, end as usize),
+                        };
+                        others.push((best, slot));
                     }
                 }
                 None => others.push((self.best_allowed(c), usize::MAX)),

@@ -56,10 +56,23 @@ impl Session {
         self.query(|q| q.batch_scores_uniform(t))
     }
 
-    /// The best node for a task among `among` (in node order), as Volcano's allocate does
-    /// within a HyperNode: its predicates on those nodes, then their scores with batch
-    /// scores over those nodes only; fits now before fits once releasing pods are gone.
-    pub fn find_node_among(&self, t: TaskId, among: &[NodeId]) -> Result<NodeChoice, FitErrors> {
+    /// The best node for a task among `among` (distinct, in node order), as Volcano's
+    /// allocate does within a HyperNode: its predicates on those nodes, then their scores
+    /// with batch scores over those nodes only; fits now before fits once releasing pods
+    /// are gone. Through the node index when `among` is a union of whole domains of the
+    /// task's batch partition (a HyperNode's nodes, partitioned by lowest HyperNode), by a
+    /// scan of `among` otherwise and for the fit errors; the same answer either way
+    /// ([`Session::find_node_among_by_scan`]).
+    pub fn find_node_among(&mut self, t: TaskId, among: &[NodeId]) -> Result<NodeChoice, FitErrors> {
+        match self.query(|q| q.find_node_among(t, among)) {
+            Some(Some(choice)) => Ok(choice),
+            _ => self.find_node_among_by_scan(t, among),
+        }
+    }
+
+    /// The same answer as [`Session::find_node_among`], by checking and scoring every node
+    /// of `among`.
+    pub fn find_node_among_by_scan(&self, t: TaskId, among: &[NodeId]) -> Result<NodeChoice, FitErrors> {
         let task = self.snap.task(t);
         // The feasible nodes first, without the reasons (only needed when none fits).
         let feasible: Vec<NodeId> = among

@@ -37,7 +37,8 @@ fn with_job(o: Objects, pods: i32, topology: bool) -> Objects {
 fn arguments_take_volcanos_keys_and_defaults() {
     let s = Args::parse(&plugin_option(NAME, json!({}))).unwrap();
     assert_eq!(s.weight, 1.0);
-    assert_eq!(s.resources, vec![("cpu".to_string(), 1), ("memory".to_string(), 1)]);
+    let names = |s: &Settings| s.resources.iter().map(|(n, w)| (n.to_string(), *w)).collect::<Vec<_>>();
+    assert_eq!(names(&s), vec![("cpu".to_string(), 1), ("memory".to_string(), 1)]);
     assert!(s.normal_pods);
     assert_eq!((s.fading, s.evict_max_hyper_nodes), (0.8, 8));
     let s = Args::parse(&plugin_option(
@@ -53,7 +54,7 @@ fn arguments_take_volcanos_keys_and_defaults() {
     .unwrap();
     assert_eq!(s.weight, 10.0);
     assert_eq!(
-        s.resources,
+        names(&s),
         vec![
             ("cpu".to_string(), 5),
             ("memory".to_string(), 1),

@@ -905,7 +905,8 @@ impl NodeOrder {
                 let taints = snap.node(n).node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
                 i64::from(matching::intolerable_prefer_no_schedule(taints, tolerations))
             };
-            let max = nodes.iter().map(|&n| raw(n)).max().unwrap_or(0);
+            // Without PreferNoSchedule taints every node's raw count is 0: nothing to read.
+            let max = if self.any_prefer_no_schedule { nodes.iter().map(|&n| raw(n)).max().unwrap_or(0) } else { 0 };
             for (i, &n) in nodes.iter().enumerate() {
                 let raw = if max == 0 { 0 } else { raw(n) };
                 scores[i] += (normalize_score(raw, max, true) * w.taint_toleration) as f64;
