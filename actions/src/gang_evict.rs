@@ -888,7 +888,9 @@ mod tests {
     /// s1 cannot make room (a pod of a high-priority job holds n2), s2 can.
     fn only_the_second_leaf_makes_room() -> Objects {
         cluster(&["n1", "n3", "n4"], Some(("hard", Some(1))))
-            .pod_group(pod_group("ns", "peer", 1).priority_class("high").phase(volcano_api::crd::PodGroupPhase::Running))
+            .pod_group(
+                pod_group("ns", "peer", 1).priority_class("high").phase(volcano_api::crd::PodGroupPhase::Running),
+            )
             .pod(pod("ns", "peer-0").group("peer").cpu_mem("2", "1Gi").priority(100).running_on("n2"))
     }
 
