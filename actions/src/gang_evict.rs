@@ -5,7 +5,8 @@
 //! room for all of the job's pending pods within one *domain* at a time: the whole cluster
 //! (the virtual top HyperNode) for a job without a hard network topology constraint; for a
 //! hard one, the HyperNodes of at most its allowed tier (widest tier first), at most
-//! `maxDomains` of them. In a domain:
+//! `maxDomains` of them, and at most `hypernode.gradient.evict.max-hypernodes` when the
+//! `network-topology-aware` plugin is enabled ([`Session::evict_hyper_nodes`]). In a domain:
 //!
 //! 1. the pods that fit without eviction are placed first (as `allocate` would, within the
 //!    domain);
@@ -168,7 +169,10 @@ fn evict_for(
         return Err(EvictionTry::QueueLimit);
     }
     let mut candidates = false;
-    for h in domains(ssn, topo, j, &pending, settings.max_domains) {
+    // Volcano's network-topology-aware plugin caps the HyperNodes of a hard constraint
+    // (`hypernode.gradient.evict.max-hypernodes`) before the action takes `maxDomains`.
+    let max = ssn.evict_hyper_nodes().map_or(settings.max_domains, |cap| cap.min(settings.max_domains));
+    for h in domains(ssn, topo, j, &pending, max) {
         let ctx = EvictionContext { kind, job: j, task: pending[0], hyper_node: h };
         match try_domain(ssn, topo, ranks, &ctx, settings, q, &pending, &mut candidates) {
             Some(done) => return Ok(done),
@@ -789,9 +793,15 @@ mod tests {
     use volcano_testkit::{hyper_node, node, pod, pod_group, Objects};
 
     fn conf(max_domains: Option<i64>) -> String {
+        conf_with(max_domains, "")
+    }
+
+    /// The configuration with `plugin` (YAML lines of the second tier's list) added.
+    fn conf_with(max_domains: Option<i64>, plugin: &str) -> String {
         let mut c = String::from(
             "actions: \"enqueue, allocate, gangpreempt, backfill\"\ntiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n- plugins:\n  - name: predicates\n  - name: proportion\n  - name: nodeorder\n",
         );
+        c.push_str(plugin);
         if let Some(m) = max_domains {
             c.push_str(&format!("configurations:\n- name: gangpreempt\n  arguments:\n    maxDomains: {m}\n"));
         }
@@ -803,8 +813,12 @@ mod tests {
 
     /// Evictions and pipelined pods of one cycle.
     fn cycle(o: Objects, max_domains: Option<i64>) -> (Pairs, Pairs) {
+        cycle_conf(o, &conf(max_domains))
+    }
+
+    fn cycle_conf(o: Objects, conf: &str) -> (Pairs, Pairs) {
         let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
-        let profile = Profile::from_yaml(&conf(max_domains), &reg).unwrap();
+        let profile = Profile::from_yaml(conf, &reg).unwrap();
         let cx = CycleContext { cycle: 1, now_ms: 1_700_000_100_000, options: SessionOptions::default() };
         let out = run_cycle(o.snapshot(), &profile, &cx, &mut NoObserver);
         let (mut evicted, mut pipelined) = (Vec::new(), Vec::new());
@@ -871,17 +885,45 @@ mod tests {
         assert_eq!(pipelined, pairs(&[("urgent-0", "n2"), ("urgent-1", "n1")]));
     }
 
+    /// s1 cannot make room (a pod of a high-priority job holds n2), s2 can.
+    fn only_the_second_leaf_makes_room() -> Objects {
+        cluster(&["n1", "n3", "n4"], Some(("hard", Some(1))))
+            .pod_group(
+                pod_group("ns", "peer", 1).priority_class("high").phase(volcano_api::crd::PodGroupPhase::Running),
+            )
+            .pod(pod("ns", "peer-0").group("peer").cpu_mem("2", "1Gi").priority(100).running_on("n2"))
+    }
+
+    #[test]
+    fn the_plugins_max_hyper_nodes_caps_the_domains_as_max_domains_does() {
+        let nta = |args: &str| format!("  - name: network-topology-aware\n{args}");
+        let cap = |n: i64| nta(&format!("    arguments:\n      hypernode.gradient.evict.max-hypernodes: {n}\n"));
+        let on_s2 = |(evicted, pipelined): (Pairs, Pairs)| {
+            evicted.len() == 2
+                && evicted.iter().chain(&pipelined).all(|(_, n)| n == "n3" || n == "n4")
+                && pipelined.len() == 2
+        };
+        // The plugin at its default (8) leaves both leaves to try: s2 makes room.
+        assert!(on_s2(cycle_conf(only_the_second_leaf_makes_room(), &conf_with(None, &nta("")))));
+        // Capped at 1: only s1 (the widest tier first, then the roomiest, then by name).
+        let (evicted, pipelined) = cycle_conf(only_the_second_leaf_makes_room(), &conf_with(None, &cap(1)));
+        assert!(evicted.is_empty() && pipelined.is_empty(), "{evicted:?} {pipelined:?}");
+        // Not positive means the default, as in Volcano.
+        assert!(on_s2(cycle_conf(only_the_second_leaf_makes_room(), &conf_with(None, &cap(0)))));
+        // The smaller of the plugin's cap and maxDomains holds.
+        let (evicted, _) = cycle_conf(only_the_second_leaf_makes_room(), &conf_with(Some(1), &cap(2)));
+        assert!(evicted.is_empty(), "{evicted:?}");
+        assert!(on_s2(cycle_conf(only_the_second_leaf_makes_room(), &conf_with(Some(2), &cap(2)))));
+        // With enabledHyperNodeGradient off the plugin's cap is not read (Volcano asks no
+        // gradient of it): maxDomains alone.
+        let off = "  - name: network-topology-aware\n    enabledHyperNodeGradient: false\n    arguments:\n      hypernode.gradient.evict.max-hypernodes: 1\n";
+        assert!(on_s2(cycle_conf(only_the_second_leaf_makes_room(), &conf_with(None, off))));
+    }
+
     #[test]
     fn max_domains_limits_the_hyper_nodes_tried() {
-        // Only one victim in s1 (a pod of a high-priority job holds n2): s1 cannot make room;
-        // s2 can, but with maxDomains 1 only s1 is tried.
-        let build = || {
-            cluster(&["n1", "n3", "n4"], Some(("hard", Some(1))))
-                .pod_group(
-                    pod_group("ns", "peer", 1).priority_class("high").phase(volcano_api::crd::PodGroupPhase::Running),
-                )
-                .pod(pod("ns", "peer-0").group("peer").cpu_mem("2", "1Gi").priority(100).running_on("n2"))
-        };
+        // s1 cannot make room; s2 can, but with maxDomains 1 only s1 is tried.
+        let build = only_the_second_leaf_makes_room;
         let (evicted, pipelined) = cycle(build(), Some(1));
         assert!(evicted.is_empty(), "{evicted:?}");
         assert!(pipelined.is_empty(), "{pipelined:?}");

@@ -5,8 +5,9 @@
 //! Without a Prometheus: the dashboards' shape (schema version, the `datasource` and
 //! template variables, a description on every panel, unique ids) and the metric names
 //! their queries use. With `prometheus` on `PATH` (skipped with a message otherwise):
-//! `volcano-rs simulate` writes the metrics of two runs (the examples' GPU cluster, and a
-//! `capacity` cluster where reclaim evicts), the test serves both files over HTTP, and a
+//! `volcano-rs simulate` writes the metrics of two runs (the examples' GPU cluster with its
+//! HyperNodes, and a `capacity` cluster where reclaim evicts), the test serves both files
+//! over HTTP, and a
 //! Prometheus scrapes them every second with the alert rules loaded. Then every panel
 //! query and every rule expression must run without error, every metric they name must
 //! have series (or be one `volcano-rs scheduler` serves and `simulate` does not, checked
@@ -46,7 +47,9 @@ const FORBIDDEN: [&str; 3] = [
 /// scheduler serves it (see [`Declared`]):
 ///
 /// - `volcano_rs_*`: volcano-rs's own families, string literals in `scheduler/src/server.rs` and
-///   series of the scheduler registry (`volcano_scheduler::server::Metrics`);
+///   series of the scheduler registry (`volcano_scheduler::server::Metrics`); but not those
+///   declared in `metrics/src/scheduler.rs` ([`simulated_rs_families`]), which `simulate`
+///   writes: those must have series and data like Volcano's;
 /// - `process_*`: the process collector's, in the scheduler registry's text
 ///   (`volcano_scheduler::server::Metrics`);
 /// - the two Volcano families observed by the scheduler's applier only (the bind call and
@@ -59,8 +62,25 @@ const SCHEDULER_ONLY_FAMILIES: [(&str, &str); 2] = [
 ];
 
 fn scheduler_only(name: &str) -> bool {
-    SCHEDULER_ONLY_PREFIXES.iter().any(|p| name.starts_with(p))
+    (SCHEDULER_ONLY_PREFIXES.iter().any(|p| name.starts_with(p)) && !simulated_rs_families().contains(family(name)))
         || SCHEDULER_ONLY_FAMILIES.iter().any(|(f, _)| family(name) == *f)
+}
+
+/// volcano-rs's own families that `simulate --metrics` writes: the `"volcano_rs_…"` names in
+/// `metrics/src/scheduler.rs`, the scheduler metrics the simulator records its cycles in
+/// (the HyperNodes' utilisation, the jobs waiting for a network topology).
+fn simulated_rs_families() -> &'static BTreeSet<String> {
+    static FAMILIES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
+    FAMILIES.get_or_init(|| {
+        let path = "metrics/src/scheduler.rs";
+        let text = std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        text.split("\"volcano_rs_")
+            .skip(1)
+            .filter_map(|rest| rest.split_once('"'))
+            .map(|(name, _)| format!("volcano_rs_{name}"))
+            .filter(|name| name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .collect()
+    })
 }
 
 /// A histogram's or summary's series name without its `_bucket`, `_count` or `_sum`.
@@ -332,6 +352,18 @@ fn metric_names_are_found_in_promql() {
         "volcano_e2e_scheduling_latency_milliseconds"
     );
     assert_eq!(family("volcano_rs_cycles_total"), "volcano_rs_cycles_total");
+}
+
+#[test]
+fn volcano_rs_families_simulate_writes_are_checked_for_data() {
+    let simulated = simulated_rs_families();
+    for f in ["volcano_rs_hypernode_utilization", "volcano_rs_network_topology_jobs_waiting"] {
+        assert!(simulated.contains(f), "{f} not found in metrics/src/scheduler.rs: {simulated:?}");
+        assert!(!scheduler_only(f), "{f} is written by simulate: its queries must return data");
+    }
+    for f in ["volcano_rs_leader", "volcano_rs_cycles_total", "volcano_rs_snapshot_duration_milliseconds_bucket"] {
+        assert!(scheduler_only(f), "{f} is served by volcano-rs scheduler only");
+    }
 }
 
 #[test]
@@ -736,6 +768,15 @@ fn dashboards_and_alerts_work_against_a_real_prometheus() {
 
     // The metrics: the examples' GPU cluster, and a capacity cluster where reclaim evicts.
     let examples = simulate(&["examples/"], &dir.0.join("examples.prom"));
+    for series in [
+        "volcano_rs_hypernode_utilization{hypernode=\"leaf-a\",resource=\"nvidia.com/gpu\",tier=\"1\"}",
+        "volcano_rs_hypernode_utilization{hypernode=\"spine\",resource=\"nvidia.com/gpu\",tier=\"2\"}",
+    ] {
+        assert!(
+            examples.lines().any(|l| l.starts_with(series)),
+            "the examples' GPU cluster has no HyperNodes (examples/gpu-cluster-topology.yaml): no {series}:\n{examples}"
+        );
+    }
     std::fs::write(dir.0.join("reclaim.conf"), RECLAIM_CONFIG).unwrap();
     std::fs::write(dir.0.join("reclaim.yaml"), reclaim_cluster()).unwrap();
     let conf = dir.0.join("reclaim.conf");

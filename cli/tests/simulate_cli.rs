@@ -240,6 +240,8 @@ fn simulate_writes_volcanos_metrics() {
         "volcano_unschedule_task_count{job_id=\"giant-moe\"} 4",
         "volcano_unschedule_job_count 1",
         "volcano_queue_pod_group_pending_count{queue_name=\"research\"} 1",
+        // examples/gpu-cluster-topology.yaml: 50 of the spine's 64 GPUs in use.
+        "volcano_rs_hypernode_utilization{hypernode=\"spine\",resource=\"nvidia.com/gpu\",tier=\"2\"} 0.78125",
     ] {
         assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
     }

@@ -72,6 +72,8 @@ bitflags! {
         const HYPER_NODE_ORDER = 1 << 21;
         /// [`Plugin::evictable`].
         const EVICTABLE = 1 << 22;
+        /// [`Plugin::evict_hyper_nodes`] (`enabledHyperNodeGradient`).
+        const HYPER_NODE_GRADIENT = 1 << 23;
     }
 }
 
@@ -357,6 +359,14 @@ pub trait Plugin: Send + Sync {
     /// on the pods before it (the in-tree plugins' do). Not switched by any `enable…` flag,
     /// as in Volcano.
     fn evictable(&self, snap: &Snapshot, ctx: &EvictionContext, candidates: &[TaskId]) -> Option<Vec<TaskId>> {
+        None
+    }
+
+    /// The most HyperNodes gang-aware eviction tries for a job with a hard network topology
+    /// constraint (Volcano's HyperNode gradient for eviction, which the plugin caps); `None`
+    /// says nothing. The first plugin in tier order with the hook enabled that answers
+    /// decides, and the actions' own `maxDomains` caps it again.
+    fn evict_hyper_nodes(&self) -> Option<usize> {
         None
     }
 }

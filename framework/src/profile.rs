@@ -214,6 +214,7 @@ pub fn enabled_hooks(p: &PluginOption) -> Hooks {
         (p.enabled_job_enqueued, Hooks::JOB_ENQUEUEABLE | Hooks::JOB_ENQUEUED),
         (p.enabled_job_starving, Hooks::JOB_STARVING),
         (p.enabled_hyper_node_order, Hooks::HYPER_NODE_ORDER),
+        (p.enabled_hyper_node_gradient, Hooks::HYPER_NODE_GRADIENT),
     ];
     for (v, hook) in pairs {
         if flag(v) {

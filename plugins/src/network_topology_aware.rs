@@ -16,6 +16,10 @@
 //!   `fading^(i−1)` (`hypernode.binpack.normal-pod.fading`, 0.8), a tier where the node is in
 //!   no HyperNode counting 1, times 100 and `weight`: pods fill switches already in use.
 //!
+//! - **Eviction domains** (`hypernode.gradient.evict.max-hypernodes`): how many HyperNodes
+//!   `gangpreempt` and `gangreclaim` try for a job with a hard constraint (Volcano's
+//!   gradient for eviction, capped by the plugin).
+//!
 //! Usage per HyperNode is summed at session open and kept in step by the allocate and
 //! deallocate events, as Volcano's plugin does.
 //!
@@ -271,7 +275,7 @@ impl Plugin for NetworkTopologyAware {
     }
 
     fn hooks(&self) -> Hooks {
-        Hooks::HYPER_NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::EVENT_HANDLER
+        Hooks::HYPER_NODE_ORDER | Hooks::BATCH_NODE_ORDER | Hooks::EVENT_HANDLER | Hooks::HYPER_NODE_GRADIENT
     }
 
     fn incremental(&self) -> Option<&dyn Incremental> {
@@ -340,6 +344,10 @@ impl Plugin for NetworkTopologyAware {
             }
         }
         self.binpack(hyper_node, &request) * 100.0 * self.settings.weight
+    }
+
+    fn evict_hyper_nodes(&self) -> Option<usize> {
+        Some(self.settings.evict_max_hyper_nodes)
     }
 
     fn batch_node_order(&self, snap: &Snapshot, task: TaskId, nodes: &[NodeId], scores: &mut [f64]) {

@@ -140,15 +140,84 @@ fn watch<K>(
 where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
 {
+    reflect(api, cache, apply, None)
+}
+
+/// A kind the API server may not serve (its CRD is optional) and an older RBAC may not let
+/// the scheduler list. While listing it is refused with 404 or 403 the cache holds none of
+/// it and counts it as listed (`unavailable`), so the scheduler syncs and schedules without
+/// it; the watcher keeps trying with its back-off (at most 30 s apart), and its first
+/// successful list brings the objects in, without a restart. Each refusal is logged once
+/// per status code, and the first list that succeeds after one is logged too.
+struct OptionalKind {
+    /// The kind, in the log of the other watch errors.
+    kind: &'static str,
+    /// Tells the cache the kind is listed with none.
+    unavailable: fn(&mut ClusterCache),
+    /// Logged (info) when the list is refused with 404.
+    not_served: &'static str,
+    /// Logged (warning) with the error when the list is refused with 403.
+    forbidden: &'static str,
+    /// Logged (info) when a list succeeds after a refusal.
+    served: &'static str,
+}
+
+/// HyperNodes (`topology.volcano.sh`): without them the scheduler has no network topology
+/// ([`ClusterCache::hyper_nodes_unavailable`]).
+static HYPER_NODES: OptionalKind = OptionalKind {
+    kind: "HyperNode",
+    unavailable: ClusterCache::hyper_nodes_unavailable,
+    not_served: "HyperNodes are not served (the topology.volcano.sh CRD is not installed: \
+                 deploy/crds/topology.volcano.sh_hypernodes.yaml); scheduling without a network \
+                 topology, and watching for the CRD",
+    forbidden: "the scheduler may not list HyperNodes (add the hypernodes rule of \
+                deploy/rbac.yaml to its ClusterRole); scheduling without a network topology \
+                until it may",
+    served: "HyperNodes are served and readable now: the network topology is watched",
+};
+
+/// Starts one watch feeding the cache; for an [`OptionalKind`], a refused list counts as
+/// listed with none.
+fn reflect<K>(
+    api: Api<K>,
+    cache: Arc<Mutex<ClusterCache>>,
+    apply: fn(&mut ClusterCache, Event<K>),
+    optional: Option<&'static OptionalKind>,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
     // Served from the API server's watch cache (`resourceVersion=0`), as client-go lists.
     let config = watcher::Config::default().any_semantic();
     tokio::spawn(async move {
         let stream = watcher::watcher(api, config).default_backoff();
         futures::pin_mut!(stream);
+        // The code of the refusal last said, so that a retry refused alike says nothing.
+        let mut refused: Option<u16> = None;
         while let Some(event) = stream.next().await {
             match event {
-                Ok(e) => apply(&mut cache.lock().expect("cache lock"), e),
-                Err(e) => tracing::warn!(kind = %std::any::type_name::<K>(), "watch: {e}"),
+                Ok(e) => {
+                    if let (Some(_), Some(o)) = (refused.take(), optional) {
+                        tracing::info!("{}", o.served);
+                    }
+                    apply(&mut cache.lock().expect("cache lock"), e);
+                }
+                Err(e) => match optional.zip(unavailable(&e)) {
+                    Some((o, code)) => {
+                        if refused.replace(code) != Some(code) {
+                            if code == 404 {
+                                tracing::info!("{}", o.not_served);
+                            } else {
+                                tracing::warn!("{}: {e}", o.forbidden);
+                            }
+                        }
+                        (o.unavailable)(&mut cache.lock().expect("cache lock"));
+                    }
+                    None => {
+                        let kind = optional.map_or_else(std::any::type_name::<K>, |o| o.kind);
+                        tracing::warn!(kind = %kind, "watch: {e}");
+                    }
+                },
             }
         }
     })
@@ -163,59 +232,11 @@ fn unavailable(e: &watcher::Error) -> Option<u16> {
     }
 }
 
-/// Starts the watch of HyperNodes, a kind the API server may not serve (the
-/// `topology.volcano.sh` CRD is optional) and an older RBAC may not let the scheduler list.
-/// While listing them is refused with 404 or 403 the cache holds none and counts them as
-/// listed ([`ClusterCache::hyper_nodes_unavailable`]), so the scheduler syncs and schedules
-/// without a topology; the watcher keeps trying with its back-off (at most 30 s apart), and
-/// its first successful list brings the HyperNodes in, without a restart.
-fn watch_hyper_nodes(client: &Client, cache: Arc<Mutex<ClusterCache>>) -> tokio::task::JoinHandle<()> {
-    let config = watcher::Config::default().any_semantic();
-    let api = Api::<HyperNode>::all(client.clone());
-    tokio::spawn(async move {
-        let stream = watcher::watcher(api, config).default_backoff();
-        futures::pin_mut!(stream);
-        // The code of the refusal last said, so that a retry refused alike says nothing.
-        let mut refused: Option<u16> = None;
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(e) => {
-                    if refused.take().is_some() {
-                        tracing::info!("HyperNodes are served and readable now: the network topology is watched");
-                    }
-                    cache.lock().expect("cache lock").apply_hyper_node(e);
-                }
-                Err(e) => match unavailable(&e) {
-                    Some(code) => {
-                        if refused.replace(code) != Some(code) {
-                            if code == 404 {
-                                tracing::info!(
-                                    "HyperNodes are not served (the topology.volcano.sh CRD is not installed: \
-                                     deploy/crds/topology.volcano.sh_hypernodes.yaml); scheduling without a network \
-                                     topology, and watching for the CRD"
-                                );
-                            } else {
-                                tracing::warn!(
-                                    "the scheduler may not list HyperNodes (add the hypernodes rule of \
-                                     deploy/rbac.yaml to its ClusterRole); scheduling without a network topology \
-                                     until it may: {e}"
-                                );
-                            }
-                        }
-                        cache.lock().expect("cache lock").hyper_nodes_unavailable();
-                    }
-                    None => tracing::warn!(kind = "HyperNode", "watch: {e}"),
-                },
-            }
-        }
-    })
-}
-
 /// Starts the watches of the kinds the scheduler reads (Nodes, Pods, PodGroups, Queues,
 /// PriorityClasses, Namespaces, PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 /// CSINodes, and Services, ReplicationControllers, ReplicaSets and StatefulSets, which the
 /// cache strips to their name, namespace and selector as they arrive, and HyperNodes, which
-/// may be absent: [`watch_hyper_nodes`]); abort the handles to stop them.
+/// may be absent: [`HYPER_NODES`]); abort the handles to stop them.
 pub fn start_watches(client: &Client, cache: &Arc<Mutex<ClusterCache>>) -> Vec<tokio::task::JoinHandle<()>> {
     start_watches_observed(client, cache, None)
 }
@@ -245,7 +266,12 @@ pub fn start_watches_observed(
         ),
         watch(Api::<ReplicaSet>::all(client.clone()), cache.clone(), ClusterCache::apply_replica_set),
         watch(Api::<StatefulSet>::all(client.clone()), cache.clone(), ClusterCache::apply_stateful_set),
-        watch_hyper_nodes(client, cache.clone()),
+        reflect(
+            Api::<HyperNode>::all(client.clone()),
+            cache.clone(),
+            ClusterCache::apply_hyper_node,
+            Some(&HYPER_NODES),
+        ),
     ]
 }
 

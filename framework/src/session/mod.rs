@@ -346,6 +346,13 @@ impl Session {
         self.active(Hooks::HYPER_NODE_ORDER).map(|p| p.hyper_node_order(&self.snap, j, h)).sum()
     }
 
+    /// The most HyperNodes gang-aware eviction tries for a job with a hard network topology
+    /// constraint, if a plugin caps them ([`Plugin::evict_hyper_nodes`]: the first that
+    /// answers, in tier order).
+    pub fn evict_hyper_nodes(&self) -> Option<usize> {
+        self.active(Hooks::HYPER_NODE_GRADIENT).find_map(|p| p.evict_hyper_nodes())
+    }
+
     /// Σ of the per-node scores of every plugin (batch scores aside).
     pub fn node_order_sum(&self, t: TaskId, n: NodeId) -> f64 {
         self.active(Hooks::NODE_ORDER).map(|p| p.node_order(&self.snap, t, n)).sum()
