@@ -1,9 +1,11 @@
 //! The `gang` plugin: all-or-nothing scheduling of a PodGroup's `minMember` pods.
 //!
 //! - JobValid: a job with fewer valid pods than `minMember` (or a role below its
-//!   `minTaskMember`) is not scheduled at all this session.
+//!   `minTaskMember`, or a sub-group policy with fewer sub-groups than its `minSubGroups`) is
+//!   not scheduled at all this session.
 //! - JobReady / JobPipelined: a job's placements are committed only once `minMember` pods
-//!   (per role minimums included) are placed, or kept as a pipelined reservation.
+//!   (per role minimums included, and `minSubGroups` whole sub-groups of each sub-group
+//!   policy) are placed, or kept as a pipelined reservation.
 //! - JobOrder: jobs that are not ready yet go before ready ones, so every gang's minimum is
 //!   placed before any job's elastic pods.
 //! - JobStarving: fewer than `minMember` pods placed or pipelined.
@@ -104,6 +106,12 @@ fn task_valid(snap: &Snapshot, job: &JobInfo) -> bool {
         )
 }
 
+/// The gang is ready: `minMember` pods placed, each role's minimum, and each sub-group
+/// policy's `minSubGroups` ready sub-groups.
+fn ready(snap: &Snapshot, job: &JobInfo) -> bool {
+    job.is_ready() && task_ready(snap, job) && job.sub_groups.as_ref().is_none_or(|sg| sg.ready())
+}
+
 /// Volcano's `JobInfo.FitError()`: a histogram of task statuses, the reasons of pending
 /// tasks, and the original reason (job-level, or the first task's fit error).
 pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
@@ -181,6 +189,12 @@ impl Plugin for Gang {
                 message: "Not enough valid pods of each task for gang-scheduling".into(),
             });
         }
+        if job.sub_groups.as_ref().is_some_and(|sg| sg.invalid_policy().is_some()) {
+            return Some(InvalidJob {
+                reason: pod_group_reason::NOT_ENOUGH_PODS_OF_TASK.into(),
+                message: "Not enough valid subGroups of each task for gang-scheduling".into(),
+            });
+        }
         let valid = job.valid_task_num();
         if valid < job.min_available {
             return Some(InvalidJob {
@@ -195,13 +209,12 @@ impl Plugin for Gang {
     }
 
     fn job_ready(&self, snap: &Snapshot, j: JobId) -> bool {
-        let job = snap.job(j);
-        job.is_ready() && task_ready(snap, job)
+        ready(snap, snap.job(j))
     }
 
     fn job_pipelined(&self, snap: &Snapshot, j: JobId) -> Vote {
         let job = snap.job(j);
-        if job.is_pipelined() && task_pipelined(snap, job) {
+        if job.is_pipelined() && task_pipelined(snap, job) && job.sub_groups.as_ref().is_none_or(|sg| sg.pipelined()) {
             Vote::Permit
         } else {
             Vote::Reject
@@ -243,7 +256,7 @@ impl Plugin for Gang {
             if job.tasks.is_empty() {
                 continue;
             }
-            if !(job.is_ready() && task_ready(snap, job)) {
+            if !ready(snap, job) {
                 if short_only_because_releasing(snap, job) {
                     continue;
                 }

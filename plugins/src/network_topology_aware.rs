@@ -1,9 +1,9 @@
 //! The `network-topology-aware` plugin: packs HyperNodes (switches) instead of fragmenting
 //! them.
 //!
-//! - **HyperNode order** (for jobs with a network topology constraint, read by `allocate`'s
-//!   HyperNode search): a HyperNode scores `Σ w·(used + request) / allocatable / Σ w` over the
-//!   resources of the job's pending pods that have a weight (`hypernode.binpack.cpu`,
+//! - **HyperNode order** (for jobs and sub-groups with a network topology constraint, read
+//!   by `allocate`'s HyperNode search): a HyperNode scores `Σ w·(used + request) / allocatable
+//!   / Σ w` over the resources of the job's (sub-group's) pending pods that have a weight (`hypernode.binpack.cpu`,
 //!   `hypernode.binpack.memory`, and those listed in `hypernode.binpack.resources`), 0 when
 //!   the request would overflow one of them, times 100 and `weight`: the fullest switch that
 //!   still holds the job wins.
@@ -274,14 +274,14 @@ impl Plugin for NetworkTopologyAware {
         self.account(snap, task, -1.0);
     }
 
-    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, hyper_node: HyperNodeId) -> f64 {
+    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, sub_group: Option<u32>, hyper_node: HyperNodeId) -> f64 {
         if hyper_node == self.topo.top() {
             return 0.0;
         }
         let mut request = Resource::empty();
         for t in &snap.job(job).tasks {
             let task = snap.task(*t);
-            if task.status == TaskStatus::Pending {
+            if task.status == TaskStatus::Pending && (sub_group.is_none() || task.sub_group == sub_group) {
                 request.add(&task.resreq);
             }
         }

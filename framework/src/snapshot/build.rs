@@ -473,6 +473,7 @@ impl PodContext<'_> {
         let task = TaskInfo {
             ns_len: namespace.len() as u32,
             role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
+            sub_group: None,
             gpu: crate::device::pod_ask(pod),
             devices: None,
             best_effort: resreq.is_empty(),
@@ -796,6 +797,7 @@ pub(super) fn job_info(
         total_request: Resource::empty(),
         fit_errors: BTreeMap::new(),
         job_fit_error: None,
+        sub_groups: SubGroups::of(&pg.spec),
         pod_group: pg.clone(),
         key,
     })

@@ -78,13 +78,13 @@ fn the_fuller_hyper_node_that_still_holds_the_job_scores_higher() {
     let ssn = plugin_session(snap, plugin(args.clone()));
     let (l0, l1) = (topo.by_name("l0").unwrap(), topo.by_name("l1").unwrap());
     // 8 GPUs: l0 holds 10 free of 16, l1 16: l0 is fuller.
-    assert!(ssn.hyper_node_score(j, l0) > ssn.hyper_node_score(j, l1));
+    assert!(ssn.hyper_node_score(j, None, l0) > ssn.hyper_node_score(j, None, l1));
     // 12 GPUs overflow l0 (6 + 12 > 16): 0 there.
     let snap = with_job(objects(), 6, true).snapshot();
     let j = job_id(&snap, "ns/j");
     let ssn = plugin_session(snap, plugin(args));
-    assert_eq!(ssn.hyper_node_score(j, l0), 0.0);
-    assert!(ssn.hyper_node_score(j, l1) > 0.0);
+    assert_eq!(ssn.hyper_node_score(j, None, l0), 0.0);
+    assert!(ssn.hyper_node_score(j, None, l1) > 0.0);
 }
 
 #[test]
@@ -130,10 +130,10 @@ fn a_placement_undone_gives_its_hyper_node_back() {
     let n = node_id(&snap, "a1");
     let l0 = snap.topology().by_name("l0").unwrap();
     let mut ssn = plugin_session(snap, plugin(json!({"hypernode.binpack.resources": "nvidia.com/gpu"})));
-    let before = ssn.hyper_node_score(j, l0);
+    let before = ssn.hyper_node_score(j, None, l0);
     let mut stmt = volcano_framework::Statement::new();
     stmt.allocate(&mut ssn, t, n);
-    assert_ne!(ssn.hyper_node_score(j, l0), before, "the placement is counted");
+    assert_ne!(ssn.hyper_node_score(j, None, l0), before, "the placement is counted");
     stmt.discard(&mut ssn);
-    assert_eq!(ssn.hyper_node_score(j, l0), before, "and given back when undone");
+    assert_eq!(ssn.hyper_node_score(j, None, l0), before, "and given back when undone");
 }
