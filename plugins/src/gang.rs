@@ -425,6 +425,62 @@ mod tests {
         assert_eq!(Gang.job_order(&s, JobId(1), JobId(0)), Ordering::Less);
     }
 
+    /// A job of two partitions of two pods (`worker-0`: pods 0 and 1, `worker-1`: 2 and 3),
+    /// `minMember` 2, whose policy needs `min` sub-groups; `running` pods run, the others
+    /// are pending.
+    fn partitioned(min: i32, running: &[usize], pipelined: &[usize]) -> Snapshot {
+        let mut o = Objects::new()
+            .node(node("n1", "16", "64Gi"))
+            .pod_group(pod_group("ns", "pg", 2).partition_policy("worker", 2, min));
+        for i in 0..4 {
+            let mut p = pod("ns", &format!("pg-worker-{i}"))
+                .group("pg")
+                .label("volcano.sh/task-spec", "worker")
+                .label("volcano.sh/partition-id", &(i / 2).to_string())
+                .cpu_mem("1", "1Gi");
+            if running.contains(&i) {
+                p = p.running_on("n1");
+            }
+            o = o.pod(p);
+        }
+        let mut s = o.snapshot();
+        for i in pipelined {
+            let t = s.task_id(&format!("ns/pg-worker-{i}")).unwrap();
+            s.set_task_status(t, TaskStatus::Pipelined);
+        }
+        s
+    }
+
+    #[test]
+    fn sub_groups_count_towards_readiness() {
+        // Two pods run, one in each partition: minMember is met but no partition is whole.
+        let s = partitioned(2, &[0, 2], &[]);
+        assert!(s.job(JobId(0)).is_ready());
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Reject);
+        // One partition whole: enough for minSubGroups 1, not 2.
+        let s = partitioned(1, &[0, 1], &[]);
+        assert!(Gang.job_ready(&s, JobId(0)));
+        let s = partitioned(2, &[0, 1], &[]);
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        // The second partition half placed, half pipelined: pipelined, not ready.
+        let s = partitioned(2, &[0, 1, 2], &[3]);
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Permit);
+        let s = partitioned(2, &[0, 1, 2, 3], &[]);
+        assert!(Gang.job_ready(&s, JobId(0)));
+        // minSubGroups 0: the job's own minimum alone.
+        assert!(Gang.job_ready(&partitioned(0, &[0, 2], &[]), JobId(0)));
+    }
+
+    #[test]
+    fn too_few_sub_groups_is_not_valid() {
+        assert!(Gang.job_valid(&partitioned(2, &[], &[]), JobId(0)).is_none());
+        let inv = Gang.job_valid(&partitioned(3, &[], &[]), JobId(0)).expect("two sub-groups of the three needed");
+        assert_eq!(inv.reason, "NotEnoughPodsOfTask");
+        assert_eq!(inv.message, "Not enough valid subGroups of each task for gang-scheduling");
+    }
+
     #[test]
     fn fit_error_message() {
         let s = snap(2, 0, 2);

@@ -226,6 +226,10 @@ pub struct JobSpec {
     /// Number of pods (when no `tasks`).
     #[serde(default)]
     pub replicas: Option<u32>,
+    /// Partitions of this many pods (when no `tasks`): each pod gets the label
+    /// `volcano.sh/partition-id: <i / partitionSize>`.
+    #[serde(default, rename = "partitionSize")]
+    pub partition_size: Option<u32>,
     /// Roles.
     #[serde(default)]
     pub tasks: Vec<TaskSpec>,
@@ -385,7 +389,7 @@ impl Cluster {
             let created = 1_700_000_000 + j.created.unwrap_or(ji as i64);
             // (role, shape, replicas, partition size)
             let roles: Vec<(Option<&str>, &PodShape, u32, Option<u32>)> = if j.tasks.is_empty() {
-                vec![(None, &j.pod, j.replicas.unwrap_or(1), None)]
+                vec![(None, &j.pod, j.replicas.unwrap_or(1), j.partition_size)]
             } else {
                 j.tasks.iter().map(|t| (Some(t.name.as_str()), &t.pod, t.replicas, t.partition_size)).collect()
             };
@@ -435,8 +439,11 @@ impl Cluster {
                     if let Some(r) = role {
                         b = b.annotation(crd::TASK_SPEC_KEY, r);
                     }
-                    if let (Some(r), Some(size)) = (role, partition_size.filter(|s| *s > 0)) {
-                        b = b.label(crd::TASK_SPEC_KEY, r).label("volcano.sh/partition-id", &(i / size).to_string());
+                    if let Some(size) = partition_size.filter(|s| *s > 0) {
+                        if let Some(r) = role {
+                            b = b.label(crd::TASK_SPEC_KEY, r);
+                        }
+                        b = b.label("volcano.sh/partition-id", &(i / size).to_string());
                     }
                     let selector =
                         if shape.node_selector.is_empty() { &j.pod.node_selector } else { &shape.node_selector };

@@ -119,8 +119,19 @@ prop_compose! {
         prio in 0..3u8,
         zone in proptest::option::weighted(0.2, 0..2u8),
         inqueue in proptest::bool::ANY,
+        partitions in proptest::option::weighted(0.3, (1u32..3, 0i32..3)),
     ) -> JobSpec {
         let min = ((replicas as f64) * min_frac).ceil().max(1.0) as i32;
+        // Some jobs split into partitions of `size` pods, `min_groups` of which they need.
+        let sub_group_policy = partitions.map(|(size, min_groups)| {
+            vec![volcano_api::crd::SubGroupPolicySpec {
+                name: "part".into(),
+                sub_group_size: Some(size as i32),
+                min_sub_groups: Some(min_groups),
+                match_label_keys: Some(vec!["volcano.sh/partition-id".into()]),
+                ..Default::default()
+            }]
+        });
         JobSpec {
             name: format!("j{i}"),
             namespace: None,
@@ -134,6 +145,8 @@ prop_compose! {
             running: vec![],
             annotations: BTreeMap::new(),
             network_topology: None,
+            sub_group_policy,
+            partition_size: partitions.map(|(size, _)| size),
             created: None,
             pod: PodShape {
                 cpu: (cpu > 0).then(|| q(cpu)),
@@ -626,6 +639,8 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
                         running: vec![format!("n{i}")],
                         annotations: BTreeMap::new(),
                         network_topology: None,
+                        sub_group_policy: None,
+                        partition_size: None,
                         created: None,
                         pod: PodShape {
                             cpu: Some(q(1)),
@@ -652,6 +667,8 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
             running: vec![],
             annotations: BTreeMap::new(),
             network_topology: None,
+            sub_group_policy: None,
+            partition_size: None,
             created: None,
             pod: PodShape {
                 cpu: Some(q(1)),
@@ -733,10 +750,15 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
             let n = shapes.len();
             let shape = *shapes.entry(t.shape).or_insert(n);
             let job = t.job.map(|j| s.job(j).key.clone());
+            // Sub-groups are numbered in order of arrival: named instead.
+            let group = t
+                .sub_group
+                .and_then(|g| t.job.and_then(|j| s.job(j).sub_groups.as_ref()).map(|sg| sg.groups[g as usize].name.clone()));
             let mut t = t.clone();
             t.shape = shape as u32;
             t.job = None;
-            format!("{t:#?} in job {job:?}")
+            t.sub_group = None;
+            format!("{t:#?} in job {job:?}, sub-group {group:?}")
         })
         .collect();
     let mut jobs: Vec<_> = s.jobs.iter().collect();

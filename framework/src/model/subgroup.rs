@@ -141,8 +141,10 @@ pub struct SubGroupInfo {
     pub counts: GroupCounts,
 }
 
-/// The sub-groups of a job (see the module documentation).
-#[derive(Clone, Debug)]
+/// The sub-groups of a job (see the module documentation). Its `Debug` text lists the
+/// sub-groups with pods by name, so that two derivations of the same pods (a build, and an
+/// update that saw them come and go) print alike.
+#[derive(Clone)]
 pub struct SubGroups {
     /// The policies, in the PodGroup's order.
     pub policies: Arc<[Policy]>,
@@ -153,6 +155,14 @@ pub struct SubGroups {
     pub rest: GroupCounts,
     /// The sub-group of each (policy, values).
     index: HashMap<(u32, Box<[String]>), u32>,
+}
+
+impl std::fmt::Debug for SubGroups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut live: Vec<&SubGroupInfo> = self.live().map(|(_, g)| g).collect();
+        live.sort_by(|a, b| a.name.cmp(&b.name));
+        f.debug_struct("SubGroups").field("policies", &self.policies).field("groups", &live).field("rest", &self.rest).finish()
+    }
 }
 
 impl SubGroups {
