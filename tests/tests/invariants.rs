@@ -119,19 +119,8 @@ prop_compose! {
         prio in 0..3u8,
         zone in proptest::option::weighted(0.2, 0..2u8),
         inqueue in proptest::bool::ANY,
-        partitions in proptest::option::weighted(0.3, (1u32..3, 0i32..3)),
     ) -> JobSpec {
         let min = ((replicas as f64) * min_frac).ceil().max(1.0) as i32;
-        // Some jobs split into partitions of `size` pods, `min_groups` of which they need.
-        let sub_group_policy = partitions.map(|(size, min_groups)| {
-            vec![volcano_api::crd::SubGroupPolicySpec {
-                name: "part".into(),
-                sub_group_size: Some(size as i32),
-                min_sub_groups: Some(min_groups),
-                match_label_keys: Some(vec!["volcano.sh/partition-id".into()]),
-                ..Default::default()
-            }]
-        });
         JobSpec {
             name: format!("j{i}"),
             namespace: None,
@@ -145,8 +134,8 @@ prop_compose! {
             running: vec![],
             annotations: BTreeMap::new(),
             network_topology: None,
-            sub_group_policy,
-            partition_size: partitions.map(|(size, _)| size),
+            sub_group_policy: None,
+            partition_size: None,
             created: None,
             pod: PodShape {
                 cpu: (cpu > 0).then(|| q(cpu)),
@@ -255,6 +244,33 @@ proptest! {
         let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
             .map_err(TestCaseError::fail)?;
         prop_assert_eq!(&base, &scan, "node index vs full scan differ");
+        let parallel = simulate(
+            &yaml,
+            CONFIGS[config],
+            SessionOptions { parallelism: 2, parallel_threshold: 1, ..Default::default() },
+        )
+        .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &parallel, "parallel vs sequential differ");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x7061_7274), failure_persistence: None, .. ProptestConfig::default() })]
+
+    /// With jobs split into sub-groups: the simulator's invariants hold after every action,
+    /// no gang is left partial, and the node index and parallelism change nothing.
+    #[test]
+    fn sub_grouped_jobs_keep_the_invariants((cluster, config) in arb_cluster(), partitioned in any::<u16>()) {
+        let cluster = with_partitions(cluster, partitioned);
+        let yaml = cluster.expand().to_yaml();
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n--- input\n{yaml}")))?;
+        if config != 1 {
+            check_final(&base, &cluster).map_err(|e| TestCaseError::fail(format!("{e}\n--- input\n{yaml}")))?;
+        }
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
         let parallel = simulate(
             &yaml,
             CONFIGS[config],
@@ -539,6 +555,26 @@ proptest! {
         let yaml = with_default_spread(cluster.expand(), true);
         index_matches_a_full_scan(&yaml, config)?;
     }
+}
+
+/// The cluster with some jobs split into partitions: job `i` when bit `i % 16` of `bits` is
+/// set, into partitions of 1 or 2 pods (by `i`), of which it needs 0, 1 or 2.
+fn with_partitions(mut cluster: Cluster, bits: u16) -> Cluster {
+    for (i, j) in cluster.jobs.iter_mut().enumerate() {
+        if bits & (1 << (i % 16)) == 0 {
+            continue;
+        }
+        let size = 1 + (i % 2) as u32;
+        j.partition_size = Some(size);
+        j.sub_group_policy = Some(vec![volcano_api::crd::SubGroupPolicySpec {
+            name: "part".into(),
+            sub_group_size: Some(size as i32),
+            min_sub_groups: Some((i % 3) as i32),
+            match_label_keys: Some(vec!["volcano.sh/partition-id".into()]),
+            ..Default::default()
+        }]);
+    }
+    cluster
 }
 
 /// The cluster with running victims: every other job (by position) of low priority with
@@ -840,8 +876,8 @@ proptest! {
     /// snapshot a fresh build gives, up to numbering, whenever the update applies, and a cycle
     /// decides the same on both.
     #[test]
-    fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster()) {
-        let yaml = cluster.expand().to_yaml();
+    fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster(), partitioned in any::<u16>()) {
+        let yaml = with_partitions(cluster, partitioned).expand().to_yaml();
         let reg = registries();
         let profile = if CONFIGS[config].is_empty() { Profile::builtin_default(&reg) } else { Profile::from_yaml(CONFIGS[config], &reg) }.unwrap();
         let mut manifest = Manifest::new();
