@@ -8,7 +8,8 @@
 //!   the request would overflow one of them, times 100 and `weight`: the fullest switch that
 //!   still holds the job wins.
 //! - **Node order, jobs with a constraint**: a node scores by how close it is to the job's
-//!   pods already placed: 1 in their lowest common HyperNode, else
+//!   pods already placed (for a pod of a sub-group whose policy has a constraint, to its
+//!   sub-group's): 1 in their lowest common HyperNode, else
 //!   `(top tier − tier of the common HyperNode) / (top tier − lowest tier)`, times 100 and
 //!   `weight`; ties between the best nodes go to the HyperNode holding most of the job's pods.
 //! - **Node order, other pods** (`hypernode.binpack.normal-pod.enable`, on by default): a node
@@ -181,12 +182,14 @@ impl NetworkTopologyAware {
         }
     }
 
-    /// The nodes of the job's placed pods.
-    fn placed(snap: &Snapshot, j: JobId) -> impl Iterator<Item = NodeId> + '_ {
+    /// The nodes of the placed pods of the job, or of one of its groups (`Some(g)`: the
+    /// pods with sub-group `g`).
+    fn placed(snap: &Snapshot, j: JobId, group: Option<Option<u32>>) -> impl Iterator<Item = NodeId> + '_ {
         snap.job(j)
             .tasks
             .iter()
             .map(|t| snap.task(*t))
+            .filter(move |t| group.is_none_or(|g| t.sub_group == g))
             .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
             .filter_map(|t| t.node)
     }
@@ -295,8 +298,10 @@ impl Plugin for NetworkTopologyAware {
         let t = snap.task(task);
         let Some(j) = t.job else { return };
         let scale = 100.0 * self.settings.weight;
-        if snap.job(j).pod_group.spec.network_topology.is_some() {
-            let Some(at) = self.topo.common_ancestor_of_nodes(Self::placed(snap, j)) else { return };
+        if let Some(sub_group) = Self::constraint_scope(snap, task) {
+            // The job's placed pods, or its sub-group's.
+            let group = sub_group.map(Some);
+            let Some(at) = self.topo.common_ancestor_of_nodes(Self::placed(snap, j, group)) else { return };
             let mut best = f64::MIN;
             let mut raw = Vec::with_capacity(nodes.len());
             for n in nodes {
@@ -314,7 +319,7 @@ impl Plugin for NetworkTopologyAware {
             let tied = raw.iter().filter(|x| **x == best).count() > 1;
             let mut held: std::collections::HashMap<HyperNodeId, usize> = std::collections::HashMap::new();
             if tied {
-                for p in Self::placed(snap, j) {
+                for p in Self::placed(snap, j, group) {
                     for h in self.topo.ancestors(self.topo.lowest_of(p)) {
                         *held.entry(h).or_default() += 1;
                     }
@@ -354,9 +359,24 @@ impl Plugin for NetworkTopologyAware {
 }
 
 impl NetworkTopologyAware {
-    /// Whether the task's job has a network topology constraint.
+    /// Whose placed pods a constrained task is scored near: `Some(Some(g))` for a task of a
+    /// sub-group whose policy has a network topology (its sub-group's), else `Some(None)`
+    /// for a task of a job with one (the job's); `None` for an unconstrained task.
+    fn constraint_scope(snap: &Snapshot, task: TaskId) -> Option<Option<u32>> {
+        let t = snap.task(task);
+        let job = snap.job(t.job?);
+        let sub_group = t.sub_group.zip(job.sub_groups.as_ref()).filter(|(g, sg)| {
+            sg.policies[sg.groups[*g as usize].policy as usize].network_topology.is_some()
+        });
+        match sub_group {
+            Some((g, _)) => Some(Some(g)),
+            None => job.pod_group.spec.network_topology.is_some().then_some(None),
+        }
+    }
+
+    /// Whether the task's job, or its sub-group, has a network topology constraint.
     fn constrained(snap: &Snapshot, task: TaskId) -> bool {
-        snap.task(task).job.is_some_and(|j| snap.job(j).pod_group.spec.network_topology.is_some())
+        Self::constraint_scope(snap, task).is_some()
     }
 }
 
