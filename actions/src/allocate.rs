@@ -45,6 +45,8 @@ pub struct Allocate {
 
 mod sub_groups;
 
+use sub_groups::Within;
+
 /// Whether a job may keep allocating after one of its tasks failed (Volcano
 /// `NeedContinueAllocating`); for a group of a job with sub-groups, only when neither the
 /// job nor the group needs every one of its pods.
@@ -143,7 +145,7 @@ impl Allocate {
         };
         let Some(c) = c else {
             let placed = if grouped {
-                self.place_groups(ssn, q, j, tasks, &topo, topo.top(), None)
+                self.place_groups(ssn, q, j, tasks, Within { topo: &topo, hyper_node: topo.top() }, None)
             } else {
                 self.place(ssn, q, j, tasks, None, Pods::Job)
             };
@@ -174,7 +176,7 @@ impl Allocate {
                 topology::reset_fit_errors(ssn, j, Pods::Job);
                 let mut heap = tasks.clone();
                 let placed = if grouped {
-                    self.place_groups(ssn, q, j, &mut heap, &topo, h, Some(c))
+                    self.place_groups(ssn, q, j, &mut heap, Within { topo: &topo, hyper_node: h }, Some(c))
                 } else {
                     self.place(ssn, q, j, &mut heap, Some((&topo, h)), Pods::Job)
                 };

@@ -365,9 +365,10 @@ impl NetworkTopologyAware {
     fn constraint_scope(snap: &Snapshot, task: TaskId) -> Option<Option<u32>> {
         let t = snap.task(task);
         let job = snap.job(t.job?);
-        let sub_group = t.sub_group.zip(job.sub_groups.as_ref()).filter(|(g, sg)| {
-            sg.policies[sg.groups[*g as usize].policy as usize].network_topology.is_some()
-        });
+        let sub_group = t
+            .sub_group
+            .zip(job.sub_groups.as_ref())
+            .filter(|(g, sg)| sg.policies[sg.groups[*g as usize].policy as usize].network_topology.is_some());
         match sub_group {
             Some((g, _)) => Some(Some(g)),
             None => job.pod_group.spec.network_topology.is_some().then_some(None),

@@ -787,9 +787,9 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
             let shape = *shapes.entry(t.shape).or_insert(n);
             let job = t.job.map(|j| s.job(j).key.clone());
             // Sub-groups are numbered in order of arrival: named instead.
-            let group = t
-                .sub_group
-                .and_then(|g| t.job.and_then(|j| s.job(j).sub_groups.as_ref()).map(|sg| sg.groups[g as usize].name.clone()));
+            let group = t.sub_group.and_then(|g| {
+                t.job.and_then(|j| s.job(j).sub_groups.as_ref()).map(|sg| sg.groups[g as usize].name.clone())
+            });
             let mut t = t.clone();
             t.shape = shape as u32;
             t.job = None;

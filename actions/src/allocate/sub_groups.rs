@@ -23,6 +23,14 @@ use volcano_framework::{JobId, QueueId, Session, TaskId};
 use super::{Allocate, Placed};
 use crate::topology::{self, Constraint, Pods};
 
+/// Where a job's groups are placed: within a HyperNode of the tree (its virtual top for the
+/// whole cluster).
+#[derive(Clone, Copy)]
+pub(super) struct Within<'a> {
+    pub(super) topo: &'a Topology,
+    pub(super) hyper_node: HyperNodeId,
+}
+
 /// One group of the job in a placement: its pending pods and its constraint.
 struct Group {
     id: Option<u32>,
@@ -67,11 +75,10 @@ impl Allocate {
         q: QueueId,
         j: JobId,
         tasks: &mut CmpHeap<TaskId>,
-        topo: &Topology,
-        within: HyperNodeId,
+        within: Within<'_>,
         job_constraint: Option<Constraint>,
     ) -> Placed {
-        let mut groups = self.split(ssn, j, tasks, topo, job_constraint);
+        let mut groups = self.split(ssn, j, tasks, within.topo, job_constraint);
         let mut placed = Placed::new();
         let mut order: CmpHeap<usize> = CmpHeap::new();
         for i in 0..groups.len() {
@@ -79,7 +86,7 @@ impl Allocate {
         }
         while let Some(i) = order.pop(|a, b| first(ssn, j, &groups, *a, *b)) {
             let mut heap = std::mem::take(&mut groups[i].tasks);
-            match self.place_group(ssn, q, j, &mut heap, topo, within, &groups[i]) {
+            match self.place_group(ssn, q, j, &mut heap, within, &groups[i]) {
                 Ok(p) if p.count > 0 => {
                     placed.count += p.count;
                     placed.stmt.merge(p.stmt);
@@ -188,17 +195,16 @@ impl Allocate {
     /// Places one group until it is ready (or pipelined): within `within`, or, when it has
     /// a network topology constraint, within the best HyperNode of the lowest tier where it
     /// becomes so. On success `heap` holds its pods left.
-    #[allow(clippy::too_many_arguments)]
     fn place_group(
         &self,
         ssn: &mut Session,
         q: QueueId,
         j: JobId,
         heap: &mut CmpHeap<TaskId>,
-        topo: &Topology,
-        within: HyperNodeId,
+        within: Within<'_>,
         group: &Group,
     ) -> Result<Placed, GroupFailure> {
+        let (topo, within) = (within.topo, within.hyper_node);
         let g = group.id;
         let done = |ssn: &Session| {
             ssn.snap.job(j).sub_groups.as_ref().is_some_and(|sg| sg.group_ready(g) || sg.group_pipelined(g))

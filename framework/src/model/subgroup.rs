@@ -161,7 +161,11 @@ impl std::fmt::Debug for SubGroups {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut live: Vec<&SubGroupInfo> = self.live().map(|(_, g)| g).collect();
         live.sort_by(|a, b| a.name.cmp(&b.name));
-        f.debug_struct("SubGroups").field("policies", &self.policies).field("groups", &live).field("rest", &self.rest).finish()
+        f.debug_struct("SubGroups")
+            .field("policies", &self.policies)
+            .field("groups", &live)
+            .field("rest", &self.rest)
+            .finish()
     }
 }
 

@@ -1089,7 +1089,8 @@ mod tests {
                 .iter()
                 .map(|t| {
                     let task = s.task(*t);
-                    let group = task.sub_group.map(|g| job.sub_groups.as_ref().unwrap().groups[g as usize].name.to_string());
+                    let group =
+                        task.sub_group.map(|g| job.sub_groups.as_ref().unwrap().groups[g as usize].name.to_string());
                     (task.key.to_string(), group)
                 })
                 .collect();
@@ -1129,7 +1130,10 @@ mod tests {
         };
         step(&mut snap, &o, changes);
         let sg = snap.job(JobId(0)).sub_groups.as_ref().unwrap();
-        assert_eq!(sg.live().map(|(_, g)| (&*g.name, g.counts.tasks)).collect::<Vec<_>>(), [("w-a", 1), ("w-b", 2), ("w-c", 1)]);
+        assert_eq!(
+            sg.live().map(|(_, g)| (&*g.name, g.counts.tasks)).collect::<Vec<_>>(),
+            [("w-a", 1), ("w-b", 2), ("w-c", 1)]
+        );
         let c = sg.live().find(|(_, g)| &*g.name == "w-c").map(|(i, _)| i);
         assert_eq!(sg.counts(c).count_of(TaskStatus::Running), 1);
         assert!(!sg.group_ready(c), "w-c's one pod runs, but its size is 2");

@@ -143,8 +143,11 @@ fn a_placement_undone_gives_its_hyper_node_back() {
 /// b0 and `j-2` on a1.
 fn partitioned() -> Objects {
     let mut pg = pod_group("ns", "j", 4).partition_policy("w", 2, 2).build();
-    pg.spec.sub_group_policy.as_mut().unwrap()[0].network_topology =
-        Some(volcano_api::crd::NetworkTopologySpec { mode: Some("hard".into()), highest_tier_allowed: Some(1), highest_tier_name: None });
+    pg.spec.sub_group_policy.as_mut().unwrap()[0].network_topology = Some(volcano_api::crd::NetworkTopologySpec {
+        mode: Some("hard".into()),
+        highest_tier_allowed: Some(1),
+        highest_tier_name: None,
+    });
     let mut o = objects();
     o.0.pod_groups.push(std::sync::Arc::new(pg));
     let running = [Some("b0"), None, Some("a1"), None];
@@ -182,7 +185,12 @@ fn a_sub_group_is_scored_on_its_own_pending_pods() {
     let w1 = snap.task(task_named(&snap, "j-3")).sub_group;
     assert!(w1.is_some());
     let l0 = snap.topology().by_name("l0").unwrap();
-    let ssn = plugin_session(snap, plugin(json!({"hypernode.binpack.resources": "nvidia.com/gpu", "hypernode.binpack.cpu": 0, "hypernode.binpack.memory": 0})));
+    let ssn = plugin_session(
+        snap,
+        plugin(
+            json!({"hypernode.binpack.resources": "nvidia.com/gpu", "hypernode.binpack.cpu": 0, "hypernode.binpack.memory": 0}),
+        ),
+    );
     // l0: 16 GPUs, 7 used (busy's 6 and j-2's 1): 8/16 for the sub-group, 9/16 for the job.
     assert_eq!(ssn.hyper_node_score(j, w1, l0), 50.0);
     assert_eq!(ssn.hyper_node_score(j, None, l0), 56.25);
