@@ -17,12 +17,15 @@
 use volcano_api::conf::Arguments;
 
 use crate::topology::{self, Pods};
+use sub_groups::Within;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
     parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
     Worklist,
 };
+
+mod sub_groups;
 
 /// Configuration name.
 pub const NAME: &str = "allocate";
@@ -42,10 +45,6 @@ pub struct Allocate {
     /// See [`Args::predicate_error_cache_enable`].
     pub predicate_error_cache: bool,
 }
-
-mod sub_groups;
-
-use sub_groups::Within;
 
 /// Whether a job may keep allocating after one of its tasks failed (Volcano
 /// `NeedContinueAllocating`); for a group of a job with sub-groups, only when neither the
