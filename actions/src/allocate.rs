@@ -8,19 +8,24 @@
 //! reservations in the session; any other job is rolled back whole.
 //!
 //! A job whose PodGroup asks for a network topology (`spec.networkTopology`) is placed
-//! within one HyperNode ([`crate::topology`]).
+//! within one HyperNode ([`crate::topology`]). A job with sub-groups (`spec.subGroupPolicy`)
+//! is placed sub-group by sub-group, each within a HyperNode of its own when its policy asks
+//! for a network topology ([`sub_groups`]).
 //!
 //! Best-effort tasks (empty request) are left to `backfill`.
 
 use volcano_api::conf::Arguments;
 
-use crate::topology;
+use crate::topology::{self, Pods};
+use sub_groups::Within;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
     parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
     Worklist,
 };
+
+mod sub_groups;
 
 /// Configuration name.
 pub const NAME: &str = "allocate";
@@ -42,11 +47,15 @@ pub struct Allocate {
 }
 
 /// Whether a job may keep allocating after one of its tasks failed (Volcano
-/// `NeedContinueAllocating`).
-pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId) -> bool {
+/// `NeedContinueAllocating`); for a group of a job with sub-groups, only when neither the
+/// job nor the group needs every one of its pods.
+pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId, pods: Pods) -> bool {
     let job = ssn.snap.job(j);
     if job.min_available as usize == job.tasks.len() {
         return false;
+    }
+    if let (Pods::Group(g), Some(sg)) = (pods, job.sub_groups.as_ref()) {
+        return sg.min_available(g) < sg.counts(g).tasks as i32;
     }
     let failed_role = |role: &str| job.fit_errors.keys().any(|t| ssn.snap.task(*t).role == role);
     if job.min_available < job.task_min_available_total {
@@ -80,10 +89,15 @@ pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId) -> bool {
     true
 }
 
-/// Whether another task of the same job and role already failed predicates this session.
-pub(crate) fn role_failed(ssn: &Session, j: JobId, t: TaskId) -> bool {
+/// Whether another task of the same job, role (and group) already failed predicates this
+/// session.
+pub(crate) fn role_failed(ssn: &Session, j: JobId, t: TaskId, pods: Pods) -> bool {
     let role = &ssn.snap.task(t).role;
-    !role.is_empty() && ssn.snap.job(j).fit_errors.keys().any(|x| *x != t && &ssn.snap.task(*x).role == role)
+    !role.is_empty()
+        && ssn.snap.job(j).fit_errors.keys().any(|x| {
+            let other = ssn.snap.task(*x);
+            *x != t && &other.role == role && pods.has(other)
+        })
 }
 
 /// What placing a job's tasks gave.
@@ -95,12 +109,21 @@ struct Placed {
     count: usize,
     /// The first reason a task found no node.
     why: Option<String>,
+    /// Why the first sub-group with a network topology that failed could not be placed.
+    group_reason: Option<String>,
+}
+
+impl Placed {
+    fn new() -> Placed {
+        Placed { stmt: Statement::new(), push_back: false, count: 0, why: None, group_reason: None }
+    }
 }
 
 impl Allocate {
     /// Places the job's tasks into a statement; returns it when the job is ready or
     /// pipelined, discards it otherwise. A job with a network topology constraint is
-    /// placed within one HyperNode ([`crate::topology`]).
+    /// placed within one HyperNode ([`crate::topology`]); a job with sub-groups, sub-group
+    /// by sub-group ([`sub_groups`]).
     fn allocate_job(
         &self,
         ssn: &mut Session,
@@ -111,6 +134,7 @@ impl Allocate {
     ) -> Option<Statement> {
         let pg = ssn.snap.job(j).pod_group.clone();
         let topo = ssn.snap.topology_shared();
+        let grouped = ssn.snap.job(j).sub_groups.is_some();
         let c = match topology::constraint(pg.spec.network_topology.as_ref(), &topo) {
             Ok(c) => c,
             Err(why) => {
@@ -119,26 +143,25 @@ impl Allocate {
             }
         };
         let Some(c) = c else {
-            let placed = self.place(ssn, q, j, tasks, None);
+            let placed = if grouped {
+                self.place_groups(ssn, q, j, tasks, Within { topo: &topo, hyper_node: topo.top() }, None)
+            } else {
+                self.place(ssn, q, j, tasks, None, Pods::Job)
+            };
+            if !(ssn.job_ready(j) || ssn.job_pipelined(j)) {
+                if let Some(why) = &placed.group_reason {
+                    ssn.set_job_reason(j, why.clone());
+                }
+            }
             return self.finish(ssn, j, jobs, placed);
         };
-        let placed_at = topology::placed_at(ssn, j, &topo);
-        let root = match placed_at {
-            None => topo.top(),
-            Some(a) => match topo.ancestors(a).take_while(|h| topo.get(*h).tier <= c.highest_tier).last() {
-                Some(r) => r,
-                None => {
-                    let info = topo.get(a);
-                    ssn.set_job_reason(
-                        j,
-                        format!(
-                            "network topology hard: the job's placed pods already span HyperNode {} of tier {}, above the allowed tier {}",
-                            info.name, info.tier, c.highest_tier
-                        ),
-                    );
-                    return None;
-                }
-            },
+        let placed_at = topology::placed_at(ssn, j, Pods::Job, &topo);
+        let root = match topology::search_root(&topo, placed_at, c.highest_tier, topo.top(), "the job") {
+            Ok(r) => r,
+            Err(why) => {
+                ssn.set_job_reason(j, format!("network topology hard: {why}"));
+                return None;
+            }
         };
         let need = topology::Need::of(ssn, j, placed_at.is_some());
         let needed = topology::still_needed(ssn, j);
@@ -146,22 +169,27 @@ impl Allocate {
         let mut tried = 0;
         let (gradients, roomiest) = topology::candidates(ssn, &topo, root, c.highest_tier, &need);
         for mut tier in gradients {
-            topology::order(ssn, &topo, j, &mut tier);
+            topology::order(ssn, &topo, j, Pods::Job, &mut tier);
             for h in tier {
                 tried += 1;
-                topology::reset_fit_errors(ssn, j);
+                topology::reset_fit_errors(ssn, j, Pods::Job);
                 let mut heap = tasks.clone();
-                let placed = self.place(ssn, q, j, &mut heap, Some((&topo, h)));
+                let placed = if grouped {
+                    self.place_groups(ssn, q, j, &mut heap, Within { topo: &topo, hyper_node: h }, Some(c))
+                } else {
+                    self.place(ssn, q, j, &mut heap, Some((&topo, h)), Pods::Job)
+                };
                 if ssn.job_ready(j) || ssn.job_pipelined(j) {
                     tracing::debug!(job = %ssn.snap.job(j).key, hyper_node = %topo.get(h).name, "job placed within a HyperNode");
                     *tasks = heap;
                     return self.finish(ssn, j, jobs, placed);
                 }
-                shortfall.offer(h, placed.count, needed, placed.why);
+                shortfall.offer(h, placed.count, needed, placed.group_reason.or(placed.why));
                 placed.stmt.discard(ssn);
             }
         }
-        ssn.set_job_reason(j, shortfall.reason(&topo, &c, root, tried, roomiest));
+        let scope = topology::scope(&topo, root, "where its pods already run");
+        ssn.set_job_reason(j, shortfall.reason(&topo, &c, "the job", &scope, tried, roomiest));
         None
     }
 
@@ -180,7 +208,8 @@ impl Allocate {
     }
 
     /// Places the job's tasks in task order into a statement (within a HyperNode when
-    /// given) until the job is ready or a failure means it cannot be.
+    /// given) until the job (with `Pods::Group`, that group of it) is ready or a failure
+    /// means it cannot be.
     fn place(
         &self,
         ssn: &mut Session,
@@ -188,8 +217,9 @@ impl Allocate {
         j: JobId,
         tasks: &mut CmpHeap<TaskId>,
         within: Option<(&Topology, HyperNodeId)>,
+        until: Pods,
     ) -> Placed {
-        let mut placed = Placed { stmt: Statement::new(), push_back: false, count: 0, why: None };
+        let mut placed = Placed::new();
         while let Some(t) = tasks.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
             if !ssn.allocatable(q, t) {
                 tracing::debug!(task = %ssn.snap.task(t).key, "queue refuses the task");
@@ -199,14 +229,14 @@ impl Allocate {
                 }
                 continue;
             }
-            if self.predicate_error_cache && role_failed(ssn, j, t) {
+            if self.predicate_error_cache && role_failed(ssn, j, t, until) {
                 continue;
             }
             if let Err(s) = ssn.pre_predicate(t) {
                 let e = FitErrors { nodes: ssn.snap.nodes.len(), error: Some(s.reason), ..Default::default() };
                 placed.why.get_or_insert_with(|| e.to_string());
                 ssn.record_fit_errors(t, e);
-                if !need_continue_allocating(ssn, j) {
+                if !need_continue_allocating(ssn, j, until) {
                     break;
                 }
                 continue;
@@ -220,7 +250,7 @@ impl Allocate {
                     tracing::debug!(task = %ssn.snap.task(t).key, %errors, "no node fits");
                     placed.why.get_or_insert_with(|| errors.to_string());
                     ssn.record_fit_errors(t, errors);
-                    if !need_continue_allocating(ssn, j) {
+                    if !need_continue_allocating(ssn, j, until) {
                         break;
                     }
                     continue;
@@ -229,9 +259,18 @@ impl Allocate {
                 Ok(NodeChoice::Future(n)) => placed.stmt.pipeline(ssn, t, n),
             }
             placed.count += 1;
-            if ssn.job_ready(j) && !tasks.is_empty() {
-                placed.push_back = true;
-                break;
+            match until {
+                Pods::Job => {
+                    if ssn.job_ready(j) && !tasks.is_empty() {
+                        placed.push_back = true;
+                        break;
+                    }
+                }
+                Pods::Group(g) => {
+                    if ssn.snap.job(j).sub_groups.as_ref().is_some_and(|sg| sg.group_ready(g)) {
+                        break;
+                    }
+                }
             }
         }
         placed

@@ -194,13 +194,8 @@ fn domains(ssn: &Session, topo: &Topology, j: JobId, pending: &[TaskId], max: us
         Err(_) => return Vec::new(),
     };
     let Some(c) = c.filter(|c| c.hard) else { return vec![topo.top()] };
-    let root = match topology::placed_at(ssn, j, topo) {
-        None => topo.top(),
-        Some(a) => match topo.ancestors(a).take_while(|h| topo.get(*h).tier <= c.highest_tier).last() {
-            Some(r) => r,
-            None => return Vec::new(),
-        },
-    };
+    let at = topology::placed_at(ssn, j, topology::Pods::Job, topo);
+    let Ok(root) = topology::search_root(topo, at, c.highest_tier, topo.top(), "the job") else { return Vec::new() };
     let min = ssn.snap.job(j).min_resources.clone();
     let mut need = Resource::empty();
     for t in pending {

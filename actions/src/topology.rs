@@ -1,5 +1,6 @@
 //! Placement of jobs with a network topology constraint (`spec.networkTopology` of their
-//! PodGroup): the whole job within one HyperNode.
+//! PodGroup): the whole job within one HyperNode; and of sub-groups with one (their policy's
+//! `networkTopology`), each within one HyperNode of its own (see `allocate`).
 //!
 //! As Volcano's allocate does for hard-mode jobs, the search goes tier by tier from the
 //! lowest: the candidates of a tier are the HyperNodes of that tier (at most the allowed
@@ -58,17 +59,81 @@ pub fn constraint(spec: Option<&NetworkTopologySpec>, topo: &Topology) -> Result
     }))
 }
 
-/// The lowest HyperNode holding the job's placed pods (allocated, binding, bound, running
-/// or pipelined), if any.
-pub fn placed_at(ssn: &Session, j: JobId, topo: &Topology) -> Option<HyperNodeId> {
-    let job = ssn.snap.job(j);
-    topo.common_ancestor_of_nodes(
-        job.tasks
-            .iter()
-            .map(|t| ssn.snap.task(*t))
-            .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
-            .filter_map(|t| t.node),
-    )
+/// Which of a job's pods a search is for: the whole job, or one of its groups (a sub-group,
+/// or with `None` the pods in no sub-group; see [`volcano_framework::model::subgroup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pods {
+    /// Every pod of the job.
+    Job,
+    /// The pods of one group.
+    Group(Option<u32>),
+}
+
+impl Pods {
+    /// Whether the task is one of these pods.
+    pub fn has(self, task: &volcano_framework::TaskInfo) -> bool {
+        match self {
+            Pods::Job => true,
+            Pods::Group(g) => task.sub_group == g,
+        }
+    }
+
+    /// The sub-group the plugins score HyperNodes for ([`Session::hyper_node_score`]).
+    fn sub_group(self) -> Option<u32> {
+        match self {
+            Pods::Group(g) => g,
+            Pods::Job => None,
+        }
+    }
+}
+
+/// The nodes of these pods of the job that are placed (allocated, binding, bound, running
+/// or pipelined).
+fn placed_nodes(ssn: &Session, j: JobId, pods: Pods) -> impl Iterator<Item = volcano_framework::NodeId> + '_ {
+    ssn.snap
+        .job(j)
+        .tasks
+        .iter()
+        .map(|t| ssn.snap.task(*t))
+        .filter(move |t| pods.has(t) && (t.status.is_allocated() || t.status == TaskStatus::Pipelined))
+        .filter_map(|t| t.node)
+}
+
+/// The lowest HyperNode holding these pods of the job that are placed, if any.
+pub fn placed_at(ssn: &Session, j: JobId, pods: Pods, topo: &Topology) -> Option<HyperNodeId> {
+    topo.common_ancestor_of_nodes(placed_nodes(ssn, j, pods))
+}
+
+/// Where a search for pods whose placed ones are at `placed_at` starts, within `within`:
+/// the highest HyperNode above them of at most the allowed tier (`within` itself when none
+/// is placed). `Err` says why there is none: the placed pods already span a HyperNode above
+/// the tier, or they lie outside `within`.
+pub fn search_root(
+    topo: &Topology,
+    placed_at: Option<HyperNodeId>,
+    highest_tier: u32,
+    within: HyperNodeId,
+    subject: &str,
+) -> Result<HyperNodeId, String> {
+    let Some(a) = placed_at else { return Ok(within) };
+    let Some(r) = topo.ancestors(a).take_while(|h| topo.get(*h).tier <= highest_tier).last() else {
+        let info = topo.get(a);
+        return Err(format!(
+            "{subject}'s placed pods already span HyperNode {} of tier {}, above the allowed tier {highest_tier}",
+            info.name, info.tier
+        ));
+    };
+    if topo.is_within(r, within) {
+        Ok(r)
+    } else if topo.is_within(within, r) {
+        Ok(within)
+    } else {
+        Err(format!(
+            "{subject}'s placed pods are in HyperNode {}, outside HyperNode {}",
+            topo.get(a).name,
+            topo.get(within).name
+        ))
+    }
 }
 
 /// What a HyperNode must have room for, checked before the job is tried there: necessary
@@ -88,12 +153,17 @@ impl Need {
     /// The job's need.
     pub fn of(ssn: &Session, j: JobId, placed: bool) -> Need {
         let job = ssn.snap.job(j);
-        let mut pending = job.tasks.iter().map(|t| ssn.snap.task(*t)).filter(|t| t.status == TaskStatus::Pending);
-        let slots = pending.next().and_then(|first| {
-            let same = pending.all(|t| t.resreq == first.resreq);
-            (same && !first.resreq.is_empty()).then(|| (first.resreq.clone(), still_needed(ssn, j)))
-        });
-        Need { min_resources: if placed { None } else { job.min_resources.clone() }, slots }
+        let pending = job.tasks.iter().map(|t| ssn.snap.task(*t)).filter(|t| t.status == TaskStatus::Pending);
+        Need {
+            min_resources: if placed { None } else { job.min_resources.clone() },
+            slots: slots(pending, still_needed(ssn, j)),
+        }
+    }
+
+    /// The need of these pending pods of a job, `needed` of which must be placed: slots
+    /// only (the job's `minResources` is the whole job's).
+    pub fn of_pods(ssn: &Session, pending: &[TaskId], needed: usize) -> Need {
+        Need { min_resources: None, slots: slots(pending.iter().map(|t| ssn.snap.task(*t)), needed) }
     }
 }
 
@@ -168,6 +238,16 @@ impl<'a> Room<'a> {
     }
 }
 
+/// When every pending pod asks the same: that request and how many of them are needed.
+fn slots<'a>(
+    mut pending: impl Iterator<Item = &'a volcano_framework::TaskInfo>,
+    needed: usize,
+) -> Option<(Resource, usize)> {
+    let first = pending.next()?;
+    let same = pending.all(|t| t.resreq == first.resreq);
+    (same && !first.resreq.is_empty()).then(|| (first.resreq.clone(), needed))
+}
+
 /// How many times `req` fits the node's future idle resources (idle + releasing −
 /// pipelined; every dimension `req` asks for).
 fn fits_times(req: &Resource, node: &volcano_framework::NodeInfo) -> usize {
@@ -230,21 +310,16 @@ pub fn candidates(
     (by_tier.into_values().collect(), roomiest)
 }
 
-/// Orders one tier's candidates: highest plugin score first, then most of the job's placed
-/// pods, then name.
-pub fn order(ssn: &Session, topo: &Topology, j: JobId, hyper_nodes: &mut [HyperNodeId]) {
-    let placed: Vec<volcano_framework::NodeId> = ssn
-        .snap
-        .job(j)
-        .tasks
-        .iter()
-        .map(|t| ssn.snap.task(*t))
-        .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
-        .filter_map(|t| t.node)
-        .collect();
+/// Orders one tier's candidates: highest plugin score (for these pods) first, then most of
+/// these pods placed, then name.
+pub fn order(ssn: &Session, topo: &Topology, j: JobId, pods: Pods, hyper_nodes: &mut [HyperNodeId]) {
+    let placed: Vec<volcano_framework::NodeId> = placed_nodes(ssn, j, pods).collect();
     let mut keyed: Vec<(f64, usize, HyperNodeId)> = hyper_nodes
         .iter()
-        .map(|h| (ssn.hyper_node_score(j, *h), placed.iter().filter(|n| topo.holds(*h, **n)).count(), *h))
+        .map(|h| {
+            let score = ssn.hyper_node_score(j, pods.sub_group(), *h);
+            (score, placed.iter().filter(|n| topo.holds(*h, **n)).count(), *h)
+        })
         .collect();
     keyed.sort_by(|a, b| {
         b.0.partial_cmp(&a.0)
@@ -302,40 +377,37 @@ impl Shortfall {
         }
     }
 
-    /// The job's reason. `roomiest` is the candidate ruled out with the most room, and how
-    /// many pods it had room for.
+    /// The reason `subject` (the job, or one of its sub-groups) could not be placed.
+    /// `roomiest` is the candidate ruled out with the most room, and how many pods it had
+    /// room for; `scope` says where the search was (empty for the whole cluster).
     pub fn reason(
         &self,
         topo: &Topology,
         c: &Constraint,
-        root: HyperNodeId,
+        subject: &str,
+        scope: &str,
         tried: usize,
         roomiest: Option<(HyperNodeId, usize)>,
     ) -> String {
         let mode = if c.hard { "hard" } else { "soft" };
-        let scope = if root == topo.top() {
-            String::new()
-        } else {
-            format!(" within HyperNode {} (where its pods already run)", topo.get(root).name)
-        };
         let Some(h) = self.hyper_node else {
             return match roomiest {
                 Some((r, slots)) => {
                     let info = topo.get(r);
                     format!(
-                        "network topology {mode}: no HyperNode of tier {} or below{scope} has room for the job; the roomiest, {} (tier {}), has room for {slots} of the {} pods it needs",
+                        "network topology {mode}: no HyperNode of tier {} or below{scope} has room for {subject}; the roomiest, {} (tier {}), has room for {slots} of the {} pods it needs",
                         c.highest_tier, info.name, info.tier, self.needed
                     )
                 }
                 None => format!(
-                    "network topology {mode}: no HyperNode of tier {} or below{scope} has free resources for the job's minimum",
+                    "network topology {mode}: no HyperNode of tier {} or below{scope} has free resources for {subject}'s minimum",
                     c.highest_tier
                 ),
             };
         };
         let info = topo.get(h);
         format!(
-            "network topology {mode}: the job fits no HyperNode of tier {} or below{scope} ({tried} tried); the closest, {} (tier {}), holds {} of the {} pods it needs{}",
+            "network topology {mode}: {subject} fits no HyperNode of tier {} or below{scope} ({tried} tried); the closest, {} (tier {}), holds {} of the {} pods it needs{}",
             c.highest_tier,
             info.name,
             info.tier,
@@ -346,16 +418,33 @@ impl Shortfall {
     }
 }
 
-/// Number of tasks a job still needs placed to be ready (at least one).
-pub fn still_needed(ssn: &Session, j: JobId) -> usize {
-    let job = ssn.snap.job(j);
-    (job.min_available - job.ready_task_num()).max(1) as usize
+/// Where a search under `root` was, for reasons: nothing for the whole cluster.
+pub fn scope(topo: &Topology, root: HyperNodeId, why: &str) -> String {
+    if root == topo.top() {
+        String::new()
+    } else {
+        format!(" within HyperNode {} ({why})", topo.get(root).name)
+    }
 }
 
-/// Clears the job's fit errors between candidates (each candidate starts clean, as Volcano's
-/// `ResetFitErr`).
-pub fn reset_fit_errors(ssn: &mut Session, j: JobId) {
-    ssn.snap.jobs[j.idx()].fit_errors.clear();
+/// Number of tasks a job still needs placed to be ready (at least one): its `minMember`,
+/// or what its sub-group policies' `minSubGroups` ask, whichever is more.
+pub fn still_needed(ssn: &Session, j: JobId) -> usize {
+    let job = ssn.snap.job(j);
+    let groups = job.sub_groups.as_ref().map_or(0, |sg| sg.pods_needed());
+    (job.min_available - job.ready_task_num()).max(groups).max(1) as usize
+}
+
+/// Clears the fit errors of these pods of the job between candidates (each candidate starts
+/// clean, as Volcano's `ResetFitErr` and `ResetSubJobFitErr`).
+pub fn reset_fit_errors(ssn: &mut Session, j: JobId, pods: Pods) {
+    match pods {
+        Pods::Job => ssn.snap.jobs[j.idx()].fit_errors.clear(),
+        Pods::Group(g) => {
+            let tasks = &ssn.snap.tasks;
+            ssn.snap.jobs[j.idx()].fit_errors.retain(|t, _| tasks[t.idx()].sub_group != g);
+        }
+    }
 }
 
 /// Finds the node for a task: its nominated node first (if it still fits), else the best

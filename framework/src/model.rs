@@ -17,6 +17,11 @@ use crate::device::{GpuAsk, NodeGpus};
 use crate::resource::{DimensionDefault, Resource};
 use crate::status::{Code, FitErrors, Status};
 
+pub mod labels;
+pub mod subgroup;
+
+pub use subgroup::SubGroups;
+
 macro_rules! id_type {
     ($(#[$m:meta])* $name:ident) => {
         $(#[$m])*
@@ -150,6 +155,9 @@ pub struct TaskInfo {
     pub devices: Option<SmallVec<[u16; 8]>>,
     /// Task role (`volcano.sh/task-spec` annotation, then label).
     pub role: String,
+    /// The task's sub-group in its job's [`JobInfo::sub_groups`] (`None`: in none, or the job
+    /// has no sub-group policy); set when the task joins its job in the snapshot.
+    pub sub_group: Option<u32>,
     /// Resource request: containers max'ed with init containers, plus overhead, plus `pods: 1`.
     pub resreq: Resource,
     /// cpu request in millicores, aggregated like `resreq`, where a container that requests
@@ -272,6 +280,9 @@ pub struct JobInfo {
     pub fit_errors: BTreeMap<TaskId, FitErrors>,
     /// A job-level reason recorded in this session (e.g. why it was not admitted).
     pub job_fit_error: Option<String>,
+    /// The job's sub-groups (`spec.subGroupPolicy`, see [`subgroup`]); `None` without
+    /// policies.
+    pub sub_groups: Option<Box<SubGroups>>,
     /// The PodGroup object as observed.
     pub pod_group: Arc<PodGroup>,
 }

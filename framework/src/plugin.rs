@@ -342,12 +342,13 @@ pub trait Plugin: Send + Sync {
         None
     }
 
-    /// A HyperNode's score for placing a job with a network topology constraint there
-    /// (Volcano's HyperNodeOrderFn): of the HyperNodes of the lowest tier where the whole
-    /// job fits, `allocate` takes the one with the highest sum over the plugins (then the
-    /// one holding most of the job's pods, then the first by name). Read on the session's
-    /// state before the job is placed.
-    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, hyper_node: HyperNodeId) -> f64 {
+    /// A HyperNode's score for placing a job with a network topology constraint there, or
+    /// with `sub_group` one of its sub-groups ([`crate::JobInfo::sub_groups`]) whose policy
+    /// has one (Volcano's HyperNodeOrderFn): of the HyperNodes of the lowest tier where the
+    /// whole job (sub-group) fits, `allocate` takes the one with the highest sum over the
+    /// plugins (then the one holding most of its pods, then the first by name). Read on the
+    /// session's state before the pods are placed.
+    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, sub_group: Option<u32>, hyper_node: HyperNodeId) -> f64 {
         0.0
     }
 

@@ -19,9 +19,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use volcano_api::topology::HyperNode;
 
+use crate::model::labels::Selector;
 use crate::model::{NodeId, NodeInfo};
 
 /// The name of the virtual HyperNode above all others (Volcano's).
@@ -475,12 +475,14 @@ fn resolve(
                 ))
             } else {
                 let s = sel.label_match.as_ref().expect("counted");
-                let m = Matcher::new(s).map_err(|e| ("selector.labelMatch".to_string(), e))?;
+                let m = Selector::new(s).map_err(|e| ("selector.labelMatch".to_string(), e))?;
                 Ok(Members::Nodes(
                     nodes
                         .iter()
                         .enumerate()
-                        .filter(|(_, n)| m.matches(n.node.metadata.labels.as_ref()))
+                        // An empty selector selects nothing here: a HyperNode of every node
+                        // is the virtual top's job.
+                        .filter(|(_, n)| !m.is_empty() && m.matches(n.node.metadata.labels.as_ref()))
                         .map(|(i, _)| NodeId(i as u32))
                         .collect(),
                 ))
@@ -503,49 +505,6 @@ fn resolve(
 fn compile(pattern: &str) -> Result<regex::Regex, (String, String)> {
     regex::Regex::new(pattern)
         .map_err(|e| ("selector.regexMatch.pattern".to_string(), format!("invalid regular expression: {e}")))
-}
-
-/// A label selector, checked once.
-struct Matcher<'a> {
-    labels: Vec<(&'a str, &'a str)>,
-    exprs: Vec<(&'a str, &'a str, Vec<&'a str>)>,
-}
-
-impl<'a> Matcher<'a> {
-    fn new(s: &'a LabelSelector) -> Result<Self, String> {
-        let labels = s.match_labels.iter().flatten().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        let mut exprs = Vec::new();
-        for r in s.match_expressions.iter().flatten() {
-            let values: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-            match r.operator.as_str() {
-                "In" | "NotIn" if values.is_empty() => {
-                    return Err(format!("operator {} on key {} needs values", r.operator, r.key))
-                }
-                "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-                other => return Err(format!("unknown operator {other:?}; expected In, NotIn, Exists or DoesNotExist")),
-            }
-            exprs.push((r.key.as_str(), r.operator.as_str(), values));
-        }
-        Ok(Matcher { labels, exprs })
-    }
-
-    fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
-        if self.labels.is_empty() && self.exprs.is_empty() {
-            // An empty selector selects nothing here: a HyperNode of every node is the
-            // virtual top's job.
-            return false;
-        }
-        self.labels.iter().all(|(k, v)| get(k) == Some(*v))
-            && self.exprs.iter().all(|(k, op, values)| match (*op, get(k)) {
-                ("In", Some(v)) => values.contains(&v),
-                ("In", None) => false,
-                ("NotIn", Some(v)) => !values.contains(&v),
-                ("NotIn", None) => true,
-                ("Exists", v) => v.is_some(),
-                (_, v) => v.is_none(),
-            })
-    }
 }
 
 #[cfg(test)]

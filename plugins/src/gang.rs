@@ -1,9 +1,11 @@
 //! The `gang` plugin: all-or-nothing scheduling of a PodGroup's `minMember` pods.
 //!
 //! - JobValid: a job with fewer valid pods than `minMember` (or a role below its
-//!   `minTaskMember`) is not scheduled at all this session.
+//!   `minTaskMember`, or a sub-group policy with fewer sub-groups than its `minSubGroups`) is
+//!   not scheduled at all this session.
 //! - JobReady / JobPipelined: a job's placements are committed only once `minMember` pods
-//!   (per role minimums included) are placed, or kept as a pipelined reservation.
+//!   (per role minimums included, and `minSubGroups` whole sub-groups of each sub-group
+//!   policy) are placed, or kept as a pipelined reservation.
 //! - JobOrder: jobs that are not ready yet go before ready ones, so every gang's minimum is
 //!   placed before any job's elastic pods.
 //! - JobStarving: fewer than `minMember` pods placed or pipelined.
@@ -104,6 +106,12 @@ fn task_valid(snap: &Snapshot, job: &JobInfo) -> bool {
         )
 }
 
+/// The gang is ready: `minMember` pods placed, each role's minimum, and each sub-group
+/// policy's `minSubGroups` ready sub-groups.
+fn ready(snap: &Snapshot, job: &JobInfo) -> bool {
+    job.is_ready() && task_ready(snap, job) && job.sub_groups.as_ref().is_none_or(|sg| sg.ready())
+}
+
 /// Volcano's `JobInfo.FitError()`: a histogram of task statuses, the reasons of pending
 /// tasks, and the original reason (job-level, or the first task's fit error).
 pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
@@ -181,6 +189,12 @@ impl Plugin for Gang {
                 message: "Not enough valid pods of each task for gang-scheduling".into(),
             });
         }
+        if job.sub_groups.as_ref().is_some_and(|sg| sg.invalid_policy().is_some()) {
+            return Some(InvalidJob {
+                reason: pod_group_reason::NOT_ENOUGH_PODS_OF_TASK.into(),
+                message: "Not enough valid subGroups of each task for gang-scheduling".into(),
+            });
+        }
         let valid = job.valid_task_num();
         if valid < job.min_available {
             return Some(InvalidJob {
@@ -195,13 +209,12 @@ impl Plugin for Gang {
     }
 
     fn job_ready(&self, snap: &Snapshot, j: JobId) -> bool {
-        let job = snap.job(j);
-        job.is_ready() && task_ready(snap, job)
+        ready(snap, snap.job(j))
     }
 
     fn job_pipelined(&self, snap: &Snapshot, j: JobId) -> Vote {
         let job = snap.job(j);
-        if job.is_pipelined() && task_pipelined(snap, job) {
+        if job.is_pipelined() && task_pipelined(snap, job) && job.sub_groups.as_ref().is_none_or(|sg| sg.pipelined()) {
             Vote::Permit
         } else {
             Vote::Reject
@@ -243,7 +256,7 @@ impl Plugin for Gang {
             if job.tasks.is_empty() {
                 continue;
             }
-            if !(job.is_ready() && task_ready(snap, job)) {
+            if !ready(snap, job) {
                 if short_only_because_releasing(snap, job) {
                     continue;
                 }
@@ -410,6 +423,62 @@ mod tests {
             .snapshot();
         assert_eq!(Gang.job_order(&s, JobId(0), JobId(1)), Ordering::Greater);
         assert_eq!(Gang.job_order(&s, JobId(1), JobId(0)), Ordering::Less);
+    }
+
+    /// A job of two partitions of two pods (`worker-0`: pods 0 and 1, `worker-1`: 2 and 3),
+    /// `minMember` 2, whose policy needs `min` sub-groups; `running` pods run, the others
+    /// are pending.
+    fn partitioned(min: i32, running: &[usize], pipelined: &[usize]) -> Snapshot {
+        let mut o = Objects::new()
+            .node(node("n1", "16", "64Gi"))
+            .pod_group(pod_group("ns", "pg", 2).partition_policy("worker", 2, min));
+        for i in 0..4 {
+            let mut p = pod("ns", &format!("pg-worker-{i}"))
+                .group("pg")
+                .label("volcano.sh/task-spec", "worker")
+                .label("volcano.sh/partition-id", &(i / 2).to_string())
+                .cpu_mem("1", "1Gi");
+            if running.contains(&i) {
+                p = p.running_on("n1");
+            }
+            o = o.pod(p);
+        }
+        let mut s = o.snapshot();
+        for i in pipelined {
+            let t = s.task_id(&format!("ns/pg-worker-{i}")).unwrap();
+            s.set_task_status(t, TaskStatus::Pipelined);
+        }
+        s
+    }
+
+    #[test]
+    fn sub_groups_count_towards_readiness() {
+        // Two pods run, one in each partition: minMember is met but no partition is whole.
+        let s = partitioned(2, &[0, 2], &[]);
+        assert!(s.job(JobId(0)).is_ready());
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Reject);
+        // One partition whole: enough for minSubGroups 1, not 2.
+        let s = partitioned(1, &[0, 1], &[]);
+        assert!(Gang.job_ready(&s, JobId(0)));
+        let s = partitioned(2, &[0, 1], &[]);
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        // The second partition half placed, half pipelined: pipelined, not ready.
+        let s = partitioned(2, &[0, 1, 2], &[3]);
+        assert!(!Gang.job_ready(&s, JobId(0)));
+        assert_eq!(Gang.job_pipelined(&s, JobId(0)), Vote::Permit);
+        let s = partitioned(2, &[0, 1, 2, 3], &[]);
+        assert!(Gang.job_ready(&s, JobId(0)));
+        // minSubGroups 0: the job's own minimum alone.
+        assert!(Gang.job_ready(&partitioned(0, &[0, 2], &[]), JobId(0)));
+    }
+
+    #[test]
+    fn too_few_sub_groups_is_not_valid() {
+        assert!(Gang.job_valid(&partitioned(2, &[], &[]), JobId(0)).is_none());
+        let inv = Gang.job_valid(&partitioned(3, &[], &[]), JobId(0)).expect("two sub-groups of the three needed");
+        assert_eq!(inv.reason, "NotEnoughPodsOfTask");
+        assert_eq!(inv.message, "Not enough valid subGroups of each task for gang-scheduling");
     }
 
     #[test]

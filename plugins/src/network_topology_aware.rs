@@ -1,14 +1,15 @@
 //! The `network-topology-aware` plugin: packs HyperNodes (switches) instead of fragmenting
 //! them.
 //!
-//! - **HyperNode order** (for jobs with a network topology constraint, read by `allocate`'s
-//!   HyperNode search): a HyperNode scores `Σ w·(used + request) / allocatable / Σ w` over the
-//!   resources of the job's pending pods that have a weight (`hypernode.binpack.cpu`,
+//! - **HyperNode order** (for jobs and sub-groups with a network topology constraint, read
+//!   by `allocate`'s HyperNode search): a HyperNode scores `Σ w·(used + request) / allocatable
+//!   / Σ w` over the resources of the job's (sub-group's) pending pods that have a weight (`hypernode.binpack.cpu`,
 //!   `hypernode.binpack.memory`, and those listed in `hypernode.binpack.resources`), 0 when
 //!   the request would overflow one of them, times 100 and `weight`: the fullest switch that
 //!   still holds the job wins.
 //! - **Node order, jobs with a constraint**: a node scores by how close it is to the job's
-//!   pods already placed: 1 in their lowest common HyperNode, else
+//!   pods already placed (for a pod of a sub-group whose policy has a constraint, to its
+//!   sub-group's): 1 in their lowest common HyperNode, else
 //!   `(top tier − tier of the common HyperNode) / (top tier − lowest tier)`, times 100 and
 //!   `weight`; ties between the best nodes go to the HyperNode holding most of the job's pods.
 //! - **Node order, other pods** (`hypernode.binpack.normal-pod.enable`, on by default): a node
@@ -227,12 +228,14 @@ impl NetworkTopologyAware {
         }
     }
 
-    /// The nodes of the job's placed pods.
-    fn placed(snap: &Snapshot, j: JobId) -> impl Iterator<Item = NodeId> + '_ {
+    /// The nodes of the placed pods of the job, or of one of its groups (`Some(g)`: the
+    /// pods with sub-group `g`).
+    fn placed(snap: &Snapshot, j: JobId, group: Option<Option<u32>>) -> impl Iterator<Item = NodeId> + '_ {
         snap.job(j)
             .tasks
             .iter()
             .map(|t| snap.task(*t))
+            .filter(move |t| group.is_none_or(|g| t.sub_group == g))
             .filter(|t| t.status.is_allocated() || t.status == TaskStatus::Pipelined)
             .filter_map(|t| t.node)
     }
@@ -332,14 +335,14 @@ impl Plugin for NetworkTopologyAware {
         self.account(snap, task, -1.0);
     }
 
-    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, hyper_node: HyperNodeId) -> f64 {
+    fn hyper_node_order(&self, snap: &Snapshot, job: JobId, sub_group: Option<u32>, hyper_node: HyperNodeId) -> f64 {
         if hyper_node == self.topo.top() {
             return 0.0;
         }
         let mut request = Resource::empty();
         for t in &snap.job(job).tasks {
             let task = snap.task(*t);
-            if task.status == TaskStatus::Pending {
+            if task.status == TaskStatus::Pending && (sub_group.is_none() || task.sub_group == sub_group) {
                 request.add(&task.resreq);
             }
         }
@@ -365,8 +368,10 @@ impl NetworkTopologyAware {
         let t = snap.task(task);
         let Some(j) = t.job else { return };
         let scale = 100.0 * self.settings.weight;
-        if snap.job(j).pod_group.spec.network_topology.is_some() {
-            let Some(at) = self.topo.common_ancestor_of_nodes(Self::placed(snap, j)) else { return };
+        if let Some(sub_group) = Self::constraint_scope(snap, task) {
+            // The job's placed pods, or its sub-group's.
+            let group = sub_group.map(Some);
+            let Some(at) = self.topo.common_ancestor_of_nodes(Self::placed(snap, j, group)) else { return };
             let mut best = f64::MIN;
             let mut raw = Vec::with_capacity(nodes.len());
             for n in nodes {
@@ -390,7 +395,7 @@ impl NetworkTopologyAware {
             let tied = at_best > 1;
             let mut held: std::collections::HashMap<HyperNodeId, usize> = std::collections::HashMap::new();
             if tied {
-                for p in Self::placed(snap, j) {
+                for p in Self::placed(snap, j, group) {
                     for h in self.topo.ancestors(self.topo.lowest_of(p)) {
                         *held.entry(h).or_default() += 1;
                     }
@@ -444,9 +449,25 @@ impl NetworkTopologyAware {
 }
 
 impl NetworkTopologyAware {
-    /// Whether the task's job has a network topology constraint.
+    /// Whose placed pods a constrained task is scored near: `Some(Some(g))` for a task of a
+    /// sub-group whose policy has a network topology (its sub-group's), else `Some(None)`
+    /// for a task of a job with one (the job's); `None` for an unconstrained task.
+    fn constraint_scope(snap: &Snapshot, task: TaskId) -> Option<Option<u32>> {
+        let t = snap.task(task);
+        let job = snap.job(t.job?);
+        let sub_group = t
+            .sub_group
+            .zip(job.sub_groups.as_ref())
+            .filter(|(g, sg)| sg.policies[sg.groups[*g as usize].policy as usize].network_topology.is_some());
+        match sub_group {
+            Some((g, _)) => Some(Some(g)),
+            None => job.pod_group.spec.network_topology.is_some().then_some(None),
+        }
+    }
+
+    /// Whether the task's job, or its sub-group, has a network topology constraint.
     fn constrained(snap: &Snapshot, task: TaskId) -> bool {
-        snap.task(task).job.is_some_and(|j| snap.job(j).pod_group.spec.network_topology.is_some())
+        Self::constraint_scope(snap, task).is_some()
     }
 }
 

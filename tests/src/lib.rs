@@ -287,6 +287,23 @@ impl PodGroupBuilder {
         });
         self
     }
+    /// Adds a `spec.subGroupPolicy` entry as the job controller makes one from a task's
+    /// `partitionPolicy`: the pods labelled `volcano.sh/task-spec: <task>`, split by their
+    /// `volcano.sh/partition-id` label, `size` pods a sub-group, `min` sub-groups needed.
+    pub fn partition_policy(mut self, task: &str, size: i32, min: i32) -> Self {
+        self.0.spec.sub_group_policy.get_or_insert_with(Vec::new).push(crd::SubGroupPolicySpec {
+            name: task.into(),
+            sub_group_size: Some(size),
+            min_sub_groups: Some(min),
+            label_selector: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some([(crd::TASK_SPEC_KEY.to_string(), task.to_string())].into()),
+                ..Default::default()
+            }),
+            match_label_keys: Some(vec!["volcano.sh/partition-id".into()]),
+            network_topology: None,
+        });
+        self
+    }
     /// The PodGroup.
     pub fn build(self) -> PodGroup {
         self.0

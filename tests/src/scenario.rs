@@ -171,6 +171,12 @@ pub struct TaskSpec {
     /// Per-role minimum (`minTaskMember`).
     #[serde(default, rename = "minMember")]
     pub min_member: Option<i32>,
+    /// Partitions of this many pods, as the job controller labels a task with a
+    /// `partitionPolicy`: each pod gets the labels `volcano.sh/task-spec: <role>` and
+    /// `volcano.sh/partition-id: <i / partitionSize>` (the job's `subGroupPolicy` says what
+    /// they mean).
+    #[serde(default, rename = "partitionSize")]
+    pub partition_size: Option<u32>,
     /// Pod requests of the role (default: the job's).
     #[serde(flatten)]
     pub pod: PodShape,
@@ -220,6 +226,10 @@ pub struct JobSpec {
     /// Number of pods (when no `tasks`).
     #[serde(default)]
     pub replicas: Option<u32>,
+    /// Partitions of this many pods (when no `tasks`): each pod gets the label
+    /// `volcano.sh/partition-id: <i / partitionSize>`.
+    #[serde(default, rename = "partitionSize")]
+    pub partition_size: Option<u32>,
     /// Roles.
     #[serde(default)]
     pub tasks: Vec<TaskSpec>,
@@ -242,6 +252,9 @@ pub struct JobSpec {
     /// `spec.networkTopology` of the PodGroup.
     #[serde(default, rename = "networkTopology")]
     pub network_topology: Option<crd::NetworkTopologySpec>,
+    /// `spec.subGroupPolicy` of the PodGroup.
+    #[serde(default, rename = "subGroupPolicy")]
+    pub sub_group_policy: Option<Vec<crd::SubGroupPolicySpec>>,
     /// Creation time offset in seconds (orders jobs FIFO; default: file order).
     #[serde(default)]
     pub created: Option<i64>,
@@ -374,11 +387,11 @@ impl Cluster {
         for (ji, j) in self.jobs.iter().enumerate() {
             let ns = j.namespace.clone().unwrap_or_else(|| "default".into());
             let created = 1_700_000_000 + j.created.unwrap_or(ji as i64);
-            // (role, shape, replicas)
-            let roles: Vec<(Option<&str>, &PodShape, u32)> = if j.tasks.is_empty() {
-                vec![(None, &j.pod, j.replicas.unwrap_or(1))]
+            // (role, shape, replicas, partition size)
+            let roles: Vec<(Option<&str>, &PodShape, u32, Option<u32>)> = if j.tasks.is_empty() {
+                vec![(None, &j.pod, j.replicas.unwrap_or(1), j.partition_size)]
             } else {
-                j.tasks.iter().map(|t| (Some(t.name.as_str()), &t.pod, t.replicas)).collect()
+                j.tasks.iter().map(|t| (Some(t.name.as_str()), &t.pod, t.replicas, t.partition_size)).collect()
             };
             let total: u32 = roles.iter().map(|r| r.2).sum();
             let min_member = j.min_member.unwrap_or(total as i32);
@@ -399,7 +412,7 @@ impl Cluster {
             }
             let mut pods = Vec::new();
             let mut requests = Vec::new();
-            for (role, shape, replicas) in &roles {
+            for (role, shape, replicas, partition_size) in &roles {
                 for i in 0..*replicas {
                     let name = match role {
                         Some(r) => format!("{}-{r}-{i}", j.name),
@@ -425,6 +438,12 @@ impl Cluster {
                     requests.push(req);
                     if let Some(r) = role {
                         b = b.annotation(crd::TASK_SPEC_KEY, r);
+                    }
+                    if let Some(size) = partition_size.filter(|s| *s > 0) {
+                        if let Some(r) = role {
+                            b = b.label(crd::TASK_SPEC_KEY, r);
+                        }
+                        b = b.label("volcano.sh/partition-id", &(i / size).to_string());
                     }
                     let selector =
                         if shape.node_selector.is_empty() { &j.pod.node_selector } else { &shape.node_selector };
@@ -486,6 +505,7 @@ impl Cluster {
             }
             let mut pg = pg.build();
             pg.spec.network_topology = j.network_topology.clone();
+            pg.spec.sub_group_policy = j.sub_group_policy.clone();
             out.pod_groups.push(pg);
             out.pods.extend(pods.into_iter().map(|p| p.build()));
         }

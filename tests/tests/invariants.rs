@@ -134,6 +134,8 @@ prop_compose! {
             running: vec![],
             annotations: BTreeMap::new(),
             network_topology: None,
+            sub_group_policy: None,
+            partition_size: None,
             created: None,
             pod: PodShape {
                 cpu: (cpu > 0).then(|| q(cpu)),
@@ -242,6 +244,33 @@ proptest! {
         let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
             .map_err(TestCaseError::fail)?;
         prop_assert_eq!(&base, &scan, "node index vs full scan differ");
+        let parallel = simulate(
+            &yaml,
+            CONFIGS[config],
+            SessionOptions { parallelism: 2, parallel_threshold: 1, ..Default::default() },
+        )
+        .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &parallel, "parallel vs sequential differ");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, rng_seed: proptest::test_runner::RngSeed::Fixed(0x7061_7274), failure_persistence: None, .. ProptestConfig::default() })]
+
+    /// With jobs split into sub-groups: the simulator's invariants hold after every action,
+    /// no gang is left partial, and the node index and parallelism change nothing.
+    #[test]
+    fn sub_grouped_jobs_keep_the_invariants((cluster, config) in arb_cluster(), partitioned in any::<u16>()) {
+        let cluster = with_partitions(cluster, partitioned);
+        let yaml = cluster.expand().to_yaml();
+        let base = simulate(&yaml, CONFIGS[config], SessionOptions::default())
+            .map_err(|e| TestCaseError::fail(format!("{e}\n--- input\n{yaml}")))?;
+        if config != 1 {
+            check_final(&base, &cluster).map_err(|e| TestCaseError::fail(format!("{e}\n--- input\n{yaml}")))?;
+        }
+        let scan = simulate(&yaml, CONFIGS[config], SessionOptions { node_index: false, ..Default::default() })
+            .map_err(TestCaseError::fail)?;
+        prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
         let parallel = simulate(
             &yaml,
             CONFIGS[config],
@@ -528,6 +557,26 @@ proptest! {
     }
 }
 
+/// The cluster with some jobs split into partitions: job `i` when bit `i % 16` of `bits` is
+/// set, into partitions of 1 or 2 pods (by `i`), of which it needs 0, 1 or 2.
+fn with_partitions(mut cluster: Cluster, bits: u16) -> Cluster {
+    for (i, j) in cluster.jobs.iter_mut().enumerate() {
+        if bits & (1 << (i % 16)) == 0 {
+            continue;
+        }
+        let size = 1 + (i % 2) as u32;
+        j.partition_size = Some(size);
+        j.sub_group_policy = Some(vec![volcano_api::crd::SubGroupPolicySpec {
+            name: "part".into(),
+            sub_group_size: Some(size as i32),
+            min_sub_groups: Some((i % 3) as i32),
+            match_label_keys: Some(vec!["volcano.sh/partition-id".into()]),
+            ..Default::default()
+        }]);
+    }
+    cluster
+}
+
 /// The cluster with running victims: every other job (by position) of low priority with
 /// its pods Running on the nodes in turn (from `offset`), the others of high priority;
 /// queue `i` reclaimable when bit `i` of `reclaimable` is set.
@@ -626,6 +675,8 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
                         running: vec![format!("n{i}")],
                         annotations: BTreeMap::new(),
                         network_topology: None,
+                        sub_group_policy: None,
+                        partition_size: None,
                         created: None,
                         pod: PodShape {
                             cpu: Some(q(1)),
@@ -652,6 +703,8 @@ fn arb_starving_gang() -> impl Strategy<Value = (Cluster, usize)> {
             running: vec![],
             annotations: BTreeMap::new(),
             network_topology: None,
+            sub_group_policy: None,
+            partition_size: None,
             created: None,
             pod: PodShape {
                 cpu: Some(q(1)),
@@ -733,10 +786,15 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
             let n = shapes.len();
             let shape = *shapes.entry(t.shape).or_insert(n);
             let job = t.job.map(|j| s.job(j).key.clone());
+            // Sub-groups are numbered in order of arrival: named instead.
+            let group = t.sub_group.and_then(|g| {
+                t.job.and_then(|j| s.job(j).sub_groups.as_ref()).map(|sg| sg.groups[g as usize].name.clone())
+            });
             let mut t = t.clone();
             t.shape = shape as u32;
             t.job = None;
-            format!("{t:#?} in job {job:?}")
+            t.sub_group = None;
+            format!("{t:#?} in job {job:?}, sub-group {group:?}")
         })
         .collect();
     let mut jobs: Vec<_> = s.jobs.iter().collect();
@@ -818,8 +876,8 @@ proptest! {
     /// snapshot a fresh build gives, up to numbering, whenever the update applies, and a cycle
     /// decides the same on both.
     #[test]
-    fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster()) {
-        let yaml = cluster.expand().to_yaml();
+    fn an_updated_snapshot_is_a_rebuilt_one((cluster, config) in arb_cluster(), partitioned in any::<u16>()) {
+        let yaml = with_partitions(cluster, partitioned).expand().to_yaml();
         let reg = registries();
         let profile = if CONFIGS[config].is_empty() { Profile::builtin_default(&reg) } else { Profile::from_yaml(CONFIGS[config], &reg) }.unwrap();
         let mut manifest = Manifest::new();

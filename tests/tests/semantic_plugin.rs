@@ -193,6 +193,8 @@ prop_compose! {
                     running: vec![],
                     annotations: BTreeMap::new(),
                     network_topology: None,
+                    sub_group_policy: None,
+                    partition_size: None,
                     created: None,
                     pod: PodShape {
                         cpu: Some(q(cpu)),

@@ -341,9 +341,10 @@ impl Session {
         Ok(())
     }
 
-    /// Σ of the plugins' scores of a HyperNode for a job ([`Plugin::hyper_node_order`]).
-    pub fn hyper_node_score(&self, j: JobId, h: HyperNodeId) -> f64 {
-        self.active(Hooks::HYPER_NODE_ORDER).map(|p| p.hyper_node_order(&self.snap, j, h)).sum()
+    /// Σ of the plugins' scores of a HyperNode for a job, or one of its sub-groups
+    /// ([`Plugin::hyper_node_order`]).
+    pub fn hyper_node_score(&self, j: JobId, sub_group: Option<u32>, h: HyperNodeId) -> f64 {
+        self.active(Hooks::HYPER_NODE_ORDER).map(|p| p.hyper_node_order(&self.snap, j, sub_group, h)).sum()
     }
 
     /// The most HyperNodes gang-aware eviction tries for a job with a hard network topology

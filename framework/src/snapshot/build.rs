@@ -473,6 +473,7 @@ impl PodContext<'_> {
         let task = TaskInfo {
             ns_len: namespace.len() as u32,
             role: annotation_or_label(&pod.metadata, crd::TASK_SPEC_KEY).unwrap_or_default().to_string(),
+            sub_group: None,
             gpu: crate::device::pod_ask(pod),
             devices: None,
             best_effort: resreq.is_empty(),
@@ -796,6 +797,7 @@ pub(super) fn job_info(
         total_request: Resource::empty(),
         fit_errors: BTreeMap::new(),
         job_fit_error: None,
+        sub_groups: SubGroups::of(&pg.spec),
         pod_group: pg.clone(),
         key,
     })
@@ -1059,6 +1061,105 @@ mod tests {
             queues: vec![Arc::new(Queue::new("default", QueueSpec::default()))],
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn sub_groups_follow_pods_and_policies_through_updates() {
+        use volcano_api::crd::SubGroupPolicySpec;
+        let group = |size: i32, key: &str| {
+            let mut pg = (*test_group("ns", "g")).clone();
+            pg.spec.sub_group_policy = Some(vec![SubGroupPolicySpec {
+                name: "w".into(),
+                sub_group_size: Some(size),
+                match_label_keys: Some(vec![key.into()]),
+                ..Default::default()
+            }]);
+            Arc::new(pg)
+        };
+        let labelled = |name: &str, labels: &[(&str, &str)], node: Option<&str>| {
+            let mut p = test_pod("ns", name, "g", &[("cpu", "1")], node);
+            p.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+            Arc::new(p)
+        };
+        // Each task's sub-group by name, and the job's sub-groups as they print.
+        let view = |s: &Snapshot| {
+            let job = s.job(JobId(0));
+            let tasks: Vec<(String, Option<String>)> = job
+                .tasks
+                .iter()
+                .map(|t| {
+                    let task = s.task(*t);
+                    let group =
+                        task.sub_group.map(|g| job.sub_groups.as_ref().unwrap().groups[g as usize].name.to_string());
+                    (task.key.to_string(), group)
+                })
+                .collect();
+            (tasks, format!("{:?}", job.sub_groups))
+        };
+        let mut o = objects();
+        o.pod_groups.push(group(2, "part"));
+        o.pods = vec![
+            labelled("g-0", &[("part", "a"), ("rack", "r1")], Some("n0")),
+            labelled("g-1", &[("part", "a"), ("rack", "r1")], None),
+            labelled("g-2", &[("part", "b"), ("rack", "r2")], None),
+            labelled("g-3", &[("rack", "r2")], None),
+        ];
+        let names = ["volcano-rs"];
+        let mut snap = Snapshot::build(&o, &names).unwrap();
+        let (tasks, _) = view(&snap);
+        let groups: Vec<Option<&str>> = tasks.iter().map(|(_, g)| g.as_deref()).collect();
+        assert_eq!(groups, [Some("w-a"), Some("w-a"), Some("w-b"), None]);
+        let sg = snap.job(JobId(0)).sub_groups.as_ref().unwrap();
+        assert_eq!(sg.counts(Some(0)).count_of(TaskStatus::Running), 1);
+        assert_eq!((sg.counts(Some(0)).tasks, sg.rest.tasks), (2, 1));
+        // A pod changes label (from the rest into w-b), another goes, another comes.
+        let step = |snap: &mut Snapshot, o: &ClusterObjects, changes: super::super::update::Changes| {
+            assert!(snap.update(&changes, &[], &names).unwrap(), "updated in place");
+            assert_eq!(view(snap), view(&Snapshot::build(o, &names).unwrap()), "as a build gives");
+        };
+        o.pods[3] = labelled("g-3", &[("part", "b"), ("rack", "r2")], None);
+        o.pods.remove(0);
+        o.pods.push(labelled("g-4", &[("part", "c"), ("rack", "r1")], Some("n1")));
+        let changes = super::super::update::Changes {
+            pods: vec![
+                ("ns/g-3".into(), Some(o.pods[2].clone())),
+                ("ns/g-0".into(), None),
+                ("ns/g-4".into(), Some(o.pods[3].clone())),
+            ],
+            ..Default::default()
+        };
+        step(&mut snap, &o, changes);
+        let sg = snap.job(JobId(0)).sub_groups.as_ref().unwrap();
+        assert_eq!(
+            sg.live().map(|(_, g)| (&*g.name, g.counts.tasks)).collect::<Vec<_>>(),
+            [("w-a", 1), ("w-b", 2), ("w-c", 1)]
+        );
+        let c = sg.live().find(|(_, g)| &*g.name == "w-c").map(|(i, _)| i);
+        assert_eq!(sg.counts(c).count_of(TaskStatus::Running), 1);
+        assert!(!sg.group_ready(c), "w-c's one pod runs, but its size is 2");
+        // The policy changes: pods split by rack, one a sub-group.
+        o.pod_groups[0] = group(1, "rack");
+        let changes = super::super::update::Changes {
+            pod_groups: vec![("ns/g".into(), Some(o.pod_groups[0].clone()))],
+            ..Default::default()
+        };
+        step(&mut snap, &o, changes);
+        let sg = snap.job(JobId(0)).sub_groups.as_ref().unwrap();
+        let mut live: Vec<(&str, u32)> = sg.live().map(|(_, g)| (&*g.name, g.counts.tasks)).collect();
+        live.sort();
+        assert_eq!(live, [("w-r1", 2), ("w-r2", 2)]);
+        assert!(sg.ready(), "minSubGroups 0");
+        // No policy any more: no sub-groups.
+        let mut plain = (*o.pod_groups[0]).clone();
+        plain.spec.sub_group_policy = None;
+        o.pod_groups[0] = Arc::new(plain);
+        let changes = super::super::update::Changes {
+            pod_groups: vec![("ns/g".into(), Some(o.pod_groups[0].clone()))],
+            ..Default::default()
+        };
+        step(&mut snap, &o, changes);
+        assert!(snap.job(JobId(0)).sub_groups.is_none());
+        assert!(snap.tasks.iter().all(|t| t.sub_group.is_none()));
     }
 
     #[test]

@@ -258,8 +258,11 @@ impl Snapshot {
     }
 
     fn job_attach_task(&mut self, j: JobId, t: TaskId) {
-        let task = &self.tasks[t.idx()];
         let job = &mut self.jobs[j.idx()];
+        if let Some(sg) = job.sub_groups.as_deref_mut() {
+            self.tasks[t.idx()].sub_group = sg.join(self.tasks[t.idx()].pod.metadata.labels.as_ref());
+        }
+        let task = &self.tasks[t.idx()];
         job.tasks.push(t);
         job.gated_tasks += u32::from(task.sch_gated);
         job.total_request.add(&task.resreq);
@@ -278,6 +281,27 @@ impl Snapshot {
         }
         if task.status == TaskStatus::Pending && task.best_effort {
             job.pending_best_effort = (job.pending_best_effort as i32 + sign) as u32;
+        }
+        if let Some(sg) = job.sub_groups.as_deref_mut() {
+            sg.counts_mut(task.sub_group).count(task, sign);
+        }
+    }
+
+    /// Gives every task of the job its sub-group again (after its PodGroup's policies
+    /// changed), counting their statuses in.
+    fn regroup_job(&mut self, j: JobId) {
+        for i in 0..self.jobs[j.idx()].tasks.len() {
+            let t = self.jobs[j.idx()].tasks[i];
+            let task = &self.tasks[t.idx()];
+            let g = match self.jobs[j.idx()].sub_groups.as_deref_mut() {
+                Some(sg) => {
+                    let g = sg.join(task.pod.metadata.labels.as_ref());
+                    sg.counts_mut(g).count(task, 1);
+                    g
+                }
+                None => None,
+            };
+            self.tasks[t.idx()].sub_group = g;
         }
     }
 

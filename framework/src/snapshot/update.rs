@@ -149,7 +149,14 @@ impl Snapshot {
                     job.gated_tasks = old.gated_tasks;
                     job.allocated = old.allocated.clone();
                     job.total_request = old.total_request.clone();
+                    let regroup = old.pod_group.spec.sub_group_policy != pg.spec.sub_group_policy;
+                    if !regroup {
+                        job.sub_groups = old.sub_groups.take();
+                    }
                     *old = job;
+                    if regroup {
+                        self.regroup_job(j);
+                    }
                 }
                 (old, new) => {
                     if let Some(j) = old {
@@ -230,9 +237,14 @@ impl Snapshot {
                     // The common case (a bind, a status change): same job, same shape; the
                     // task keeps its place in its job and its shape.
                     let old = &self.tasks[t.idx()];
-                    let same = old.job == task.job && same_shape(old, &task);
+                    // A pod of a job with sub-groups whose labels changed may change
+                    // sub-group: it joins its job again.
+                    let same_group = old.job.is_none_or(|j| self.jobs[j.idx()].sub_groups.is_none())
+                        || old.pod.metadata.labels == task.pod.metadata.labels;
+                    let same = old.job == task.job && same_shape(old, &task) && same_group;
                     if same {
                         task.shape = old.shape;
+                        task.sub_group = old.sub_group;
                     }
                     self.detach_task(t, &mut touched, !same);
                     self.tasks[t.idx()] = task;
@@ -288,12 +300,16 @@ impl Snapshot {
                 if let Some(pos) = job.tasks.iter().position(|&x| x == t) {
                     job.tasks.remove(pos);
                 }
+                if let Some(sg) = job.sub_groups.as_deref_mut() {
+                    sg.leave(task.sub_group);
+                }
             }
         }
         let task = &mut self.tasks[t.idx()];
         task.node = None;
         if membership {
             task.job = None;
+            task.sub_group = None;
         }
     }
 
@@ -317,7 +333,12 @@ impl Snapshot {
                 let job = &mut self.jobs[j.idx()];
                 job.tasks.insert(pos, t);
                 job.total_request.add(&task.resreq);
+                if let Some(sg) = job.sub_groups.as_deref_mut() {
+                    let g = sg.join(task.pod.metadata.labels.as_ref());
+                    self.tasks[t.idx()].sub_group = g;
+                }
             }
+            let task = &self.tasks[t.idx()];
             let job = &mut self.jobs[j.idx()];
             job.gated_tasks += u32::from(task.sch_gated);
             Self::count_in(job, task, 1);

@@ -79,13 +79,13 @@ fn the_fuller_hyper_node_that_still_holds_the_job_scores_higher() {
     let ssn = plugin_session(snap, plugin(args.clone()));
     let (l0, l1) = (topo.by_name("l0").unwrap(), topo.by_name("l1").unwrap());
     // 8 GPUs: l0 holds 10 free of 16, l1 16: l0 is fuller.
-    assert!(ssn.hyper_node_score(j, l0) > ssn.hyper_node_score(j, l1));
+    assert!(ssn.hyper_node_score(j, None, l0) > ssn.hyper_node_score(j, None, l1));
     // 12 GPUs overflow l0 (6 + 12 > 16): 0 there.
     let snap = with_job(objects(), 6, true).snapshot();
     let j = job_id(&snap, "ns/j");
     let ssn = plugin_session(snap, plugin(args));
-    assert_eq!(ssn.hyper_node_score(j, l0), 0.0);
-    assert!(ssn.hyper_node_score(j, l1) > 0.0);
+    assert_eq!(ssn.hyper_node_score(j, None, l0), 0.0);
+    assert!(ssn.hyper_node_score(j, None, l1) > 0.0);
 }
 
 #[test]
@@ -131,10 +131,68 @@ fn a_placement_undone_gives_its_hyper_node_back() {
     let n = node_id(&snap, "a1");
     let l0 = snap.topology().by_name("l0").unwrap();
     let mut ssn = plugin_session(snap, plugin(json!({"hypernode.binpack.resources": "nvidia.com/gpu"})));
-    let before = ssn.hyper_node_score(j, l0);
+    let before = ssn.hyper_node_score(j, None, l0);
     let mut stmt = volcano_framework::Statement::new();
     stmt.allocate(&mut ssn, t, n);
-    assert_ne!(ssn.hyper_node_score(j, l0), before, "the placement is counted");
+    assert_ne!(ssn.hyper_node_score(j, None, l0), before, "the placement is counted");
     stmt.discard(&mut ssn);
-    assert_eq!(ssn.hyper_node_score(j, l0), before, "and given back when undone");
+    assert_eq!(ssn.hyper_node_score(j, None, l0), before, "and given back when undone");
+}
+
+/// A job of two partitions of two pods (`j-0`, `j-1` in sub-group `w-0`; `j-2`, `j-3` in
+/// `w-1`) whose policy asks for one leaf each, and no job-level constraint; `j-0` runs on
+/// b0 and `j-2` on a1.
+fn partitioned() -> Objects {
+    let mut pg = pod_group("ns", "j", 4).partition_policy("w", 2, 2).build();
+    pg.spec.sub_group_policy.as_mut().unwrap()[0].network_topology = Some(volcano_api::crd::NetworkTopologySpec {
+        mode: Some("hard".into()),
+        highest_tier_allowed: Some(1),
+        highest_tier_name: None,
+    });
+    let mut o = objects();
+    o.0.pod_groups.push(std::sync::Arc::new(pg));
+    let running = [Some("b0"), None, Some("a1"), None];
+    for (i, on) in running.iter().enumerate() {
+        let mut p = pod("ns", &format!("j-{i}"))
+            .group("j")
+            .label("volcano.sh/task-spec", "w")
+            .label("volcano.sh/partition-id", &(i / 2).to_string())
+            .cpu_mem("1", "1Gi")
+            .gpu("1");
+        if let Some(n) = on {
+            p = p.running_on(n);
+        }
+        o = o.pod(p);
+    }
+    o
+}
+
+#[test]
+fn a_pod_of_a_constrained_sub_group_prefers_nodes_near_its_sub_groups_pods() {
+    let snap = partitioned().snapshot();
+    let nodes: Vec<NodeId> = ["a1", "b1"].iter().map(|n| node_id(&snap, n)).collect();
+    let (t1, t3) = (task_named(&snap, "j-1"), task_named(&snap, "j-3"));
+    let ssn = plugin_session(snap, plugin(json!({})));
+    // j-1's sub-group runs on b0 (leaf l1), j-3's on a1 (leaf l0): each is drawn to its own.
+    assert_eq!(ssn.node_scores(t1, &nodes), vec![0.0, 100.0]);
+    assert_eq!(ssn.node_scores(t3, &nodes), vec![100.0, 0.0]);
+}
+
+#[test]
+fn a_sub_group_is_scored_on_its_own_pending_pods() {
+    // Sub-group w-1 asks for 1 GPU more; the whole job's pending pods for 2.
+    let snap = partitioned().snapshot();
+    let j = job_id(&snap, "ns/j");
+    let w1 = snap.task(task_named(&snap, "j-3")).sub_group;
+    assert!(w1.is_some());
+    let l0 = snap.topology().by_name("l0").unwrap();
+    let ssn = plugin_session(
+        snap,
+        plugin(
+            json!({"hypernode.binpack.resources": "nvidia.com/gpu", "hypernode.binpack.cpu": 0, "hypernode.binpack.memory": 0}),
+        ),
+    );
+    // l0: 16 GPUs, 7 used (busy's 6 and j-2's 1): 8/16 for the sub-group, 9/16 for the job.
+    assert_eq!(ssn.hyper_node_score(j, w1, l0), 50.0);
+    assert_eq!(ssn.hyper_node_score(j, None, l0), 56.25);
 }
