@@ -36,7 +36,10 @@ pub type Args = crate::CommonArgs;
 /// Checks the arguments and builds the action.
 pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
     let a: Args = parse_args(a)?;
-    Ok(Box::new(Allocate { predicate_error_cache: a.predicate_error_cache_enable.unwrap_or(true) }))
+    Ok(Box::new(Allocate {
+        predicate_error_cache: a.predicate_error_cache_enable.unwrap_or(true),
+        rooms: Default::default(),
+    }))
 }
 
 /// The allocate action.
@@ -44,6 +47,8 @@ pub fn factory(a: &Arguments) -> Result<Box<dyn Action>, ArgsError> {
 pub struct Allocate {
     /// See [`Args::predicate_error_cache_enable`].
     pub predicate_error_cache: bool,
+    /// What each node has for the HyperNode searches of one execution.
+    rooms: std::sync::Mutex<topology::Rooms>,
 }
 
 /// Whether a job may keep allocating after one of its tasks failed (Volcano
@@ -167,7 +172,10 @@ impl Allocate {
         let needed = topology::still_needed(ssn, j);
         let mut shortfall = topology::Shortfall { needed, ..Default::default() };
         let mut tried = 0;
-        let (gradients, roomiest) = topology::candidates(ssn, &topo, root, c.highest_tier, &need);
+        let (gradients, roomiest) = {
+            let mut rooms = self.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            topology::candidates(ssn, &mut rooms, &topo, root, c.highest_tier, &need)
+        };
         for mut tier in gradients {
             topology::order(ssn, &topo, j, Pods::Job, &mut tier);
             for h in tier {
@@ -283,6 +291,7 @@ impl Action for Allocate {
     }
 
     fn execute(&self, ssn: &mut Session) {
+        *self.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = topology::Rooms::default();
         let enqueue = ssn.ctx.enqueue_enabled;
         let mut work = Worklist::new(ssn);
         for i in 0..ssn.snap.jobs.len() {

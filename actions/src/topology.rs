@@ -17,7 +17,7 @@ use std::cmp::Ordering;
 
 use volcano_api::crd::NetworkTopologySpec;
 use volcano_framework::topology::{HyperNodeId, Topology};
-use volcano_framework::{JobId, NodeChoice, Resource, Session, TaskId, TaskStatus};
+use volcano_framework::{JobId, NodeChoice, NodeId, Resource, Session, TaskId, TaskStatus};
 
 /// A job's network topology constraint, resolved against the cluster's HyperNodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,46 +167,114 @@ impl Need {
     }
 }
 
-/// What each node of a subtree has for a job's [`Need`], read once per search: the slots
-/// for its identical pods, and idle and future idle resources in the dimensions of its
-/// `minResources`.
+/// What each node has for the searches of one `allocate` action: per pod request, how
+/// many such pods fit each node's future idle resources; per list of dimensions, each
+/// node's idle and future idle resources in them. Computed for every node at first use,
+/// then only for the nodes whose accounting changed since
+/// ([`Session::nodes_changed_since`]), so that a search reads the nodes its job's
+/// predecessors touched, not the whole cluster.
+#[derive(Debug, Default)]
+pub struct Rooms {
+    cursor: Option<usize>,
+    changed: Vec<NodeId>,
+    /// (request, slots per node), most recent last.
+    slots: Vec<(Resource, Vec<u32>)>,
+    /// (dimensions, per node: idle then future idle of each), most recent last.
+    free: Vec<(Vec<String>, Vec<f64>)>,
+}
+
+/// The most requests and dimension lists [`Rooms`] keeps.
+const ROOMS_KEPT: usize = 8;
+
+impl Rooms {
+    /// Brings every kept value up to date with the nodes changed since the last call.
+    fn sync(&mut self, ssn: &mut Session) {
+        let Some(cursor) = self.cursor else {
+            self.cursor = Some(ssn.node_change_cursor());
+            return;
+        };
+        self.changed.clear();
+        self.cursor = Some(ssn.nodes_changed_since(cursor, &mut self.changed));
+        if self.changed.is_empty() {
+            return;
+        }
+        for (req, slots) in &mut self.slots {
+            for n in &self.changed {
+                slots[n.idx()] = node_slots(req, ssn.snap.node(*n));
+            }
+        }
+        for (dims, free) in &mut self.free {
+            for n in &self.changed {
+                fill_free(dims, ssn.snap.node(*n), &mut free[n.idx() * 2 * dims.len()..(n.idx() + 1) * 2 * dims.len()]);
+            }
+        }
+    }
+
+    /// The slots of every node for `req`.
+    fn slots_for(&mut self, ssn: &Session, req: &Resource) -> &[u32] {
+        let i = match self.slots.iter().position(|(r, _)| r == req) {
+            Some(i) => i,
+            None => {
+                if self.slots.len() == ROOMS_KEPT {
+                    self.slots.remove(0);
+                }
+                self.slots.push((req.clone(), ssn.snap.nodes.iter().map(|node| node_slots(req, node)).collect()));
+                self.slots.len() - 1
+            }
+        };
+        &self.slots[i].1
+    }
+
+    /// Idle then future idle of `dims` on every node.
+    fn free_for(&mut self, ssn: &Session, dims: &[(&str, f64)]) -> &[f64] {
+        let i = match self.free.iter().position(|(d, _)| d.iter().map(String::as_str).eq(dims.iter().map(|(n, _)| *n)))
+        {
+            Some(i) => i,
+            None => {
+                if self.free.len() == ROOMS_KEPT {
+                    self.free.remove(0);
+                }
+                let names: Vec<String> = dims.iter().map(|(n, _)| n.to_string()).collect();
+                let k = names.len();
+                let mut free = vec![0.0; ssn.snap.nodes.len() * 2 * k];
+                for (node, out) in ssn.snap.nodes.iter().zip(free.chunks_mut(2 * k)) {
+                    fill_free(&names, node, out);
+                }
+                self.free.push((names, free));
+                self.free.len() - 1
+            }
+        };
+        &self.free[i].1
+    }
+}
+
+/// How many pods of `req` fit the node's future idle resources.
+fn node_slots(req: &Resource, node: &volcano_framework::NodeInfo) -> u32 {
+    fits_times(req, node).min(u32::MAX as usize) as u32
+}
+
+/// The node's idle, then future idle, resources of each dimension into `out`.
+fn fill_free(dims: &[String], node: &volcano_framework::NodeInfo, out: &mut [f64]) {
+    let k = dims.len();
+    for (i, name) in dims.iter().enumerate() {
+        let x = node.idle.get(name);
+        out[i] = x;
+        out[k + i] = x + node.releasing.get(name) - node.pipelined.get(name);
+    }
+}
+
+/// A job's [`Need`] against what each node has ([`Rooms`]).
 struct Room<'a> {
     need: &'a Need,
     /// The dimensions `minResources` asks for.
     dims: Vec<(&'a str, f64)>,
-    /// Per node (by index; only those of the subtree): slots.
-    slots: Vec<u32>,
+    /// Per node: slots (when the need has some).
+    slots: &'a [u32],
     /// Per node: idle, then future idle, of each dimension.
-    free: Vec<f64>,
+    free: &'a [f64],
 }
 
 impl<'a> Room<'a> {
-    fn of(ssn: &Session, need: &'a Need, nodes: &[volcano_framework::NodeId]) -> Room<'a> {
-        let dims: Vec<(&str, f64)> =
-            need.min_resources.iter().flat_map(|r| r.dims()).filter(|(_, v)| *v > 0.0).collect();
-        let count = ssn.snap.nodes.len();
-        let mut room = Room { need, slots: Vec::new(), free: Vec::new(), dims };
-        if let Some((req, _)) = &need.slots {
-            room.slots = vec![0; count];
-            for n in nodes {
-                room.slots[n.idx()] = fits_times(req, ssn.snap.node(*n)).min(u32::MAX as usize) as u32;
-            }
-        }
-        if !room.dims.is_empty() {
-            let k = room.dims.len();
-            room.free = vec![0.0; count * 2 * k];
-            for n in nodes {
-                let node = ssn.snap.node(*n);
-                for (i, (name, _)) in room.dims.iter().enumerate() {
-                    let x = node.idle.get(name);
-                    room.free[n.idx() * 2 * k + i] = x;
-                    room.free[n.idx() * 2 * k + k + i] = x + node.releasing.get(name) - node.pipelined.get(name);
-                }
-            }
-        }
-        room
-    }
-
     /// Whether the nodes have room for the job: `Err` with the slots they have when they
     /// have too few, `Err(None)` when Σ idle and Σ future idle both fall short of
     /// `minResources` (Volcano's pre-filter).
@@ -269,7 +337,8 @@ fn fits_times(req: &Resource, node: &volcano_framework::NodeInfo) -> usize {
 /// the allowed one, with room for the job ([`Need`]); and, of those ruled out for lack of
 /// slots, the one with the most (for the job's reason).
 pub fn candidates(
-    ssn: &Session,
+    ssn: &mut Session,
+    rooms: &mut Rooms,
     topo: &Topology,
     root: HyperNodeId,
     highest_tier: u32,
@@ -277,7 +346,15 @@ pub fn candidates(
 ) -> (Vec<Vec<HyperNodeId>>, Option<(HyperNodeId, usize)>) {
     let mut by_tier: std::collections::BTreeMap<u32, Vec<HyperNodeId>> = std::collections::BTreeMap::new();
     let mut roomiest: Option<(HyperNodeId, usize)> = None;
-    let room = Room::of(ssn, need, &topo.get(root).nodes);
+    rooms.sync(ssn);
+    let dims: Vec<(&str, f64)> = need.min_resources.iter().flat_map(|r| r.dims()).filter(|(_, v)| *v > 0.0).collect();
+    // Each borrow of `rooms` ends with its copy: both slices are needed at once.
+    let slots: Vec<u32> = match &need.slots {
+        Some((req, _)) => rooms.slots_for(ssn, req).to_vec(),
+        None => Vec::new(),
+    };
+    let free: &[f64] = if dims.is_empty() { &[] } else { rooms.free_for(ssn, &dims) };
+    let room = Room { need, dims, slots: &slots, free };
     let mut stack = vec![root];
     while let Some(h) = stack.pop() {
         let info = topo.get(h);

@@ -235,7 +235,10 @@ impl Allocate {
         };
         let pending: Vec<TaskId> = heap.iter().copied().collect();
         let need = topology::Need::of_pods(ssn, &pending, needed);
-        let (gradients, roomiest) = topology::candidates(ssn, topo, root, c.highest_tier, &need);
+        let (gradients, roomiest) = {
+            let mut rooms = self.rooms.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            topology::candidates(ssn, &mut rooms, topo, root, c.highest_tier, &need)
+        };
         let mut shortfall = topology::Shortfall { needed, ..Default::default() };
         let mut tried = 0;
         for mut tier in gradients {

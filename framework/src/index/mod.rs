@@ -327,6 +327,8 @@ pub(crate) struct NodeIndex {
     candidate_scores: Vec<f64>,
     /// Reused buffer of the slots a query is restricted to.
     within: Vec<usize>,
+    /// Whether some reader outside the index follows the change log.
+    watched: bool,
     /// Reused buffer of rule exceptions.
     exceptions: Vec<NodeId>,
     /// Reused buffer of changed nodes (log entries).
@@ -450,7 +452,21 @@ impl NodeIndex {
     /// Whether changes are logged: once something reads the log (a class or the checks of
     /// a request).
     fn logging(&self) -> bool {
-        !self.classes.is_empty() || !self.requests.is_empty()
+        self.watched || !self.classes.is_empty() || !self.requests.is_empty()
+    }
+
+    /// The position after the last change logged, with logging on from now (see
+    /// [`crate::Session::node_change_cursor`]).
+    pub(crate) fn cursor(&mut self) -> usize {
+        self.watched = true;
+        self.log.len()
+    }
+
+    /// The nodes changed since `cursor` (repeats possible), and the new cursor.
+    pub(crate) fn changed_since(&self, cursor: usize, out: &mut Vec<NodeId>) -> usize {
+        debug_assert!(self.watched, "a cursor was taken");
+        out.extend(self.log[cursor.min(self.log.len())..].iter().map(|e| NodeId(e >> 1)));
+        self.log.len()
     }
 
     /// Records that a node's accounting changed.

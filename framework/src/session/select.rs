@@ -18,6 +18,19 @@ impl Session {
         answer
     }
 
+    /// A position in the session's log of node changes, for a caller that keeps values
+    /// derived from nodes' accounting (idle, releasing, pipelined) and brings them up to
+    /// date with [`Session::nodes_changed_since`].
+    pub fn node_change_cursor(&mut self) -> usize {
+        self.index_mut().cursor()
+    }
+
+    /// Appends to `out` the nodes whose accounting may have changed since `cursor` (a node
+    /// may come more than once), and returns the cursor for next time.
+    pub fn nodes_changed_since(&self, cursor: usize, out: &mut Vec<NodeId>) -> usize {
+        self.index.as_deref().expect("the node index answers one question at a time").changed_since(cursor, out)
+    }
+
     /// The node index, between questions.
     pub(crate) fn index_mut(&mut self) -> &mut NodeIndex {
         self.index.as_deref_mut().expect("the node index answers one question at a time")
