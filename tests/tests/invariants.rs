@@ -1061,3 +1061,17 @@ proptest! {
         prop_assert_eq!(&base, &scan, "node index vs full scan differ\n--- input\n{}", yaml);
     }
 }
+
+/// A known bug, kept as its reproduction (found by a property test while sub-groups were
+/// added; the input has no sub-groups): with the Helm-like configuration, the fit errors of
+/// pod `j3-0` differ between the node index and a full scan (the scan's message has an
+/// empty `Insufficient ` entry, the index's an `untolerated taint` entry the scan's lacks).
+/// Run with `--ignored`.
+#[test]
+#[ignore = "known bug: fit errors of the node index and a full scan differ after evictions"]
+fn known_bug_evictions_fit_errors_index_vs_scan() {
+    let yaml =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/known/evictions-index-vs-scan-fit-errors.yaml"))
+            .expect("the reproduction");
+    index_matches_a_full_scan(&yaml, 1).expect("node index and full scan agree");
+}
