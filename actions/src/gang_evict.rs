@@ -29,6 +29,7 @@
 //!    the next domain is tried.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
@@ -112,6 +113,7 @@ pub(crate) fn execute(ssn: &mut Session, kind: EvictionKind, settings: Settings)
                     touched.dedup();
                     for v in touched {
                         ranks.reposition(ssn, v);
+                        ranks.offers.remove(&v);
                     }
                     EvictionTry::Committed
                 }
@@ -236,20 +238,23 @@ fn cost(have: &Resource, need: &Resource) -> f64 {
     need.dims().filter(|(d, v)| *d != PODS && *v > 0.0).map(|(d, v)| have.get(d) / v).sum()
 }
 
-/// Per queue, the jobs that hold a pod that could be evicted, in victim order (the reverse
-/// of job order): sorted once when an action first needs the queue, and kept sorted by
-/// moving the jobs a committed eviction changed (a job's rank in job order depends on that
-/// job's own state only, for every in-tree plugin).
+/// Per queue, the jobs that hold a pod that could be evicted and do not refuse eviction, in
+/// victim order (the reverse of job order): sorted once when an action first needs the
+/// queue, and kept sorted by moving the jobs a committed eviction changed (a job's rank in
+/// job order depends on that job's own state only, for every in-tree plugin). With them,
+/// each victim job's [`Offer`] per domain, kept until an eviction commits on the job.
 #[derive(Default)]
 struct Ranks {
     lists: HashMap<QueueId, Vec<JobId>>,
+    offers: Offers,
 }
 
 fn holds_victim(ssn: &Session, j: JobId) -> bool {
-    ssn.snap.job(j).tasks.iter().any(|t| {
-        let task = ssn.snap.task(*t);
-        task.status.is_preemptable() && task.preemptable && task.node.is_some()
-    })
+    !job_refuses_eviction(ssn, j)
+        && ssn.snap.job(j).tasks.iter().any(|t| {
+            let task = ssn.snap.task(*t);
+            task.status.is_preemptable() && task.preemptable && task.node.is_some()
+        })
 }
 
 impl Ranks {
@@ -273,6 +278,23 @@ impl Ranks {
         }
     }
 }
+
+/// What a victim job offers in one domain: its safe bundle, and its whole bundle (with what
+/// the whole bundle and the safe one use, in the domain and anywhere, for gangreclaim's
+/// efficiency). Both depend on the job's own pods only (their status, node and task order),
+/// so they are computed once per domain and kept until an eviction commits on the job.
+struct Offer {
+    safe: Vec<TaskId>,
+    whole: Option<Whole>,
+}
+
+struct Whole {
+    tasks: Vec<TaskId>,
+    local: Resource,
+    global: Resource,
+}
+
+type Offers = HashMap<JobId, Vec<(HyperNodeId, Rc<Offer>)>>;
 
 /// A run of victims taken together.
 #[derive(Clone, Debug)]
@@ -304,9 +326,9 @@ struct Bundles<'a> {
     whole_pass: bool,
     at: (usize, usize),
     /// The whole bundles of the current queue, in order (whole pass).
-    wholes: VecDeque<Bundle>,
-    /// Each job's safe bundle as given (before the plugins' vote).
-    safe_of: HashMap<JobId, Vec<TaskId>>,
+    wholes: VecDeque<(JobId, Rc<Offer>)>,
+    /// The victim jobs' offers, kept across the action.
+    offers: &'a mut Offers,
 }
 
 impl Bundles<'_> {
@@ -385,13 +407,14 @@ impl Bundles<'_> {
         safe
     }
 
-    /// The whole bundle of `v`: every pod it still holds, anywhere, but those of its safe
-    /// bundle; `None` when one of them cannot be evicted, or none runs in the domain.
-    fn whole(&self, ssn: &Session, v: JobId) -> Option<Bundle> {
+    /// The whole bundle of `v`, given its safe bundle: every pod it still holds, anywhere,
+    /// but the safe ones; `None` when one of them cannot be evicted, or none runs in the
+    /// domain.
+    fn whole(&self, ssn: &Session, v: JobId, safe: &[TaskId]) -> Option<Whole> {
         let job = ssn.snap.job(v);
-        let safe = self.safe_of.get(&v).map(Vec::as_slice).unwrap_or_default();
         let mut tasks = Vec::new();
         let mut here = false;
+        let (mut local, mut global) = (Resource::empty(), Resource::empty());
         for &t in &job.tasks {
             let task = ssn.snap.task(t);
             if !(task.status.is_allocated() || task.status == TaskStatus::Pipelined) {
@@ -405,31 +428,47 @@ impl Bundles<'_> {
                 tasks.push(t);
             }
         }
-        (here && !tasks.is_empty()).then(|| Bundle { job: v, whole: true, tasks: Self::in_victim_order(ssn, tasks) })
-    }
-
-    /// Local gain over global disruption of a whole bundle (Volcano's efficiency).
-    fn efficiency(&self, ssn: &Session, b: &Bundle) -> f64 {
-        let (mut local, mut global) = (Resource::empty(), Resource::empty());
-        for t in b.tasks.iter().chain(self.safe_of.get(&b.job).into_iter().flatten()) {
+        if !here || tasks.is_empty() {
+            return None;
+        }
+        for t in tasks.iter().chain(safe) {
             let task = ssn.snap.task(*t);
             global.add(&task.resreq);
             if self.local(task.node) {
                 local.add(&task.resreq);
             }
         }
-        let c = cost(&global, &self.need);
+        Some(Whole { tasks: Self::in_victim_order(ssn, tasks), local, global })
+    }
+
+    /// `v`'s offer in this domain, computed on first use.
+    fn offer(&mut self, ssn: &Session, v: JobId) -> Rc<Offer> {
+        let h = self.ctx.hyper_node;
+        if let Some((_, o)) = self.offers.get(&v).and_then(|l| l.iter().find(|(d, _)| *d == h)) {
+            return o.clone();
+        }
+        let safe = self.safe(ssn, v);
+        let whole = if self.allow_whole { self.whole(ssn, v, &safe) } else { None };
+        let o = Rc::new(Offer { safe, whole });
+        self.offers.entry(v).or_default().push((h, o.clone()));
+        o
+    }
+
+    /// Local gain over global disruption of a whole bundle (Volcano's efficiency).
+    fn efficiency(&self, w: &Whole) -> f64 {
+        let c = cost(&w.global, &self.need);
         if c == 0.0 {
             f64::INFINITY
         } else {
-            covered(&local, &self.need) / c
+            covered(&w.local, &self.need) / c
         }
     }
 
     fn next(&mut self, ssn: &Session) -> Option<Bundle> {
         loop {
-            if let Some(b) = self.wholes.pop_front() {
-                return Some(b);
+            if let Some((job, o)) = self.wholes.pop_front() {
+                let tasks = o.whole.as_ref().expect("whole offers only").tasks.clone();
+                return Some(Bundle { job, whole: true, tasks });
             }
             let (qi, ji) = self.at;
             if qi >= self.queues.len() {
@@ -442,19 +481,23 @@ impl Bundles<'_> {
             }
             if self.whole_pass {
                 // A queue's whole bundles at once: gangreclaim orders them by efficiency.
-                let mut wholes: Vec<(usize, Bundle)> = Vec::new();
-                for (rank, &v) in self.queues[qi].iter().enumerate() {
-                    if let Some(b) = self.whole(ssn, v) {
-                        wholes.push((rank, b));
+                let mut wholes: Vec<(usize, JobId, Rc<Offer>)> = Vec::new();
+                for rank in 0..self.queues[qi].len() {
+                    let v = self.queues[qi][rank];
+                    let o = self.offer(ssn, v);
+                    if o.whole.is_some() {
+                        wholes.push((rank, v, o));
                     }
                 }
                 if self.ctx.kind == EvictionKind::GangReclaim {
-                    let mut keyed: Vec<(f64, usize, Bundle)> =
-                        wholes.into_iter().map(|(r, b)| (self.efficiency(ssn, &b), r, b)).collect();
+                    let mut keyed: Vec<(f64, usize, JobId, Rc<Offer>)> = wholes
+                        .into_iter()
+                        .map(|(r, v, o)| (self.efficiency(o.whole.as_ref().expect("whole offers only")), r, v, o))
+                        .collect();
                     keyed.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-                    self.wholes = keyed.into_iter().map(|(_, _, b)| b).collect();
+                    self.wholes = keyed.into_iter().map(|(_, _, v, o)| (v, o)).collect();
                 } else {
-                    self.wholes = wholes.into_iter().map(|(_, b)| b).collect();
+                    self.wholes = wholes.into_iter().map(|(_, v, o)| (v, o)).collect();
                 }
                 self.at = (qi + 1, 0);
                 continue;
@@ -464,12 +507,11 @@ impl Bundles<'_> {
                 continue;
             };
             self.at = (qi, ji + 1);
-            let safe = self.safe(ssn, v);
-            if safe.is_empty() {
+            let o = self.offer(ssn, v);
+            if o.safe.is_empty() {
                 continue;
             }
-            self.safe_of.insert(v, safe.clone());
-            return Some(Bundle { job: v, whole: false, tasks: safe });
+            return Some(Bundle { job: v, whole: false, tasks: o.safe.clone() });
         }
     }
 }
@@ -516,8 +558,8 @@ impl Voted<'_> {
             }
             let (mut b, _) = self.ahead.pop_front().expect("pulled");
             if b.whole {
-                let safe = self.bundles.safe_of.get(&b.job).map(Vec::as_slice).unwrap_or_default();
-                if b.tasks.iter().chain(safe).all(|t| self.allowed.contains(t)) {
+                let o = self.bundles.offer(ssn, b.job);
+                if b.tasks.iter().chain(&o.safe).all(|t| self.allowed.contains(t)) {
                     return Some(b);
                 }
                 continue;
@@ -637,7 +679,7 @@ fn try_domain(
                     .list(ssn, q)
                     .iter()
                     .copied()
-                    .filter(|v| *v != j && ssn.snap.job(*v).priority < priority && !job_refuses_eviction(ssn, *v))
+                    .filter(|v| *v != j && ssn.snap.job(*v).priority < priority)
                     .collect();
                 vec![jobs]
             }
@@ -647,10 +689,7 @@ fn try_domain(
                     .filter(|vq| *vq != q && ssn.snap.queue(*vq).reclaimable)
                     .collect();
                 victim_queues.sort_by(|a, b| ssn.victim_queue_order(*a, *b, q).then(a.cmp(b)));
-                victim_queues
-                    .into_iter()
-                    .map(|vq| ranks.list(ssn, vq).iter().copied().filter(|v| !job_refuses_eviction(ssn, *v)).collect())
-                    .collect()
+                victim_queues.into_iter().map(|vq| ranks.list(ssn, vq).to_vec()).collect()
             }
         };
         let mut need = Resource::empty();
@@ -668,7 +707,7 @@ fn try_domain(
                 whole_pass: false,
                 at: (0, 0),
                 wholes: VecDeque::new(),
-                safe_of: HashMap::new(),
+                offers: &mut ranks.offers,
             },
             flat: Vec::new(),
             ahead: VecDeque::new(),
