@@ -12,7 +12,8 @@
 //!    domain);
 //! 2. the victims come in **bundles**, one or two per victim job: its *safe* bundle (pods
 //!    above its `minAvailable`, and above each role's `minTaskMember`, that run in the
-//!    domain; every pod of a gang already below its minimum) before any *whole* bundle
+//!    domain and leave each sub-group whole ([`SubGroupBudget`]); every pod of a gang
+//!    already below its minimum) before any *whole* bundle
 //!    (every pod the job still runs, anywhere: evicting past the minimum ends the gang, so
 //!    the gang goes whole; only with `allowWholeBundle`). Bundles are ordered by victim
 //!    job order (`gangpreempt`), or by victim queue order then, for whole bundles, by the
@@ -34,6 +35,7 @@ use std::rc::Rc;
 use serde::Deserialize;
 use volcano_api::conf::{args, Arguments};
 use volcano_api::crd::PREEMPTABLE_KEY;
+use volcano_framework::model::SubGroups;
 use volcano_framework::resource::PODS;
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
@@ -314,6 +316,63 @@ fn job_refuses_eviction(ssn: &Session, v: JobId) -> bool {
     set && !job.preemptable
 }
 
+/// What a victim job's sub-groups let its safe bundle take: a pod may leave a ready
+/// sub-group while the sub-group keeps `subGroupSize` placed pods, or when it is the
+/// sub-group's last placed pod and its policy keeps `minSubGroups` ready sub-groups; a pod
+/// of a sub-group already short of its size, or of no sub-group, always. A sub-group is never
+/// left short with its other pods still running (the whole bundle takes it apart, if
+/// anything does). `None` when the job's sub-groups are not ready anyway.
+struct SubGroupBudget<'a> {
+    groups: &'a SubGroups,
+    /// Each sub-group's placed pods (and pending best-effort ones).
+    have: Vec<i32>,
+    /// Per policy, ready sub-groups beyond `minSubGroups`.
+    spare: Vec<i32>,
+}
+
+impl<'a> SubGroupBudget<'a> {
+    fn of(groups: &'a SubGroups) -> Option<Self> {
+        if !groups.ready() {
+            return None;
+        }
+        let have: Vec<i32> =
+            groups.groups.iter().map(|g| g.counts.ready_task_num() + g.counts.pending_best_effort as i32).collect();
+        let mut spare: Vec<i32> = groups.policies.iter().map(|p| -p.min_sub_groups).collect();
+        for (i, g) in groups.live() {
+            if have[i as usize] >= g.min_available {
+                spare[g.policy as usize] += 1;
+            }
+        }
+        Some(SubGroupBudget { groups, have, spare })
+    }
+
+    /// Whether a placed pod of sub-group `g` may go; if so, it is counted out.
+    fn take(&mut self, g: Option<u32>) -> bool {
+        let Some(g) = g else { return true };
+        let info = &self.groups.groups[g as usize];
+        let (have, min) = (self.have[g as usize], info.min_available);
+        let policy = info.policy as usize;
+        // Short already, or above its size: the sub-group stays as it is (broken, or whole).
+        // At its size, only its last pod may go, and only if the policy spares a sub-group.
+        let allowed = if have != min {
+            true
+        } else if have != 1 {
+            false
+        } else if self.groups.policies[policy].min_sub_groups <= 0 {
+            true
+        } else if self.spare[policy] > 0 {
+            self.spare[policy] -= 1;
+            true
+        } else {
+            false
+        };
+        if allowed {
+            self.have[g as usize] -= 1;
+        }
+        allowed
+    }
+}
+
 /// Gives the bundles of a domain in order, lazily: the safe bundles, then the whole ones.
 struct Bundles<'a> {
     topo: &'a Topology,
@@ -388,15 +447,22 @@ impl Bundles<'_> {
                 *role_surplus.entry(role.as_str()).or_default() -= *min;
             }
         }
+        let mut groups = job.sub_groups.as_deref().and_then(SubGroupBudget::of);
         let mut safe = Vec::new();
         for t in local {
             if surplus <= 0 {
                 break;
             }
-            let role = ssn.snap.task(t).role.as_str();
+            let task = ssn.snap.task(t);
+            let role = task.role.as_str();
             let limited = enforce_roles && job.task_min_available.contains_key(role);
             if limited && role_surplus.get(role).copied().unwrap_or(0) <= 0 {
                 continue;
+            }
+            if let Some(b) = &mut groups {
+                if !b.take(task.sub_group) {
+                    continue;
+                }
             }
             if limited {
                 *role_surplus.get_mut(role).expect("counted") -= 1;
@@ -965,5 +1031,40 @@ mod tests {
         assert_eq!(evicted.iter().filter(|(_, n)| n == "n3" || n == "n4").count(), evicted.len(), "{evicted:?}");
         assert_eq!(pipelined.len(), 2, "{pipelined:?}");
         assert!(pipelined.iter().all(|(_, n)| n == "n3" || n == "n4"), "{pipelined:?}");
+    }
+
+    /// A job of `groups` partitions of `per` running pods each, sub-groups of `size`, of
+    /// which the job needs `min`: the budget's answers, pod by pod, in the order given.
+    fn takes(groups: usize, per: usize, size: i32, min: i32, order: &[u32]) -> Vec<bool> {
+        let mut o = Objects::new()
+            .node(node("n1", "64", "256Gi"))
+            .pod_group(pod_group("ns", "pg", 1).partition_policy("worker", size, min));
+        for i in 0..groups * per {
+            let p = pod("ns", &format!("pg-worker-{i}"))
+                .group("pg")
+                .label("volcano.sh/task-spec", "worker")
+                .label("volcano.sh/partition-id", &(i / per).to_string())
+                .cpu_mem("1", "1Gi")
+                .running_on("n1");
+            o = o.pod(p);
+        }
+        let snap = o.snapshot();
+        let groups = snap.job(volcano_framework::JobId(0)).sub_groups.as_deref().expect("sub-groups");
+        let Some(mut budget) = super::SubGroupBudget::of(groups) else { return Vec::new() };
+        order.iter().map(|g| budget.take(Some(*g))).collect()
+    }
+
+    #[test]
+    fn the_sub_group_budget_never_leaves_a_sub_group_short_with_pods_running() {
+        // Sub-groups of one pod, two of three needed: one may go whole, not two.
+        assert_eq!(takes(3, 1, 1, 2, &[0, 1, 2]), [true, false, false]);
+        // None needed: each may go.
+        assert_eq!(takes(3, 1, 1, 0, &[0, 1, 2]), [true, true, true]);
+        // Three pods, size 2: one pod may go, the second would leave one running alone.
+        assert_eq!(takes(2, 3, 2, 1, &[0, 0, 0, 1]), [true, false, false, true]);
+        // Two pods of size 2: none, whatever the policy spares.
+        assert_eq!(takes(3, 2, 2, 1, &[0, 1, 2]), [false, false, false]);
+        // The job short of its sub-groups already: no budget (the job is below its minimum).
+        assert!(takes(1, 1, 2, 1, &[0]).is_empty());
     }
 }

@@ -289,14 +289,14 @@ fn quota_rejection(min: &Resource, q: &QueueHolds<'_>) -> Option<String> {
 
 /// A queue's admission answers in one session, by the accounts and minimum they were
 /// given: every cycle, each job waiting in a queue asks [`QueueAccount::admission_refusal`],
-/// most with a minimum another job asked with, and formatting the refusal is the cost. An
-/// answer is reused only for bit-for-bit the same accounts and minimum, so it is the text
+/// most with a minimum another job asked with, and formatting the refusal is the cost. A
+/// refusal is reused only for bit-for-bit the same accounts and minimum, so it is the text
 /// the check would write.
 #[derive(Debug, Default)]
 pub(crate) struct RefusalMemo {
-    /// (queue, [real capability, allocated, inqueue, elastic, minimum]) → the answer.
+    /// (queue, [real capability, allocated, inqueue, elastic, minimum]) → the refusal.
     #[allow(clippy::type_complexity)]
-    entries: std::sync::Mutex<Vec<(String, [Resource; 5], Option<String>)>>,
+    entries: std::sync::Mutex<Vec<(String, [Resource; 5], String)>>,
 }
 
 impl RefusalMemo {
@@ -452,21 +452,25 @@ impl QueueAccount {
     }
 
     /// [`QueueAccount::admission_refusal`], answered from `memo` when the same question
-    /// was asked of the same accounts before.
+    /// was refused by the same accounts before.
     pub(crate) fn admission_refusal_memo(&self, memo: &RefusalMemo, queue: &str, min: &Resource) -> Option<String> {
         let key = [&self.real_capability, &self.allocated, &self.inqueue, &self.elastic, min];
         let mut entries = memo.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let asked = |(q, k, _): &&(String, [Resource; 5], Option<String>)| {
+        let asked = |(q, k, _): &&(String, [Resource; 5], String)| {
             q == queue && k.iter().zip(key).all(|(a, b)| same_bits(a, b))
         };
-        if let Some((_, _, answer)) = entries.iter().find(asked) {
-            return answer.clone();
+        if let Some((_, _, refusal)) = entries.iter().find(asked) {
+            return Some(refusal.clone());
         }
         let answer = self.admission_refusal(queue, min);
-        if entries.len() >= RefusalMemo::CAPACITY {
-            entries.clear();
+        // Only refusals are kept: a job admitted is enqueued, which changes the accounts the
+        // next question is asked of, so an admission would never be asked again.
+        if let Some(refusal) = &answer {
+            if entries.len() >= RefusalMemo::CAPACITY {
+                entries.clear();
+            }
+            entries.push((queue.to_string(), key.map(Resource::clone), refusal.clone()));
         }
-        entries.push((queue.to_string(), key.map(Resource::clone), answer.clone()));
         answer
     }
 
