@@ -1062,16 +1062,16 @@ proptest! {
     }
 }
 
-/// A known bug, kept as its reproduction (found by a property test while sub-groups were
-/// added; the input has no sub-groups): with the Helm-like configuration, the fit errors of
-/// pod `j3-0` differ between the node index and a full scan (the scan's message has an
-/// empty `Insufficient ` entry, the index's an `untolerated taint` entry the scan's lacks).
-/// Run with `--ignored`.
+/// An input on which the node index and a full scan once disagreed (found by the property
+/// test below while sub-groups were added; the input has no sub-groups): with the Helm-like
+/// configuration, the fit errors of pod `j3-0` differed (the scan's message had an empty
+/// `Insufficient ` entry, the index's an `untolerated taint` entry the scan's lacked). The
+/// dumped input does not reproduce it (checked 20 times at commit 2099f62): kept as a
+/// regression test of that input; the property test keeps looking for the rest.
 #[test]
-#[ignore = "known bug: fit errors of the node index and a full scan differ after evictions"]
-fn known_bug_evictions_fit_errors_index_vs_scan() {
+fn evictions_fit_errors_index_vs_scan_input() {
     let yaml =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/known/evictions-index-vs-scan-fit-errors.yaml"))
-            .expect("the reproduction");
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/evictions-index-vs-scan-fit-errors.yaml"))
+            .expect("the input");
     index_matches_a_full_scan(&yaml, 1).expect("node index and full scan agree");
 }
