@@ -43,11 +43,16 @@ pub enum Case {
     /// `preempt-10k` with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
     /// gangreclaim, backfill`.
     GangPreempt10k,
+    /// `preempt-shared-N` with N = 5,000: two GPU models, victims of one node each in the
+    /// leaves whose own high-priority gangs preempt them ([`crate::preempt::shared_objects`]).
+    PreemptShared5k,
+    /// `preempt-shared-N` with N = 10,000.
+    PreemptShared10k,
 }
 
 impl Case {
     /// Every case, in the order of docs/performance.md.
-    pub const ALL: [Case; 15] = [
+    pub const ALL: [Case; 17] = [
         Case::Fill1k,
         Case::Fill5k,
         Case::Fill10k,
@@ -63,6 +68,8 @@ impl Case {
         Case::Preempt10k,
         Case::Topo10k,
         Case::GangPreempt10k,
+        Case::PreemptShared5k,
+        Case::PreemptShared10k,
     ];
 
     /// The case's name.
@@ -83,6 +90,8 @@ impl Case {
             Case::Preempt10k => "preempt-10k",
             Case::Topo10k => "topo-10k",
             Case::GangPreempt10k => "gang-preempt-10k",
+            Case::PreemptShared5k => "preempt-shared-5k",
+            Case::PreemptShared10k => "preempt-shared-10k",
         }
     }
 
@@ -95,15 +104,20 @@ impl Case {
     pub fn nodes(self) -> usize {
         match self {
             Case::Fill1k | Case::Hetero1k | Case::Preempt1k => 1_000,
-            Case::Fill5k | Case::Backlog5k | Case::Steady5k | Case::Spread5k | Case::Hetero5k | Case::Preempt5k => {
-                5_000
-            }
+            Case::Fill5k
+            | Case::Backlog5k
+            | Case::Steady5k
+            | Case::Spread5k
+            | Case::Hetero5k
+            | Case::Preempt5k
+            | Case::PreemptShared5k => 5_000,
             Case::Fill10k
             | Case::Hetero10k
             | Case::Hetero10kIdle
             | Case::Preempt10k
             | Case::Topo10k
-            | Case::GangPreempt10k => 10_000,
+            | Case::GangPreempt10k
+            | Case::PreemptShared10k => 10_000,
         }
     }
 
@@ -120,7 +134,12 @@ impl Case {
             Case::Hetero1k | Case::Hetero5k | Case::Hetero10k | Case::Hetero10kIdle => {
                 hetero::PENDING_PER_NODE * self.nodes()
             }
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 8 * self.nodes(),
+            Case::Preempt1k
+            | Case::Preempt5k
+            | Case::Preempt10k
+            | Case::GangPreempt10k
+            | Case::PreemptShared5k
+            | Case::PreemptShared10k => 8 * self.nodes(),
             Case::Topo10k => {
                 (0..topo::pending_jobs(self.nodes())).map(|j| (topo::JOB_GPUS[j % 7] / topo::POD_GPUS) as usize).sum()
             }
@@ -137,7 +156,12 @@ impl Case {
                 hetero::RUNNING_PER_NODE * self.nodes()
             }
             // Half the nodes, 8 pods each.
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => 4 * self.nodes(),
+            Case::Preempt1k
+            | Case::Preempt5k
+            | Case::Preempt10k
+            | Case::GangPreempt10k
+            | Case::PreemptShared5k
+            | Case::PreemptShared10k => 4 * self.nodes(),
             Case::Topo10k => (0..self.nodes()).filter(|i| topo::busy(*i) > 0).count(),
             _ => 0,
         }
@@ -154,11 +178,14 @@ impl Case {
     }
 
     /// The case's scheduler configuration: [`BENCH_CONF`], [`preempt::PREEMPT_CONF`] for
-    /// the preemption cases, [`preempt::GANG_PREEMPT_CONF`] for `gang-preempt-10k`,
+    /// the preemption cases, [`preempt::PREEMPT_SHARED_CONF`] for `preempt-shared-N`,
+    /// [`preempt::GANG_PREEMPT_CONF`] for `gang-preempt-10k`,
     /// [`topo::TOPO_CONF`] for `topo-10k`.
     pub fn conf(self) -> &'static str {
         match self {
-            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k => preempt::PREEMPT_CONF,
+            Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::PreemptShared5k | Case::PreemptShared10k => {
+                preempt::PREEMPT_CONF
+            }
             Case::Topo10k => topo::TOPO_CONF,
             Case::GangPreempt10k => preempt::GANG_PREEMPT_CONF,
             _ => BENCH_CONF,

@@ -329,6 +329,7 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
         Case::Preempt1k | Case::Preempt5k | Case::Preempt10k | Case::GangPreempt10k => {
             Cluster::from_objects(crate::preempt::objects(nodes))
         }
+        Case::PreemptShared5k | Case::PreemptShared10k => Cluster::from_objects(crate::preempt::shared_objects(nodes)),
         Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
         Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
             Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))
@@ -737,6 +738,39 @@ mod tests {
         assert!(by("gangpreempt") > 0 && by("gangreclaim") > 0, "{} {}", by("gangpreempt"), by("gangreclaim"));
         assert_eq!(by("preempt") + by("reclaim"), 0);
         assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
+    }
+
+    #[test]
+    fn a_small_shared_preempt_case_preempts_within_the_victims_queues() {
+        // preempt-shared-N at 40 nodes: 20 running gangs of 8 on nodes 0..20, half in leaf-0
+        // and half in leaf-5, and gang-320 of high priority in ten leaves.
+        let objects = crate::preempt::shared_objects(40);
+        let profile = case_profile(Case::PreemptShared5k);
+        let (effects, _) = checked_cycle(objects, &profile, 1);
+        let evicted_by = |action: &str| -> Vec<String> {
+            effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Evict { pod, action: a, .. } if *a == action => Some(pod.to_string()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let (preempted, reclaimed) = (evicted_by("preempt"), evicted_by("reclaim"));
+        assert!(!preempted.is_empty() && !reclaimed.is_empty(), "preempt {preempted:?}, reclaim {reclaimed:?}");
+        assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
+        // A preemptor that selects a model takes no victim on a node of the other.
+        for e in &effects {
+            if let Effect::Pipeline { pod, node, .. } = e {
+                let j: usize = pod.to_string()["bench/high-".len()..][..6].parse().expect("a high job");
+                let i: usize = node["node-".len()..].parse().expect("a node");
+                match j % 3 {
+                    0 => assert_eq!(crate::preempt::shared_model(i), "A100", "{pod} on {node}"),
+                    1 => assert_eq!(crate::preempt::shared_model(i), "H100", "{pod} on {node}"),
+                    _ => {}
+                }
+            }
+        }
     }
 
     #[test]

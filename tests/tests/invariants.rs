@@ -1070,8 +1070,10 @@ proptest! {
 /// regression test of that input; the property test keeps looking for the rest.
 #[test]
 fn evictions_fit_errors_index_vs_scan_input() {
-    let yaml =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regressions/evictions-index-vs-scan-fit-errors.yaml"))
-            .expect("the input");
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/regressions/evictions-index-vs-scan-fit-errors.yaml"
+    ))
+    .expect("the input");
     index_matches_a_full_scan(&yaml, 1).expect("node index and full scan agree");
 }
