@@ -741,9 +741,12 @@ mod tests {
     }
 
     #[test]
-    fn a_small_shared_preempt_case_preempts_within_the_victims_queues() {
+    fn a_small_shared_preempt_case_reclaims_what_preempt_may_not_take() {
         // preempt-shared-N at 40 nodes: 20 running gangs of 8 on nodes 0..20, half in leaf-0
-        // and half in leaf-5, and gang-320 of high priority in ten leaves.
+        // and half in leaf-5, each at its minMember, and gang-320 of high priority in ten
+        // leaves. The preemptors of leaf-0 and leaf-5 find no victim (gang's vote in the first
+        // tier refuses every pod, and the second tier's votes allow none either): preempt
+        // tries and evicts nothing; reclaim takes the gangs for the other leaves.
         let objects = crate::preempt::shared_objects(40);
         let profile = case_profile(Case::PreemptShared5k);
         let (effects, _) = checked_cycle(objects, &profile, 1);
@@ -757,7 +760,7 @@ mod tests {
                 .collect()
         };
         let (preempted, reclaimed) = (evicted_by("preempt"), evicted_by("reclaim"));
-        assert!(!preempted.is_empty() && !reclaimed.is_empty(), "preempt {preempted:?}, reclaim {reclaimed:?}");
+        assert!(preempted.is_empty() && !reclaimed.is_empty(), "preempt {preempted:?}, reclaim {reclaimed:?}");
         assert!(pipelined(&effects) > 0, "the cycle pipelines high-priority pods");
         // A preemptor that selects a model takes no victim on a node of the other.
         for e in &effects {
