@@ -113,6 +113,45 @@ fn preempt_task(
     false
 }
 
+/// The pods of one job whose `preempt_task` failed since the session last changed. A failed
+/// attempt changes nothing (every node's statement is discarded), so a later pod of the job
+/// that asks the same question gets the same answer and is not asked again: the same shape
+/// (requests and every scheduling constraint, so the same candidate nodes and fits), the same
+/// priority, best-effort flag, preemption policy, nominated node, role and sub-group (what
+/// the plugins' votes and the victim filter read of a preemptor besides its job), and the
+/// same labels when some pod has inter-pod rules. The order the nodes are tried in does not
+/// matter: a failure means every candidate node failed. Off without the node index, so that
+/// the full-scan reference asks every question (the property tests compare the two).
+struct Failed {
+    enabled: bool,
+    /// A pod of each failed question, with the node attempts it counted and the victims of
+    /// the last (replayed into the metrics when the question is skipped).
+    questions: Vec<(TaskId, u64, Option<u64>)>,
+}
+
+impl Failed {
+    fn answer(&self, ssn: &Session, t: TaskId) -> Option<(u64, Option<u64>)> {
+        if !self.enabled {
+            return None;
+        }
+        let b = ssn.snap.task(t);
+        let labels = ssn.snap.may_have_pod_rules();
+        self.questions.iter().find_map(|&(r, attempts, last)| {
+            let a = ssn.snap.task(r);
+            let same = a.job == b.job
+                && a.shape == b.shape
+                && a.priority == b.priority
+                && a.best_effort == b.best_effort
+                && a.preemption_never == b.preemption_never
+                && a.nominated_node == b.nominated_node
+                && a.role == b.role
+                && a.sub_group == b.sub_group
+                && (!labels || a.pod.metadata.labels == b.pod.metadata.labels);
+            same.then_some((attempts, last))
+        })
+    }
+}
+
 fn victim_status_ok(ssn: &Session, preemptor: TaskId, v: TaskId) -> bool {
     let (p, task) = (ssn.snap.task(preemptor), ssn.snap.task(v));
     task.status.is_preemptable() && task.preemptable && (!p.best_effort || task.best_effort)
@@ -146,13 +185,25 @@ impl Action for Preempt {
                 let mut stmt = Statement::new();
                 let mut heap = work.take_tasks(j);
                 let mut candidates = false;
+                // The full-scan reference (no node index) asks every question.
+                let mut failed = Failed { enabled: ssn.victim_index_enabled(), questions: Vec::new() };
                 while ssn.job_starving(j) {
                     let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
+                    if let Some((attempts, last)) = failed.answer(ssn, t) {
+                        ssn.replay_preemption_attempts(attempts, last);
+                        continue;
+                    }
                     let filter = |s: &Session, v: TaskId| {
                         victim_status_ok(s, t, v)
                             && s.snap.task(v).job.is_some_and(|vj| vj != j && s.snap.job(vj).queue == q)
                     };
-                    preempt_task(ssn, &mut stmt, t, filter, &mut candidates);
+                    let before = ssn.preemption_attempts().0;
+                    if preempt_task(ssn, &mut stmt, t, filter, &mut candidates) {
+                        failed.questions.clear();
+                    } else {
+                        let (after, last) = ssn.preemption_attempts();
+                        failed.questions.push((t, after - before, last));
+                    }
                 }
                 work.put_tasks(j, heap);
                 if ssn.job_pipelined(j) {
@@ -183,5 +234,68 @@ impl Action for Preempt {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use volcano_framework::{run_cycle, CycleContext, NoObserver, Profile, Registries, SessionOptions};
+    use volcano_testkit::{node, pod, pod_group, queue, Objects};
+
+    const CONF: &str = r#"
+actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+    enablePreemptable: false
+  - name: conformance
+- plugins:
+  - name: drf
+    enablePreemptable: false
+  - name: predicates
+  - name: capacity
+  - name: nodeorder
+"#;
+
+    /// Queue q1 (capability 3 cpu) holds 3 cpu: a low-priority pod on each node and a
+    /// high-priority one on n2. Each of three alike 2-cpu pods of a high-priority job finds
+    /// on n1 victims enough for the node, but no room under the capability once they are
+    /// evicted (and on n2 too few victims): each attempt fails the same way.
+    fn cluster() -> Objects {
+        let mut o = Objects::new()
+            .priority_class("high", 100)
+            .priority_class("low", 10)
+            .queue(queue("q1").capability(&[("cpu", "3")]).deserved(&[("cpu", "3")]))
+            .node(node("n1", "2", "16Gi"))
+            .node(node("n2", "2", "16Gi"))
+            .pod_group(pod_group("ns", "low", 1).queue("q1").priority_class("low"))
+            .pod_group(pod_group("ns", "old", 1).queue("q1").priority_class("high"))
+            .pod_group(pod_group("ns", "high", 1).queue("q1").priority_class("high"));
+        for (i, n) in ["n2", "n1"].into_iter().enumerate() {
+            o = o.pod(pod("ns", &format!("low-{i}")).group("low").cpu_mem("1", "1Gi").priority(10).running_on(n));
+        }
+        o = o.pod(pod("ns", "old-0").group("old").cpu_mem("1", "1Gi").priority(100).running_on("n2"));
+        for i in 0..3 {
+            o = o.pod(pod("ns", &format!("high-{i}")).group("high").cpu_mem("2", "1Gi").priority(100));
+        }
+        o
+    }
+
+    #[test]
+    fn a_question_skipped_gives_what_asking_it_gives() {
+        let reg = Registries { plugins: volcano_plugins::in_tree(), actions: crate::in_tree() };
+        let profile = Profile::from_yaml(CONF, &reg).unwrap();
+        let run = |node_index: bool| {
+            let options = SessionOptions { node_index, ..Default::default() };
+            let cx = CycleContext { cycle: 1, now_ms: 1_700_000_100_000, options };
+            run_cycle(cluster().snapshot(), &profile, &cx, &mut NoObserver)
+        };
+        let (skipping, asking) = (run(true), run(false));
+        assert_eq!(skipping.effects, asking.effects);
+        // Every pod's node attempts are counted, asked or skipped.
+        assert!(asking.metrics.preemption_attempts >= 3, "{}", asking.metrics.preemption_attempts);
+        assert_eq!(skipping.metrics.preemption_attempts, asking.metrics.preemption_attempts);
+        assert_eq!(skipping.metrics.preemption_victims, asking.metrics.preemption_victims);
     }
 }

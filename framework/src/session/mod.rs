@@ -197,6 +197,21 @@ impl Session {
         self.stats.preemption_victims = Some(victims as u64);
     }
 
+    /// The node attempts counted so far, and the victims of the last
+    /// ([`Session::record_preemption_attempt`]).
+    pub fn preemption_attempts(&self) -> (u64, Option<u64>) {
+        (self.stats.preemption_attempts, self.stats.preemption_victims)
+    }
+
+    /// Counts again `n` attempts whose last had `last` victims: what an action that skips a
+    /// question it already asked reports, so that the metrics are those of asking it.
+    pub fn replay_preemption_attempts(&mut self, n: u64, last: Option<u64>) {
+        if n > 0 {
+            self.stats.preemption_attempts += n;
+            self.stats.preemption_victims = last;
+        }
+    }
+
     /// Records what the running evicting action concluded for job `j` (see [`EvictionTry`]).
     pub fn record_eviction_try(&mut self, j: JobId, outcome: EvictionTry) {
         self.stats.eviction_tries.push((self.current_action, j, outcome));
