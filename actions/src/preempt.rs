@@ -113,32 +113,57 @@ fn preempt_task(
     false
 }
 
-/// The pods of one job whose `preempt_task` failed since the session last changed. A failed
-/// attempt changes nothing (every node's statement is discarded), so a later pod of the job
-/// that asks the same question gets the same answer and is not asked again: the same shape
-/// (requests and every scheduling constraint, so the same candidate nodes and fits), the same
-/// priority, best-effort flag, preemption policy, nominated node, role and sub-group (what
-/// the plugins' votes and the victim filter read of a preemptor besides its job), and the
-/// same labels when some pod has inter-pod rules. The order the nodes are tried in does not
-/// matter: a failure means every candidate node failed. Off without the node index, so that
-/// the full-scan reference asks every question (the property tests compare the two).
+/// The questions `preempt_task` answered with a failure since the session last changed, in
+/// the phase between jobs of one queue. A failed attempt changes nothing (every node's
+/// statement is discarded), so a later pod that asks the same question gets the same answer
+/// and is not asked again. The same question: the same shape (requests and every scheduling
+/// constraint, so the same candidate nodes and fits), priority, best-effort flag, preemption
+/// policy, nominated node, role and sub-group, the same labels when some pod has inter-pod
+/// rules — and the same job, or two *fresh* jobs of the same priority: every pod of both
+/// pending, no network topology or sub-groups, so neither holds a victim of its own, drf
+/// sees both with nothing allocated, and the plugins' votes (which read of a preemptor its
+/// task and its job's priority and allocation) answer alike. The order the nodes are tried
+/// in does not enter: a failure means every candidate node failed. Off without the node
+/// index, so that the full-scan reference asks every question (the tests compare the two).
 struct Failed {
     enabled: bool,
-    /// A pod of each failed question, with the node attempts it counted and the victims of
-    /// the last (replayed into the metrics when the question is skipped).
-    questions: Vec<(TaskId, u64, Option<u64>)>,
+    /// A pod of each failed question, whether its job was fresh, the node attempts it
+    /// counted and the victims of the last (replayed into the metrics when the question is
+    /// skipped), and whether some node had candidates.
+    questions: Vec<Question>,
+}
+
+struct Question {
+    pod: TaskId,
+    fresh: bool,
+    attempts: u64,
+    last: Option<u64>,
+    candidates: bool,
+}
+
+/// Whether every pod of the job is pending and it has no network topology or sub-groups.
+fn fresh(ssn: &Session, j: JobId) -> bool {
+    let job = ssn.snap.job(j);
+    job.sub_groups.is_none()
+        && job.pod_group.spec.network_topology.is_none()
+        && job.tasks.iter().all(|t| ssn.snap.task(*t).status == volcano_framework::TaskStatus::Pending)
 }
 
 impl Failed {
-    fn answer(&self, ssn: &Session, t: TaskId) -> Option<(u64, Option<u64>)> {
+    /// The question `t` asks, if it failed before; `fresh`: whether `t`'s job is.
+    fn answer(&self, ssn: &Session, t: TaskId, fresh: bool) -> Option<&Question> {
         if !self.enabled {
             return None;
         }
         let b = ssn.snap.task(t);
         let labels = ssn.snap.may_have_pod_rules();
-        self.questions.iter().find_map(|&(r, attempts, last)| {
-            let a = ssn.snap.task(r);
-            let same = a.job == b.job
+        self.questions.iter().find(|q| {
+            let a = ssn.snap.task(q.pod);
+            let same_job = a.job == b.job
+                || (fresh
+                    && q.fresh
+                    && a.job.zip(b.job).is_some_and(|(x, y)| ssn.snap.job(x).priority == ssn.snap.job(y).priority));
+            same_job
                 && a.shape == b.shape
                 && a.priority == b.priority
                 && a.best_effort == b.best_effort
@@ -146,8 +171,7 @@ impl Failed {
                 && a.nominated_node == b.nominated_node
                 && a.role == b.role
                 && a.sub_group == b.sub_group
-                && (!labels || a.pod.metadata.labels == b.pod.metadata.labels);
-            same.then_some((attempts, last))
+                && (!labels || a.pod.metadata.labels == b.pod.metadata.labels)
         })
     }
 }
@@ -180,17 +204,20 @@ impl Action for Preempt {
         }
 
         while let Some(q) = work.pop_queue(ssn) {
-            // Phase 1: between jobs of the queue.
+            // Phase 1: between jobs of the queue. The full-scan reference (no node index) asks
+            // every question.
+            let mut failed = Failed { enabled: ssn.victim_index_enabled(), questions: Vec::new() };
             while let Some(j) = work.pop_job(ssn, q) {
                 let mut stmt = Statement::new();
                 let mut heap = work.take_tasks(j);
                 let mut candidates = false;
-                // The full-scan reference (no node index) asks every question.
-                let mut failed = Failed { enabled: ssn.victim_index_enabled(), questions: Vec::new() };
+                let job_fresh = fresh(ssn, j);
+                let mut changed = false;
                 while ssn.job_starving(j) {
                     let Some(t) = heap.pop(|a, b| ssn.task_order(*a, *b).is_lt()) else { break };
-                    if let Some((attempts, last)) = failed.answer(ssn, t) {
-                        ssn.replay_preemption_attempts(attempts, last);
+                    if let Some(asked) = failed.answer(ssn, t, job_fresh && !changed) {
+                        ssn.replay_preemption_attempts(asked.attempts, asked.last);
+                        candidates |= asked.candidates;
                         continue;
                     }
                     let filter = |s: &Session, v: TaskId| {
@@ -198,14 +225,29 @@ impl Action for Preempt {
                             && s.snap.task(v).job.is_some_and(|vj| vj != j && s.snap.job(vj).queue == q)
                     };
                     let before = ssn.preemption_attempts().0;
-                    if preempt_task(ssn, &mut stmt, t, filter, &mut candidates) {
+                    let mut had_candidates = false;
+                    if preempt_task(ssn, &mut stmt, t, filter, &mut had_candidates) {
+                        // The session changed: no earlier answer holds.
                         failed.questions.clear();
+                        changed = true;
                     } else {
                         let (after, last) = ssn.preemption_attempts();
-                        failed.questions.push((t, after - before, last));
+                        failed.questions.push(Question {
+                            pod: t,
+                            fresh: job_fresh && !changed,
+                            attempts: after - before,
+                            last,
+                            candidates: had_candidates,
+                        });
                     }
+                    candidates |= had_candidates;
                 }
                 work.put_tasks(j, heap);
+                if changed {
+                    // Committed, or undone: either way the answers given after the change do
+                    // not hold for the next job.
+                    failed.questions.clear();
+                }
                 if ssn.job_pipelined(j) {
                     stmt.commit(ssn);
                     ssn.record_eviction_try(j, EvictionTry::Committed);
@@ -259,7 +301,7 @@ tiers:
 "#;
 
     /// Queue q1 (capability 3 cpu) holds 3 cpu: a low-priority pod on each node and a
-    /// high-priority one on n2. Each of three alike 2-cpu pods of a high-priority job finds
+    /// high-priority one on n2. Each of five alike 2-cpu pods of two high-priority jobs finds
     /// on n1 victims enough for the node, but no room under the capability once they are
     /// evicted (and on n2 too few victims): each attempt fails the same way.
     fn cluster() -> Objects {
@@ -271,13 +313,18 @@ tiers:
             .node(node("n2", "2", "16Gi"))
             .pod_group(pod_group("ns", "low", 1).queue("q1").priority_class("low"))
             .pod_group(pod_group("ns", "old", 1).queue("q1").priority_class("high"))
-            .pod_group(pod_group("ns", "high", 1).queue("q1").priority_class("high"));
+            .pod_group(pod_group("ns", "high", 1).queue("q1").priority_class("high"))
+            .pod_group(pod_group("ns", "other", 1).queue("q1").priority_class("high"));
         for (i, n) in ["n2", "n1"].into_iter().enumerate() {
             o = o.pod(pod("ns", &format!("low-{i}")).group("low").cpu_mem("1", "1Gi").priority(10).running_on(n));
         }
         o = o.pod(pod("ns", "old-0").group("old").cpu_mem("1", "1Gi").priority(100).running_on("n2"));
         for i in 0..3 {
             o = o.pod(pod("ns", &format!("high-{i}")).group("high").cpu_mem("2", "1Gi").priority(100));
+        }
+        // A second fresh job of the same priority asks the same questions.
+        for i in 0..2 {
+            o = o.pod(pod("ns", &format!("other-{i}")).group("other").cpu_mem("2", "1Gi").priority(100));
         }
         o
     }
@@ -294,7 +341,7 @@ tiers:
         let (skipping, asking) = (run(true), run(false));
         assert_eq!(skipping.effects, asking.effects);
         // Every pod's node attempts are counted, asked or skipped.
-        assert!(asking.metrics.preemption_attempts >= 3, "{}", asking.metrics.preemption_attempts);
+        assert!(asking.metrics.preemption_attempts >= 5, "{}", asking.metrics.preemption_attempts);
         assert_eq!(skipping.metrics.preemption_attempts, asking.metrics.preemption_attempts);
         assert_eq!(skipping.metrics.preemption_victims, asking.metrics.preemption_victims);
     }
