@@ -330,6 +330,14 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             Cluster::from_objects(crate::preempt::objects(nodes))
         }
         Case::PreemptShared5k | Case::PreemptShared10k => Cluster::from_objects(crate::preempt::shared_objects(nodes)),
+        Case::HeteroRollback10k => {
+            // hetero-10k's first cycle, applied: its binds run, its pods are placed.
+            let mut cluster = Cluster::from_objects(crate::hetero::objects(nodes));
+            let (effects, _) = timed_cycle(&cluster.objects(), profile, 1);
+            let failures = apply(&mut cluster, &effects, 1);
+            assert!(failures.is_empty(), "hetero-rollback-10k preparation: {failures:?}");
+            cluster
+        }
         Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
         Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
             Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))

@@ -11,7 +11,7 @@ use crate::load_profile;
 pub(crate) struct BenchArgs {
     /// Cases to run: fill-1k, fill-5k, fill-10k, backlog-5k, steady-5k, spread-5k, hetero-1k,
     /// hetero-5k, hetero-10k, hetero-10k-idle, preempt-1k, preempt-5k, preempt-10k, topo-10k,
-    /// gang-preempt-10k, preempt-shared-5k, preempt-shared-10k.
+    /// gang-preempt-10k, preempt-shared-5k, preempt-shared-10k, hetero-rollback-10k.
     #[arg(value_name = "CASE", required_unless_present_any = ["all", "manifests"])]
     cases: Vec<String>,
     /// Run every case.
