@@ -247,6 +247,9 @@ impl Action for Preempt {
                     // Committed, or undone: either way the answers given after the change do
                     // not hold for the next job.
                     failed.questions.clear();
+                } else {
+                    // What only this job could ask again is of no use to the next.
+                    failed.questions.retain(|q| q.fresh);
                 }
                 if ssn.job_pipelined(j) {
                     stmt.commit(ssn);

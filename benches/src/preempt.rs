@@ -19,25 +19,36 @@ use volcano_framework::ClusterObjects;
 use crate::hetero::{priority_classes, priority_value, GPU};
 use crate::workloads::{self, q, time, SCHEDULER_NAME, SIZES};
 
-/// The tiers of [`PREEMPT_CONF`] and [`GANG_PREEMPT_CONF`], as a literal for `concat!`.
+/// The tiers of the preemption cases, as a literal for `concat!`; `$drf` is `drf`'s
+/// argument lines.
 macro_rules! preempt_tiers {
-    () => {
-        r#"tiers:
+    ($drf:expr) => {
+        concat!(
+            "tiers:
 - plugins:
   - name: priority
   - name: gang
   - name: conformance
 - plugins:
   - name: drf
-    enablePreemptable: false
-  - name: predicates
+",
+            $drf,
+            "  - name: predicates
   - name: capacity
     enableHierarchy: true
   - name: nodeorder
   - name: binpack
     arguments:
       binpack.resources: nvidia.com/gpu
-"#
+"
+        )
+    };
+}
+
+/// `drf` with its preemptable vote off (as in the eviction scenarios).
+macro_rules! drf_not_preemptable {
+    () => {
+        "    enablePreemptable: false\n"
     };
 }
 
@@ -46,32 +57,20 @@ macro_rules! preempt_tiers {
 /// preemptable vote off (as in the eviction scenarios), and `capacity` (hierarchy on) in
 /// place of `proportion`.
 pub const PREEMPT_CONF: &str =
-    concat!("actions: \"enqueue, allocate, preempt, reclaim, backfill\"\n", preempt_tiers!());
+    concat!("actions: \"enqueue, allocate, preempt, reclaim, backfill\"\n", preempt_tiers!(drf_not_preemptable!()));
 
 /// [`PREEMPT_CONF`] with gang-aware eviction: actions `enqueue, allocate, gangpreempt,
 /// gangreclaim, backfill` (`gang-preempt-10k`).
-pub const GANG_PREEMPT_CONF: &str =
-    concat!("actions: \"enqueue, allocate, gangpreempt, gangreclaim, backfill\"\n", preempt_tiers!());
+pub const GANG_PREEMPT_CONF: &str = concat!(
+    "actions: \"enqueue, allocate, gangpreempt, gangreclaim, backfill\"\n",
+    preempt_tiers!(drf_not_preemptable!())
+);
 
 /// The scheduler configuration of `preempt-shared-N`: [`PREEMPT_CONF`] with `drf`'s
 /// preemptable vote on (its default), so that where the first tier finds no victim the
 /// second tier's `drf` decides, as in a configuration that leaves `drf` as it comes.
-pub const PREEMPT_SHARED_CONF: &str = r#"actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: drf
-  - name: predicates
-  - name: capacity
-    enableHierarchy: true
-  - name: nodeorder
-  - name: binpack
-    arguments:
-      binpack.resources: nvidia.com/gpu
-"#;
+pub const PREEMPT_SHARED_CONF: &str =
+    concat!("actions: \"enqueue, allocate, preempt, reclaim, backfill\"\n", preempt_tiers!(""));
 
 /// Leaf queues: `leaf-0` … `leaf-9`, `leaf-l` under `org-{l div 5}`.
 pub const LEAVES: usize = 10;
@@ -300,6 +299,22 @@ pub fn shared_objects(nodes: usize) -> ClusterObjects {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configurations_differ_only_where_they_say() {
+        assert!(PREEMPT_CONF.contains("  - name: drf\n    enablePreemptable: false\n  - name: predicates\n"));
+        assert_eq!(PREEMPT_SHARED_CONF, PREEMPT_CONF.replace("    enablePreemptable: false\n", ""));
+        assert_eq!(
+            GANG_PREEMPT_CONF,
+            PREEMPT_CONF.replace(
+                "enqueue, allocate, preempt, reclaim, backfill",
+                "enqueue, allocate, gangpreempt, gangreclaim, backfill"
+            )
+        );
+        for conf in [PREEMPT_CONF, GANG_PREEMPT_CONF, PREEMPT_SHARED_CONF] {
+            volcano_builtin::profile_from_text(conf).expect("a valid configuration");
+        }
+    }
 
     #[test]
     fn the_queue_hierarchy_is_valid_and_follows_the_spec() {

@@ -287,9 +287,20 @@ pub fn case_profile(case: Case) -> Profile {
 /// binds, the next writes what follows, the next has nothing to say).
 const IDLE_PREPARATION_CYCLES: u64 = 5;
 
+/// Runs cycle `cycle` over the cluster (untimed) and applies its effects; whether it had
+/// any. A failure to apply is a bug of the case (`case` names it).
+fn run_and_apply(cluster: &mut Cluster, profile: &Profile, cycle: u64, case: Case) -> bool {
+    let (effects, _) = timed_cycle(&cluster.objects(), profile, cycle);
+    let failures = apply(cluster, &effects, cycle);
+    assert!(failures.is_empty(), "{} preparation: {failures:?}", case.name());
+    !effects.is_empty()
+}
+
 /// The cluster at the start of a case's measured cycle(s). For `steady-5k` this runs the
 /// earlier sessions that place gang-30000 (untimed) and adds the new pending jobs; for
-/// `hetero-10k-idle` it runs `hetero-10k`'s first cycle (untimed) and applies its effects.
+/// `hetero-10k-idle` and `hetero-rollback-10k` it runs `hetero-10k`'s first cycle (untimed)
+/// and applies its effects (and, for the idle case, the cycles that follow until the
+/// cluster is settled).
 pub fn prepare(case: Case, profile: &Profile) -> Cluster {
     let nodes = case.nodes();
     match case {
@@ -299,9 +310,7 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             let next = first.len();
             let mut cluster = Cluster::from_objects(workloads::objects(nodes, first));
             for cycle in 1..=2 {
-                let (effects, _) = timed_cycle(&cluster.objects(), profile, cycle);
-                let failures = apply(&mut cluster, &effects, cycle);
-                assert!(failures.is_empty(), "steady-5k preparation: {failures:?}");
+                run_and_apply(&mut cluster, profile, cycle, case);
             }
             let new = workloads::objects(0, workloads::gang(next, case.pending_pods()));
             cluster.insert_objects(new);
@@ -317,12 +326,9 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             // say: the cluster as a running scheduler leaves it.
             let mut cluster = Cluster::from_objects(crate::hetero::objects(nodes));
             for cycle in 1..=IDLE_PREPARATION_CYCLES {
-                let (effects, _) = timed_cycle(&cluster.objects(), profile, cycle);
-                if effects.is_empty() {
+                if !run_and_apply(&mut cluster, profile, cycle, case) {
                     return cluster;
                 }
-                let failures = apply(&mut cluster, &effects, cycle);
-                assert!(failures.is_empty(), "hetero-10k-idle preparation: {failures:?}");
             }
             panic!("hetero-10k-idle preparation: the cycles still changed the cluster after {IDLE_PREPARATION_CYCLES}")
         }
@@ -333,9 +339,7 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
         Case::HeteroRollback10k => {
             // hetero-10k's first cycle, applied: its binds run, its pods are placed.
             let mut cluster = Cluster::from_objects(crate::hetero::objects(nodes));
-            let (effects, _) = timed_cycle(&cluster.objects(), profile, 1);
-            let failures = apply(&mut cluster, &effects, 1);
-            assert!(failures.is_empty(), "hetero-rollback-10k preparation: {failures:?}");
+            run_and_apply(&mut cluster, profile, 1, case);
             cluster
         }
         Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
