@@ -21,8 +21,8 @@ use sub_groups::Within;
 use volcano_framework::pq::CmpHeap;
 use volcano_framework::topology::{HyperNodeId, Topology};
 use volcano_framework::{
-    parse_args, Action, ArgsError, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId, TaskStatus,
-    Worklist,
+    parse_args, Action, ArgsError, Attempt, FitErrors, JobId, NodeChoice, QueueId, Session, Statement, TaskId,
+    TaskStatus, Worklist,
 };
 
 mod sub_groups;
@@ -116,19 +116,29 @@ struct Placed {
     why: Option<String>,
     /// Why the first sub-group with a network topology that failed could not be placed.
     group_reason: Option<String>,
+    /// Where the tasks went and which found no node (for a room proof when the job fails).
+    attempt: Attempt,
 }
 
 impl Placed {
     fn new() -> Placed {
-        Placed { stmt: Statement::new(), push_back: false, count: 0, why: None, group_reason: None }
+        Placed {
+            stmt: Statement::new(),
+            push_back: false,
+            count: 0,
+            why: None,
+            group_reason: None,
+            attempt: Attempt::default(),
+        }
     }
 }
 
 impl Allocate {
     /// Places the job's tasks into a statement; returns it when the job is ready or
-    /// pipelined, discards it otherwise. A job with a network topology constraint is
-    /// placed within one HyperNode ([`crate::topology`]); a job with sub-groups, sub-group
-    /// by sub-group ([`sub_groups`]).
+    /// pipelined, discards it otherwise (with what the attempt did, when it placed the job
+    /// as a whole: for a room proof). A job with a network topology constraint is placed
+    /// within one HyperNode ([`crate::topology`]); a job with sub-groups, sub-group by
+    /// sub-group ([`sub_groups`]).
     fn allocate_job(
         &self,
         ssn: &mut Session,
@@ -136,7 +146,7 @@ impl Allocate {
         j: JobId,
         tasks: &mut CmpHeap<TaskId>,
         jobs: &mut CmpHeap<JobId>,
-    ) -> Option<Statement> {
+    ) -> Result<Statement, Option<Attempt>> {
         let pg = ssn.snap.job(j).pod_group.clone();
         let topo = ssn.snap.topology_shared();
         let grouped = ssn.snap.job(j).sub_groups.is_some();
@@ -144,11 +154,11 @@ impl Allocate {
             Ok(c) => c,
             Err(why) => {
                 ssn.set_job_reason(j, why);
-                return None;
+                return Err(None);
             }
         };
         let Some(c) = c else {
-            let placed = if grouped {
+            let mut placed = if grouped {
                 self.place_groups(ssn, q, j, tasks, Within { topo: &topo, hyper_node: topo.top() }, None)
             } else {
                 self.place(ssn, q, j, tasks, None, Pods::Job)
@@ -158,14 +168,15 @@ impl Allocate {
                     ssn.set_job_reason(j, why.clone());
                 }
             }
-            return self.finish(ssn, j, jobs, placed);
+            let attempt = (!grouped).then(|| std::mem::take(&mut placed.attempt));
+            return self.finish(ssn, j, jobs, placed).ok_or(attempt);
         };
         let placed_at = topology::placed_at(ssn, j, Pods::Job, &topo);
         let root = match topology::search_root(&topo, placed_at, c.highest_tier, topo.top(), "the job") {
             Ok(r) => r,
             Err(why) => {
                 ssn.set_job_reason(j, format!("network topology hard: {why}"));
-                return None;
+                return Err(None);
             }
         };
         let need = topology::Need::of(ssn, j, placed_at.is_some());
@@ -190,7 +201,7 @@ impl Allocate {
                 if ssn.job_ready(j) || ssn.job_pipelined(j) {
                     tracing::debug!(job = %ssn.snap.job(j).key, hyper_node = %topo.get(h).name, "job placed within a HyperNode");
                     *tasks = heap;
-                    return self.finish(ssn, j, jobs, placed);
+                    return self.finish(ssn, j, jobs, placed).ok_or(None);
                 }
                 shortfall.offer(h, placed.count, needed, placed.group_reason.or(placed.why));
                 placed.stmt.discard(ssn);
@@ -198,7 +209,7 @@ impl Allocate {
         }
         let scope = topology::scope(&topo, root, "where its pods already run");
         ssn.set_job_reason(j, shortfall.reason(&topo, &c, "the job", &scope, tried, roomiest));
-        None
+        Err(None)
     }
 
     /// Keeps the statement of a ready or pipelined job (and puts a ready job with tasks
@@ -256,6 +267,9 @@ impl Allocate {
             match choice {
                 Err(errors) => {
                     tracing::debug!(task = %ssn.snap.task(t).key, %errors, "no node fits");
+                    if within.is_none() {
+                        placed.attempt.no_node(t);
+                    }
                     placed.why.get_or_insert_with(|| errors.to_string());
                     ssn.record_fit_errors(t, errors);
                     if !need_continue_allocating(ssn, j, until) {
@@ -263,8 +277,14 @@ impl Allocate {
                     }
                     continue;
                 }
-                Ok(NodeChoice::Idle(n)) => placed.stmt.allocate(ssn, t, n),
-                Ok(NodeChoice::Future(n)) => placed.stmt.pipeline(ssn, t, n),
+                Ok(NodeChoice::Idle(n)) => {
+                    placed.stmt.allocate(ssn, t, n);
+                    placed.attempt.placed(t, n);
+                }
+                Ok(NodeChoice::Future(n)) => {
+                    placed.stmt.pipeline(ssn, t, n);
+                    placed.attempt.placed(t, n);
+                }
             }
             placed.count += 1;
             match until {
@@ -339,13 +359,13 @@ impl Action for Allocate {
             work.put_jobs(q, job_heap);
             work.put_tasks(j, tasks);
             match stmt {
-                Some(stmt) if ssn.job_ready(j) => stmt.commit(ssn),
+                Ok(stmt) if ssn.job_ready(j) => stmt.commit(ssn),
                 // Pipelined only: the reservations stay in the session so that lower-ranked
                 // jobs cannot take them in this cycle; nothing is bound.
-                Some(stmt) => stmt.keep(ssn),
-                None => {
+                Ok(stmt) => stmt.keep(ssn),
+                Err(attempt) => {
                     if let Some(start) = start {
-                        ssn.remember_failed_try(start);
+                        ssn.remember_failed_try(start, attempt.as_ref());
                     }
                 }
             }

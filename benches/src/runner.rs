@@ -336,16 +336,38 @@ pub fn prepare(case: Case, profile: &Profile) -> Cluster {
             Cluster::from_objects(crate::preempt::objects(nodes))
         }
         Case::PreemptShared5k | Case::PreemptShared10k => Cluster::from_objects(crate::preempt::shared_objects(nodes)),
-        Case::HeteroRollback10k => {
-            // hetero-10k's first cycle, applied: its binds run, its pods are placed.
-            let mut cluster = Cluster::from_objects(crate::hetero::objects(nodes));
-            run_and_apply(&mut cluster, profile, 1, case);
-            cluster
-        }
+        Case::HeteroRollback10k => prepare_kept(case, profile).0,
         Case::Topo10k => Cluster::from_objects(crate::topo::objects(nodes)),
         Case::Fill1k | Case::Fill5k | Case::Fill10k | Case::Backlog5k => {
             Cluster::from_objects(workloads::objects(nodes, workloads::gang(0, case.pending_pods())))
         }
+    }
+}
+
+/// [`prepare`], with the snapshot a running scheduler keeps at the start of the measured
+/// cycle when the case defines one: for `hetero-rollback-10k`, the snapshot built before
+/// `hetero-10k`'s first cycle, holding what that cycle remembered of the jobs it could not
+/// place ([`Snapshot::keep_retries`]), then brought up to date with the objects its effects
+/// changed ([`Snapshot::update`], as the watches report the binds and statuses); `None`
+/// for the other cases (their warm cycles start from a snapshot built from the cluster).
+pub fn prepare_kept(case: Case, profile: &Profile) -> (Cluster, Option<Snapshot>) {
+    match case {
+        Case::HeteroRollback10k => {
+            // hetero-10k's first cycle, applied: its binds run, its pods are placed.
+            let mut cluster = Cluster::from_objects(crate::hetero::objects(case.nodes()));
+            let before = cluster.objects();
+            let mut kept = Snapshot::build(&before, &[SCHEDULER_NAME]).expect("the workload objects are valid");
+            let (effects, _, retries) = timed_session_metrics(Instant::now(), kept.clone(), profile, 1, None);
+            kept.keep_retries(retries);
+            let failures = apply(&mut cluster, &effects, 1);
+            assert!(failures.is_empty(), "{} preparation: {failures:?}", case.name());
+            let now = cluster.objects();
+            let changes = volcano_sim::changes(&before, &now);
+            let updated = kept.update(&changes, &now.priority_classes, &[SCHEDULER_NAME]).expect("valid objects");
+            assert!(updated, "{} preparation: the binds need no rebuild", case.name());
+            (cluster, Some(kept))
+        }
+        _ => (prepare(case, profile), None),
     }
 }
 
@@ -371,7 +393,7 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     let recorder = metrics.then(SchedulerMetrics::new);
     let profile = case_profile(case);
     let nodes = case.nodes();
-    let mut cluster = prepare(case, &profile);
+    let (mut cluster, kept) = prepare_kept(case, &profile);
     let warm = case.warm_cycles();
     let cycles = warm.unwrap_or(1);
     let pending = pending_groups(&cluster, &[SCHEDULER_NAME]);
@@ -387,8 +409,9 @@ pub fn run_case_with(case: Case, metrics: bool) -> CaseReport {
     // steady-5k and hetero-10k-idle measure warm sessions, each from the same state: the
     // scheduler keeps its snapshot between cycles, so a cycle starts from a copy of it.
     let objects = cluster.objects();
-    let mut cached =
-        warm.is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"));
+    let mut cached = warm.is_some().then(|| {
+        kept.unwrap_or_else(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("the workload objects are valid"))
+    });
     let mut failures = Vec::new();
     let mut first_effects = Vec::new();
     for c in 0..cycles {

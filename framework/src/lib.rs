@@ -52,7 +52,7 @@ pub use registry::{
 };
 pub use resource::{DimensionDefault, Resource};
 pub use retry::RetryMemo;
-pub use session::retry::TryStart;
+pub use session::retry::{Attempt, TryStart};
 pub use session::select::{self, NodeChoice};
 pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};

@@ -280,6 +280,9 @@ pub struct JobInfo {
     pub fit_errors: BTreeMap<TaskId, FitErrors>,
     /// A job-level reason recorded in this session (e.g. why it was not admitted).
     pub job_fit_error: Option<String>,
+    /// Changes whenever a [`crate::Snapshot::update`] changes the job's PodGroup or one of
+    /// its pods in anything scheduling reads (unique in the process; a session leaves it).
+    pub(crate) version: u64,
     /// The job's sub-groups (`spec.subGroupPolicy`, see [`subgroup`]); `None` without
     /// policies.
     pub sub_groups: Option<Box<SubGroups>>,

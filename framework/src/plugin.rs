@@ -417,6 +417,23 @@ pub trait Incremental: Plugin {
         false
     }
 
+    /// For this task, whether the plugin's predicate on a node depends only on that node's
+    /// state and the task's shape, and never turns from failing to passing as pods join
+    /// that node or any other: so the number of pods of the task's request a node can take
+    /// only falls as nodes fill, which a room proof rests on ([`crate::session::retry`]).
+    /// The default says no (a job with such a task is always tried again).
+    fn fit_only_narrows(&self, snap: &Snapshot, task: TaskId) -> bool {
+        false
+    }
+
+    /// Whether the plugin's [`Plugin::job_ready`] is false, and its
+    /// [`Plugin::job_pipelined`] votes Reject, for every job whose ready, pipelined and
+    /// pending best-effort tasks together are fewer than its `minAvailable` (the gang
+    /// rule, which a room proof rests on: [`crate::session::retry`]). The default says no.
+    fn needs_min_member(&self) -> bool {
+        false
+    }
+
     /// Whether this session's answers depend on the session's time
     /// ([`SessionContext::now_ms`]), not only on the snapshot: a session where some plugin
     /// says yes remembers no failed attempt for the next cycle, nor replays one

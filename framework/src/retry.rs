@@ -26,6 +26,31 @@ pub(crate) struct FailedTry {
     pub(crate) key: Arc<str>,
     pub(crate) before: Trace,
     pub(crate) after: Trace,
+    /// Made at the session's opening state: the next session over the same revision may
+    /// replay it exactly.
+    pub(crate) exact: bool,
+    /// Why the job cannot be placed while no node gains room, when room alone proves it.
+    pub(crate) proof: Option<Arc<RoomProof>>,
+}
+
+/// A proof by room that a job cannot be placed (see [`crate::session::retry`]): at the
+/// state its attempt saw, fewer of its pods could be placed than it needs, counting each
+/// node's room alone; that stays true while no node gains room, the job does not change,
+/// and the binds its session made before the attempt are on their nodes.
+#[derive(Debug)]
+pub(crate) struct RoomProof {
+    /// [`crate::Snapshot::growth`] of the snapshot the attempt's session opened with.
+    pub(crate) growth: u64,
+    /// The job's version then ([`crate::JobInfo`]).
+    pub(crate) version: u64,
+    /// The binds of the attempt's session (pod key, node), complete once it has closed.
+    pub(crate) binds: Arc<SessionBinds>,
+}
+
+/// The binds one session made, shared by the proofs it made.
+#[derive(Debug, Default)]
+pub(crate) struct SessionBinds {
+    pub(crate) list: std::sync::OnceLock<Vec<(Arc<str>, NodeId)>>,
 }
 
 /// The failed attempts of one session, for the next session over the same snapshot

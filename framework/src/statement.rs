@@ -70,7 +70,9 @@ impl Statement {
     /// the binder (status Binding, bind effect), pipelined tasks stay reserved.
     pub fn commit(self, ssn: &mut Session) {
         if !self.ops.is_empty() {
-            ssn.note_change();
+            let pipelined = self.ops.iter().any(|op| matches!(op, Op::Pipeline { .. }));
+            let evicted = self.ops.iter().any(|op| matches!(op, Op::Evict { .. }));
+            ssn.note_change(pipelined, evicted);
         }
         if self.ops.iter().any(|op| matches!(op, Op::Evict { .. })) {
             ssn.record_eviction_transaction();
@@ -103,7 +105,8 @@ impl Statement {
     /// them in this cycle, and nothing is bound (Volcano's allocate does the same).
     pub fn keep(self, ssn: &mut Session) {
         if !self.ops.is_empty() {
-            ssn.note_change();
+            let evicted = self.ops.iter().any(|op| matches!(op, Op::Evict { .. }));
+            ssn.note_change(true, evicted);
         }
     }
 

@@ -297,6 +297,13 @@ impl Incremental for Gang {
     fn reads_clock(&self, _snap: &Snapshot) -> bool {
         false
     }
+
+    fn needs_min_member(&self) -> bool {
+        // `job_ready` needs ready + pending best-effort ≥ minAvailable, `job_pipelined`
+        // pipelined + ready + pending best-effort ≥ minAvailable (`JobInfo::is_ready`,
+        // `JobInfo::is_pipelined`).
+        true
+    }
 }
 
 /// Whether a job is below its minimum only because some of its scheduled pods are

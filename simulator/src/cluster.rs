@@ -640,3 +640,33 @@ impl SnapshotSource for Cluster {
         self.queues.get(name).cloned()
     }
 }
+
+/// What a watch would have reported between two listings of a cluster's scheduled kinds:
+/// every pod, PodGroup, node and queue of `now` that is not the very object (the same
+/// `Arc`) it was in `before`, and `None` for those `now` no longer has. A scheduler that
+/// keeps its snapshot brings it up to date with these ([`volcano_framework::Snapshot::update`]).
+pub fn changes(before: &ClusterObjects, now: &ClusterObjects) -> volcano_framework::Changes {
+    fn key(m: &ObjectMeta) -> String {
+        match &m.namespace {
+            Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
+            None => m.name.clone().unwrap_or_default(),
+        }
+    }
+    fn diff<K>(a: &[Arc<K>], b: &[Arc<K>], meta: fn(&K) -> &ObjectMeta) -> Vec<(String, Option<Arc<K>>)> {
+        let old: BTreeMap<String, &Arc<K>> = a.iter().map(|o| (key(meta(o)), o)).collect();
+        let new: BTreeMap<String, &Arc<K>> = b.iter().map(|o| (key(meta(o)), o)).collect();
+        let mut out: Vec<(String, Option<Arc<K>>)> = new
+            .iter()
+            .filter(|(k, o)| old.get(*k).is_none_or(|p| !Arc::ptr_eq(p, o)))
+            .map(|(k, o)| (k.clone(), Some((*o).clone())))
+            .collect();
+        out.extend(old.keys().filter(|k| !new.contains_key(*k)).map(|k| (k.clone(), None)));
+        out
+    }
+    volcano_framework::Changes {
+        pods: diff(&before.pods, &now.pods, |o| &o.metadata),
+        pod_groups: diff(&before.pod_groups, &now.pod_groups, |o| &o.metadata),
+        nodes: diff(&before.nodes, &now.nodes, |o| &o.metadata),
+        queues: diff(&before.queues, &now.queues, |o| &o.metadata),
+    }
+}

@@ -42,7 +42,7 @@ pub mod normalize;
 pub mod report;
 pub mod sim;
 
-pub use cluster::{Cluster, CycleRecord, EventRecord, Eviction, Placement, RUN_SECONDS_ANNOTATION};
+pub use cluster::{changes, Cluster, CycleRecord, EventRecord, Eviction, Placement, RUN_SECONDS_ANNOTATION};
 pub use error::{EffectError, InputError, SimError};
 pub use job::SimJob;
 pub use manifest::{Entry, FieldValidation, Manifest, Object, ObjectKind, Origin};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::Value;
 use volcano_framework::{Profile, Registries, SessionOptions};
-use volcano_sim::{Manifest, Simulator};
+use volcano_sim::{changes, Manifest, Simulator};
 use volcano_testkit::scenario::{Cluster, JobSpec, NodeSpec, PodShape, Quantity, QueueSpec};
 
 fn registries() -> Registries {
@@ -734,38 +734,6 @@ proptest! {
             .filter(|p| p["pod"].as_str().is_some_and(|s| s.starts_with("default/urgent-")) && p["phase"] == "Running")
             .count();
         prop_assert_eq!(running, k, "the urgent gang of {} pods is not running\n--- input\n{}", k, yaml);
-    }
-}
-
-/// Every object of `now` that is not (pointer-)identical in `before`, with `None` for the
-/// objects `now` no longer has: what a watch would have reported between the two.
-fn changes(
-    before: &volcano_framework::ClusterObjects,
-    now: &volcano_framework::ClusterObjects,
-) -> volcano_framework::Changes {
-    use std::sync::Arc;
-    fn key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-        match &m.namespace {
-            Some(ns) => format!("{ns}/{}", m.name.as_deref().unwrap_or_default()),
-            None => m.name.clone().unwrap_or_default(),
-        }
-    }
-    fn diff<K: kube::Resource>(a: &[Arc<K>], b: &[Arc<K>]) -> Vec<(String, Option<Arc<K>>)> {
-        let old: BTreeMap<String, &Arc<K>> = a.iter().map(|o| (key(o.meta()), o)).collect();
-        let new: BTreeMap<String, &Arc<K>> = b.iter().map(|o| (key(o.meta()), o)).collect();
-        let mut out: Vec<(String, Option<Arc<K>>)> = new
-            .iter()
-            .filter(|(k, o)| old.get(*k).is_none_or(|p| !Arc::ptr_eq(p, o)))
-            .map(|(k, o)| (k.clone(), Some((*o).clone())))
-            .collect();
-        out.extend(old.keys().filter(|k| !new.contains_key(*k)).map(|k| (k.clone(), None)));
-        out
-    }
-    volcano_framework::Changes {
-        pods: diff(&before.pods, &now.pods),
-        pod_groups: diff(&before.pod_groups, &now.pod_groups),
-        nodes: diff(&before.nodes, &now.nodes),
-        queues: diff(&before.queues, &now.queues),
     }
 }
 

@@ -186,7 +186,7 @@ impl Session {
         let clock_free =
             ssn.tiers.iter().flatten().all(|slot| slot.plugin.incremental().is_some_and(|h| !h.reads_clock(&ssn.snap)));
         let known = ssn.snap.take_retries();
-        ssn.retries = retry::Retries::new(clock_free, known);
+        ssn.retries = retry::Retries::new(clock_free, known, ssn.snap.revision());
         ssn
     }
 
@@ -759,13 +759,15 @@ impl Session {
         self.effects.push(Effect::Bind { pod: task.object_ref(), node: info.name.clone(), annotations });
         self.snap.set_task_status(t, TaskStatus::Binding);
         self.record_scheduled(t);
+        self.note_bind(t, node);
     }
 
     /// Non-transactional allocation (Volcano `ssn.Allocate`, used by backfill): the task is
     /// placed now, and every Allocated task of its job is dispatched to the binder as soon
     /// as the job is ready.
     pub fn allocate(&mut self, t: TaskId, n: NodeId) {
-        self.note_change();
+        // Held in the session until its job is ready: a reservation the snapshot does not show.
+        self.note_change(true, false);
         self.do_allocate(t, n);
         if let Some(j) = self.snap.task(t).job {
             if self.job_ready(j) {

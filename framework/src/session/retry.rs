@@ -26,6 +26,25 @@
 //! rebuilt snapshot. Writes that scheduling does not read (conditions, heartbeats, resource
 //! versions) do not ([`crate::Snapshot::update`]).
 //!
+//! Room proves more ([`RoomProof`]). When an attempt fails, the job's pods that found no
+//! node tell how many of their shape could be placed at the state the attempt began with:
+//! none on a node where the job placed nothing (the node looked the same to them), and on
+//! a node where it placed some, at most what the node's room holds of that request. When
+//! every plugin with a predicate promises that its answer for the job's pods depends on
+//! the node alone and never turns from no to yes as pods join nodes
+//! ([`crate::Incremental::fit_only_narrows`]), those counts only fall while no node gains
+//! room; and when a plugin promises the gang rule ([`crate::Incremental::needs_min_member`]),
+//! a job whose running pods plus the most its pending pods could get stay below its
+//! `minMember` can be neither ready nor pipelined. Such a failure is remembered with the
+//! snapshot's growth ([`crate::Snapshot::growth`]) and the job's version, from any point of
+//! `allocate` (not only the opening state) as long as the session has kept no reservation
+//! and evicted nothing, and skipped at any later turn of the job while the growth and the
+//! job's version are those, the session has evicted nothing before the turn, and every
+//! bind the remembering session made is on its node in the snapshot (the state then has at
+//! most the room the attempt saw). A job skipped this way gets what its last attempt left
+//! (its fit errors and reason from then, counts that may be stale), not what an attempt
+//! now would say: it would still fail.
+//!
 //! A session that changed nothing goes further: when it committed and kept no statement,
 //! every attempt it made was a skip, and closing it wrote nothing, the next session over
 //! the same snapshot *state* ([`crate::Snapshot::state`]: not one object changed, read by
@@ -37,8 +56,10 @@ use std::sync::Arc;
 
 use volcano_api::conf::SchedulerConfiguration;
 
-use crate::model::JobId;
-use crate::retry::{FailedTry, RetryMemo, Trace};
+use crate::model::{JobId, NodeId, TaskId, TaskStatus};
+use crate::plugin::Hooks;
+use crate::resource::MIN_RESOURCE;
+use crate::retry::{FailedTry, RetryMemo, RoomProof, SessionBinds, Trace};
 use crate::session::Session;
 
 /// A session's side of the memory: what it may skip, what it records.
@@ -48,26 +69,76 @@ pub(crate) struct Retries {
     enabled: bool,
     /// The previous session's memory, when it is valid for this one.
     known: Option<Arc<RetryMemo>>,
+    /// Whether `known` was made over this session's revision (its exact replays hold).
+    same_revision: bool,
     /// This session's failed attempts, by job.
     recorded: Vec<Option<Arc<FailedTry>>>,
     /// Statements committed or kept so far (the session left its opening state).
     changes: u64,
+    /// A statement was kept (reservations the snapshot will not show) or had pipelined
+    /// tasks: no room proof from now on.
+    reserved: bool,
+    /// Pods were evicted (room for pipelining): no room proof made or used from now on.
+    evicted: bool,
+    /// The binds so far (pod key, node), when remembering is allowed.
+    binds: Vec<(Arc<str>, NodeId)>,
+    /// Shared by this session's proofs, filled when the session hands its memory on.
+    proof_binds: Arc<SessionBinds>,
+    /// The bind lists of earlier sessions checked in this one: whether each is in the snapshot.
+    checked: Vec<(Arc<SessionBinds>, bool)>,
     /// Attempts skipped in this session.
     pub(crate) skipped: u64,
+    /// Skipped by a room proof (counted in `skipped` too).
+    pub(crate) proven: u64,
     /// Failed attempts made (not skipped) and remembered in this session.
     fresh: u64,
 }
 
 impl Retries {
-    pub(crate) fn new(enabled: bool, known: Option<Arc<RetryMemo>>) -> Retries {
-        Retries { enabled, known: known.filter(|_| enabled), ..Default::default() }
+    pub(crate) fn new(enabled: bool, known: Option<Arc<RetryMemo>>, revision: u64) -> Retries {
+        let known = known.filter(|_| enabled);
+        let same_revision = known.as_ref().is_some_and(|m| m.revision == revision);
+        Retries { enabled, known, same_revision, ..Default::default() }
+    }
+}
+
+/// What an attempt of `allocate` did, for a room proof when it fails
+/// ([`Session::remember_failed_try`]): the nodes it placed pods on and the pods that found
+/// no node at all.
+#[derive(Debug, Default)]
+pub struct Attempt {
+    placed: Vec<(TaskId, NodeId)>,
+    no_node: Vec<TaskId>,
+}
+
+impl Attempt {
+    /// Notes a pod placed (allocated or pipelined) on a node.
+    pub fn placed(&mut self, t: TaskId, n: NodeId) {
+        self.placed.push((t, n));
+    }
+
+    /// Notes a pod for which no node passed the resource check and every predicate.
+    pub fn no_node(&mut self, t: TaskId) {
+        self.no_node.push(t);
     }
 }
 
 impl Session {
-    /// Counts a statement that changed the session's state (committed or kept).
-    pub(crate) fn note_change(&mut self) {
+    /// Counts a statement that changed the session's state (committed or kept), and
+    /// whether it holds what the snapshot will not show as binds (a reservation, an
+    /// eviction).
+    pub(crate) fn note_change(&mut self, reserved: bool, evicted: bool) {
         self.retries.changes += 1;
+        self.retries.reserved |= reserved;
+        self.retries.evicted |= evicted;
+    }
+
+    /// Notes a bind of the session (for the room proofs).
+    pub(crate) fn note_bind(&mut self, t: TaskId, n: NodeId) {
+        if self.retries.enabled {
+            let key = self.snap.task(t).key.clone();
+            self.retries.binds.push((key, n));
+        }
     }
 
     /// Whether the session is still at its opening state, as far as remembered attempts go.
@@ -93,20 +164,44 @@ impl Session {
             && job.tasks.iter().zip(&trace.last_tx).all(|(&t, last)| self.snap.task(t).last_tx == *last)
     }
 
-    /// Skips the attempt of job `j` when the previous session remembered it failing at this
-    /// same state (see the module documentation): sets what the attempt left and returns
-    /// `true`. Returns `false` when the job must be tried.
+    /// Skips the attempt of job `j` when it would fail (see the module documentation): the
+    /// previous session remembered it failing at this same state, or a room proof still
+    /// holds. Sets what the remembered attempt left and returns `true`; returns `false`
+    /// when the job must be tried.
     pub fn replay_failed_try(&mut self, j: JobId) -> bool {
-        if !self.at_opening_state() {
-            return false;
-        }
         let Some(known) = self.retries.known.clone() else { return false };
         let Some(Some(tried)) = known.tries.get(j.idx()) else { return false };
-        if tried.key != self.snap.job(j).key || !self.is_at(j, &tried.before) {
+        if tried.key != self.snap.job(j).key {
             return false;
         }
-        let tried = tried.clone();
-        let after = &tried.after;
+        let exact =
+            self.retries.same_revision && tried.exact && self.at_opening_state() && self.is_at(j, &tried.before);
+        if exact {
+            let tried = tried.clone();
+            self.set_trace(j, &tried.after);
+            tracing::trace!(job = %self.snap.job(j).key, "allocate: skipped, it failed at this same state last cycle");
+            self.record_try(j, tried);
+            self.retries.skipped += 1;
+            return true;
+        }
+        let Some(proof) = tried.proof.as_ref().filter(|p| self.proof_holds(j, p)) else { return false };
+        let again = FailedTry {
+            key: tried.key.clone(),
+            before: self.trace(j),
+            after: tried.after.clone(),
+            exact: self.at_opening_state(),
+            proof: Some(proof.clone()),
+        };
+        self.set_trace(j, &again.after);
+        tracing::trace!(job = %self.snap.job(j).key, "allocate: skipped, no node has gained room since it failed");
+        self.record_try(j, Arc::new(again));
+        self.retries.skipped += 1;
+        self.retries.proven += 1;
+        true
+    }
+
+    /// Sets what an attempt left on job `j`.
+    fn set_trace(&mut self, j: JobId, after: &Trace) {
         // Only the tasks the attempt had placed have a last placement to set (a write copies
         // the shared chunk of tasks it falls in).
         for (i, last) in after.last_tx.iter().enumerate().filter(|(_, l)| l.is_some()) {
@@ -116,27 +211,123 @@ impl Session {
         let job = &mut self.snap.jobs[j.idx()];
         job.fit_errors = after.fit_errors.clone();
         job.job_fit_error = after.job_fit_error.clone();
-        tracing::trace!(job = %job.key, "allocate: skipped, it failed at this same state last cycle");
-        self.record_try(j, tried);
-        self.retries.skipped += 1;
-        true
+    }
+
+    /// Whether a room proof for job `j` holds in this session now.
+    fn proof_holds(&mut self, j: JobId, proof: &RoomProof) -> bool {
+        if !self.retries.enabled
+            || self.retries.evicted
+            || proof.growth != self.snap.growth()
+            || proof.version != self.snap.job(j).version
+        {
+            return false;
+        }
+        if let Some((_, on)) = self.retries.checked.iter().find(|(b, _)| Arc::ptr_eq(b, &proof.binds)) {
+            return *on;
+        }
+        // Every bind of the remembering session is on its node in the snapshot (and still
+        // holds its room: a pod that left it would have given a new growth).
+        let on = proof.binds.list.get().is_some_and(|binds| {
+            binds.iter().all(|(key, n)| {
+                self.snap.task_id(key).map(|t| self.snap.task(t)).is_some_and(|t| {
+                    t.node == Some(*n) && !t.status.is_completed() && t.status != TaskStatus::Releasing
+                })
+            })
+        });
+        self.retries.checked.push((proof.binds.clone(), on));
+        on
     }
 
     /// Starts an attempt of job `j`: its trace when the attempt may be remembered.
     pub fn begin_try(&self, j: JobId) -> Option<TryStart> {
-        self.at_opening_state().then(|| TryStart { job: j, before: self.trace(j) })
+        // Only an attempt made at the opening state can be replayed exactly, from its trace.
+        let before = self.at_opening_state().then(|| self.trace(j));
+        self.retries.enabled.then_some(TryStart { job: j, before })
     }
 
-    /// Remembers a failed attempt (its statement discarded) begun at the opening state.
-    pub fn remember_failed_try(&mut self, start: TryStart) {
-        if !self.at_opening_state() {
+    /// Remembers a failed attempt (its statement discarded): begun at the opening state, or
+    /// anywhere when `attempt` proves by room that the job cannot be placed.
+    pub fn remember_failed_try(&mut self, start: TryStart, attempt: Option<&Attempt>) {
+        let j = start.job;
+        let proof = attempt.and_then(|a| self.room_proof(j, a));
+        let exact = start.before.is_some() && self.at_opening_state();
+        if !exact && proof.is_none() {
             return;
         }
-        let j = start.job;
         let after = self.trace(j);
-        let tried = FailedTry { key: self.snap.job(j).key.clone(), before: start.before, after };
+        let before = start.before.unwrap_or_else(|| Trace { fit_errors: Default::default(), job_fit_error: None, last_tx: Vec::new() });
+        let tried = FailedTry { key: self.snap.job(j).key.clone(), before, after, exact, proof };
         self.record_try(j, Arc::new(tried));
         self.retries.fresh += 1;
+    }
+
+    /// A room proof that job `j` cannot be placed, from its failed attempt, at the state
+    /// the attempt began with (its statement is discarded): see the module documentation.
+    fn room_proof(&self, j: JobId, attempt: &Attempt) -> Option<Arc<RoomProof>> {
+        if !self.retries.enabled || self.retries.reserved || self.retries.evicted || attempt.no_node.is_empty() {
+            return None;
+        }
+        let gang = |hook: Hooks| {
+            self.active(hook).any(|p| p.incremental().is_some_and(|h| h.needs_min_member()))
+        };
+        if !gang(Hooks::JOB_READY) || !gang(Hooks::JOB_PIPELINED) {
+            return None;
+        }
+        let job = self.snap.job(j);
+        // The pods allocate places, by shape: how many, and one of them.
+        let mut shapes: Vec<(u32, TaskId, usize)> = Vec::new();
+        for &t in &job.tasks {
+            let task = self.snap.task(t);
+            if task.status != TaskStatus::Pending || task.sch_gated || task.best_effort {
+                continue;
+            }
+            match shapes.iter_mut().find(|(s, ..)| *s == task.shape) {
+                Some((_, _, n)) => *n += 1,
+                None => shapes.push((task.shape, t, 1)),
+            }
+        }
+        let mut most = 0usize;
+        for &(shape, t, n) in &shapes {
+            let narrows = self
+                .active(Hooks::PREDICATE)
+                .all(|p| p.incremental().is_some_and(|h| h.fit_only_narrows(&self.snap, t)));
+            if !narrows {
+                return None;
+            }
+            let failed = attempt.no_node.iter().any(|&x| self.snap.task(x).shape == shape);
+            most += if failed { n.min(self.room_on(attempt, t)) } else { n };
+        }
+        let have = job.ready_task_num() + job.waiting_task_num() + job.pending_best_effort as i32;
+        if have as i64 + most as i64 >= job.min_available as i64 {
+            return None;
+        }
+        Some(Arc::new(RoomProof {
+            growth: self.snap.growth(),
+            version: job.version,
+            binds: self.retries.proof_binds.clone(),
+        }))
+    }
+
+    /// How many pods of `t`'s request the nodes the attempt placed pods on hold at most in
+    /// their future idle resources (now, the attempt undone).
+    fn room_on(&self, attempt: &Attempt, t: TaskId) -> usize {
+        let req = &self.snap.task(t).resreq;
+        let mut nodes: Vec<NodeId> = attempt.placed.iter().map(|&(_, n)| n).collect();
+        nodes.sort_unstable();
+        nodes.dedup();
+        let mut total = 0usize;
+        for n in nodes {
+            let room = self.snap.node(n).future_idle();
+            let mut fits = usize::MAX;
+            for (name, need) in req.dims().filter(|(_, v)| *v >= MIN_RESOURCE) {
+                // The k-th pod passes the resource check when k × need ≤ room + MIN_RESOURCE
+                // (values are whole numbers; the margin covers rounding).
+                let k = ((room.get(name) + MIN_RESOURCE) / need + 1e-9).floor();
+                fits = fits.min(if k > 0.0 { k as usize } else { 0 });
+            }
+            total = total.saturating_add(fits);
+        }
+        total
     }
 
     fn record_try(&mut self, j: JobId, tried: Arc<FailedTry>) {
@@ -146,8 +337,6 @@ impl Session {
         self.retries.recorded[j.idx()] = Some(tried);
     }
 
-    /// The failed attempts this session remembered, for the next session over the same
-    /// snapshot revision and configuration; `None` when remembering was not allowed.
     /// Whether the session is still at its opening state and every attempt it made was a
     /// remembered failure it skipped: the next session over the same snapshot state would
     /// do exactly what this one did (see [`crate::retry::Settled`]).
@@ -155,14 +344,19 @@ impl Session {
         self.at_opening_state() && self.retries.fresh == 0
     }
 
+    /// The failed attempts this session remembered, for the next session over the same
+    /// snapshot revision and configuration (or a later one, for the room proofs); `None`
+    /// when remembering was not allowed.
     pub(crate) fn take_retries(&mut self, conf: &SchedulerConfiguration) -> Option<RetryMemo> {
         if !self.retries.enabled {
             return None;
         }
+        let _ = self.retries.proof_binds.list.set(std::mem::take(&mut self.retries.binds));
         let tries = std::mem::take(&mut self.retries.recorded);
         tracing::debug!(
             remembered = tries.iter().flatten().count(),
             skipped = self.retries.skipped,
+            proven = self.retries.proven,
             changes = self.retries.changes,
             "failed attempts kept for the next cycle"
         );
@@ -170,9 +364,10 @@ impl Session {
     }
 }
 
-/// An attempt begun at the session's opening state ([`Session::begin_try`]).
+/// An attempt begun while remembering is allowed ([`Session::begin_try`]).
 #[derive(Debug)]
 pub struct TryStart {
     job: JobId,
-    before: Trace,
+    /// The job's trace, when the attempt begins at the opening state.
+    before: Option<Trace>,
 }

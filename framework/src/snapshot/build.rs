@@ -797,6 +797,7 @@ pub(super) fn job_info(
         total_request: Resource::empty(),
         fit_errors: BTreeMap::new(),
         job_fit_error: None,
+        version: super::next_revision(),
         sub_groups: SubGroups::of(&pg.spec),
         pod_group: pg.clone(),
         key,
@@ -819,7 +820,7 @@ impl Snapshot {
         parallel_min: usize,
     ) -> Result<Snapshot, SnapshotError> {
         let revision = super::next_revision();
-        let mut s = Snapshot { revision, state: revision, ..Snapshot::default() };
+        let mut s = Snapshot { revision, state: revision, growth: revision, ..Snapshot::default() };
         let mut node_by_name = HashMap::with_capacity(objects.nodes.len());
         let mut queue_by_name = HashMap::with_capacity(objects.queues.len());
         let mut job_by_key = HashMap::with_capacity(objects.pod_groups.len());

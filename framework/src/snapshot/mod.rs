@@ -71,6 +71,9 @@ pub struct Snapshot {
     revision: u64,
     /// Changes with any change at all, read by scheduling or not ([`Snapshot::state`]).
     state: u64,
+    /// Changes with any change that could give a task room it did not have
+    /// ([`Snapshot::growth`]).
+    growth: u64,
     /// The failed attempts of the last session over this revision.
     retries: Option<Arc<RetryMemo>>,
     /// [`crate::SessionOptions::card_seed`] of the session working on it.
@@ -175,11 +178,31 @@ impl Snapshot {
         self.state
     }
 
-    /// Gives the snapshot a new revision and forgets its remembered failures.
+    /// Names the snapshot's nodes as far as room goes: a build gets a new growth, and so
+    /// does an [`Snapshot::update`] or [`Snapshot::set_extras`] with any change that could
+    /// let a task fit where it did not — a pod that left its node, finished or started
+    /// releasing, a node that changed in anything scheduling reads, new read-only objects.
+    /// Pods that joined nodes (binds), pending pods, PodGroups, queues and writes that
+    /// scheduling does not read keep it. While it holds, every node has at most the room
+    /// it had, and a remembered failure whose proof rests on room alone still holds
+    /// ([`crate::session::retry`]).
+    pub fn growth(&self) -> u64 {
+        self.growth
+    }
+
+    /// Gives the snapshot a new revision and growth, and forgets its remembered failures.
     pub(crate) fn changed(&mut self) {
         self.revision = next_revision();
         self.state = self.revision;
+        self.growth = self.revision;
         self.retries = None;
+    }
+
+    /// Gives the snapshot a new revision, keeping its growth and the remembered failures
+    /// that rest on room alone: what changed only took room or did not touch nodes.
+    pub(crate) fn changed_without_growth(&mut self) {
+        self.revision = next_revision();
+        self.state = self.revision;
     }
 
     /// Gives the snapshot a new state (not a new revision): something scheduling does not
@@ -191,7 +214,8 @@ impl Snapshot {
     /// Keeps the failed attempts a session over this snapshot remembered
     /// ([`crate::CycleOutcome::retries`]), so that the next session over it skips them
     /// ([`crate::session::retry`]); ignored unless the session opened with this very
-    /// revision.
+    /// revision. An [`Snapshot::update`] that gives no new growth keeps them (for the
+    /// failures proven by room alone).
     pub fn keep_retries(&mut self, memo: Option<Arc<RetryMemo>>) {
         if let Some(memo) = memo.filter(|m| m.revision() == self.revision) {
             self.retries = Some(memo);

@@ -75,8 +75,10 @@ impl Snapshot {
             priority_classes.iter().filter_map(|pc| pc.metadata.name.as_deref().map(|n| (n, pc.value))).collect();
         let global_default =
             priority_classes.iter().filter(|pc| pc.global_default == Some(true)).map(|pc| pc.value).max();
-        // Whether something a session reads changed (a new revision at the end).
+        // Whether something a session reads changed (a new revision at the end), and
+        // whether some task could have room it did not have (a new growth).
         let mut relevant = false;
+        let mut grew = false;
 
         for (name, queue) in &changes.queues {
             let (Some(id), Some(queue)) = (self.queue_id(name), queue) else { return Ok(false) };
@@ -101,7 +103,9 @@ impl Snapshot {
             let Some(node) = ready else { return Ok(false) };
             let info = node_info(node)?;
             let old = &mut self.nodes[n.idx()];
-            relevant |= !same_node(&old.node, node);
+            let node_changed = !same_node(&old.node, node);
+            relevant |= node_changed;
+            grew |= node_changed;
             let tasks = std::mem::take(&mut old.tasks);
             self.total_resource.sub_unchecked(&old.allocatable);
             self.total_resource.add(&info.allocatable);
@@ -133,16 +137,20 @@ impl Snapshot {
                 self.queue_id(name).map(|q| (pg, q))
             });
             let old = self.job_id(key);
-            relevant |= match (old, pg) {
-                (Some(j), Some(pg)) => !same_pod_group(&self.jobs[j.idx()].pod_group, pg),
-                (None, None) => false,
-                _ => true,
+            let same = match (old, pg) {
+                (Some(j), Some(pg)) => same_pod_group(&self.jobs[j.idx()].pod_group, pg),
+                (None, None) => true,
+                _ => false,
             };
+            relevant |= !same;
             match (old, queue) {
                 (None, None) => {}
                 (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
                     let mut job = job_info(pg, key.as_str().into(), q, job_priority(pg, &priority_of, global_default))?;
                     let old = &mut self.jobs[j.idx()];
+                    if same {
+                        job.version = old.version;
+                    }
                     job.tasks = std::mem::take(&mut old.tasks);
                     job.status_counts = old.status_counts;
                     job.pending_best_effort = old.pending_best_effort;
@@ -201,16 +209,27 @@ impl Snapshot {
         let mut removed_tasks: Vec<TaskId> = Vec::new();
         for (key, pod) in pods {
             let old = self.task_id(&key);
-            relevant |= match (old, &pod) {
+            let changed = match (old, &pod) {
                 (Some(t), Some(p)) => !same_pod(&self.tasks[t.idx()].pod, p),
                 (Some(_), None) => true,
                 // A pod the snapshot has no task for matters once it has one (below).
                 (None, _) => false,
             };
+            relevant |= changed;
             let new = match &pod {
                 Some(p) => cx.task(key.clone(), p, &mut GroupCache::default())?,
                 None => PodTask { task: None, awaiting: None },
             };
+            if let Some(t) = old.filter(|_| changed) {
+                let task = &self.tasks[t.idx()];
+                grew |= frees_room(task, new.task.as_ref().map(|(task, node)| (task, *node)));
+                if let Some(j) = task.job {
+                    self.jobs[j.idx()].version = super::next_revision();
+                }
+            }
+            if let Some(j) = new.task.as_ref().filter(|_| changed || old.is_none()).and_then(|(task, _)| task.job) {
+                self.jobs[j.idx()].version = super::next_revision();
+            }
             match new.awaiting {
                 Some((key, pod)) => {
                     Arc::make_mut(&mut self.awaiting_group).insert(key, pod);
@@ -273,8 +292,10 @@ impl Snapshot {
                 .sort_unstable_by(|a, b| tasks[a.idx()].key.cmp(&tasks[b.idx()].key));
         }
         self.share();
-        if relevant {
+        if grew {
             self.changed();
+        } else if relevant {
+            self.changed_without_growth();
         } else if !changes.is_empty() {
             self.touched();
         }
@@ -362,6 +383,8 @@ impl Snapshot {
         let moved = &self.tasks[t.idx()];
         by_key.insert(moved.key.clone(), t);
         if let Some(j) = moved.job {
+            // Its job's remembered fit errors name the task by its old id.
+            self.jobs[j.idx()].version = super::next_revision();
             for x in self.jobs[j.idx()].tasks.iter_mut().filter(|x| **x == last) {
                 *x = t;
             }
@@ -388,6 +411,20 @@ impl Snapshot {
             self.tasks[t.idx()].job = Some(j);
         }
     }
+}
+
+/// Whether a pod's task `old`, now `new` (with its node; `None` when the pod is gone or no
+/// longer a task), could leave room on a node that it held: it held room (it has a node and
+/// has not finished) and it no longer holds the same (it left or changed node, finished,
+/// changed its request, or started releasing, which counts as room for pipelining).
+fn frees_room(old: &TaskInfo, new: Option<(&TaskInfo, Option<NodeId>)>) -> bool {
+    let Some(node) = old.node.filter(|_| !old.status.is_completed()) else { return false };
+    let Some((new, new_node)) = new else { return true };
+    let releasing = |s: TaskStatus| s == TaskStatus::Releasing;
+    new_node != Some(node)
+        || new.status.is_completed()
+        || new.resreq != old.resreq
+        || (releasing(new.status) && !releasing(old.status))
 }
 
 /// Whether two versions of an object's metadata are the same for scheduling: the same

@@ -171,4 +171,9 @@ impl Incremental for DeviceShare {
     fn rule_exceptions(&self, _snap: &Snapshot, _task: TaskId, _out: &mut Vec<NodeId>) -> bool {
         true
     }
+
+    fn fit_only_narrows(&self, _snap: &Snapshot, _task: TaskId) -> bool {
+        // The predicate reads the node's cards, which only fill as pods join the node.
+        true
+    }
 }

@@ -236,6 +236,20 @@ impl Incremental for Predicates {
         self.topology.as_ref().is_none_or(|t| t.rule_exceptions(task, out))
     }
 
+    fn fit_only_narrows(&self, snap: &Snapshot, task: TaskId) -> bool {
+        // Checks 1-3 read what does not change; the pod count, the host ports, the volume
+        // limits and the anti-affinity of the pods already placed only refuse more as pods
+        // join. The pod's own affinity, anti-affinity and spread constraints read the pods
+        // of other nodes (and affinity accepts more as pods join), and claims bind volumes
+        // that other pods then cannot use: those tasks are left out.
+        let pod = &snap.task(task).pod;
+        let own_rules = pod.spec.as_ref().is_some_and(|s| {
+            s.affinity.as_ref().is_some_and(|a| a.pod_affinity.is_some() || a.pod_anti_affinity.is_some())
+                || s.topology_spread_constraints.as_ref().is_some_and(|c| !c.is_empty())
+        });
+        !own_rules && !volumes::has_claims(pod)
+    }
+
     fn shape_key(&self, _snap: &Snapshot, task: TaskId) -> u64 {
         self.topology.as_ref().map_or(0, |t| t.shape_key(task))
     }
