@@ -257,3 +257,85 @@ fn a_cycle_that_changed_nothing_is_answered_again_until_any_object_changes() {
     assert_eq!(fourth.effects.len(), 1, "the pod's condition is written back: {:?}", fourth.effects);
     assert!(!fourth.retries.as_ref().unwrap().is_settled(), "it wrote");
 }
+
+/// Three 4-cpu nodes (1 cpu used on the first), a gang of four 3-cpu pods (three fit, one
+/// per node: it is rolled back with three placed) and a one-pod job of 1 cpu that fits.
+fn almost_fitting_gang() -> ClusterObjects {
+    let mut o = ClusterObjects::default();
+    o.queues.push(Arc::new(queue("default").build()));
+    for n in ["n1", "n2", "n3"] {
+        o.nodes.push(Arc::new(node(n, "4", "8Gi").build()));
+    }
+    o.pods.push(Arc::new(pod("ns", "run-n1").cpu_mem("1", "1Gi").running_on("n1").build()));
+    let inqueue = volcano_api::crd::PodGroupPhase::Inqueue;
+    o.pod_groups.push(Arc::new(pod_group("ns", "big", 4).phase(inqueue).build()));
+    for i in 0..4 {
+        o.pods.push(Arc::new(pod("ns", &format!("big-{i}")).group("big").cpu_mem("3", "1Gi").build()));
+    }
+    o.pod_groups.push(Arc::new(pod_group("ns", "small", 1).phase(inqueue).build()));
+    o.pods.push(Arc::new(pod("ns", "small-0").group("small").cpu_mem("1", "1Gi").build()));
+    o
+}
+
+/// The pods of `objects` that `outcome` binds, as bound and running on their nodes.
+fn bound_pods(objects: &ClusterObjects, outcome: &CycleOutcome) -> Vec<(String, Option<Arc<k8s_openapi::api::core::v1::Pod>>)> {
+    let mut out = Vec::new();
+    for e in &outcome.effects {
+        if let volcano_framework::Effect::Bind { pod, node, .. } = e {
+            let p = objects.pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod.name())).expect("a bound pod");
+            let mut p = (**p).clone();
+            p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+            p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
+            out.push((pod.key().to_string(), Some(Arc::new(p))));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_rolled_back_gang_is_skipped_while_no_node_gains_room() {
+    let conf = profile(CONF);
+    let objects = almost_fitting_gang();
+    let mut snap = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    let first = cycle(&snap, &conf, 0);
+    assert_eq!(binds(&first), 1, "the small job is bound, the gang rolled back");
+    snap.keep_retries(first.retries.clone());
+    let growth = snap.growth();
+
+    // A bind not seen yet: the snapshot has more room than the gang's attempt saw, so the
+    // gang is tried again (and fails again).
+    let mut unseen = snap.clone();
+    let tried = cycle(&unseen, &conf, 0);
+    assert_eq!(tried.metrics.skipped_tries, 1, "the same revision: the exact replay");
+    let mut blocker = (*objects.pods[5]).clone();
+    blocker.metadata.labels = Some([("x".to_string(), "y".to_string())].into_iter().collect());
+    update(&mut unseen, Changes { pods: vec![("ns/small-0".into(), Some(Arc::new(blocker)))], ..Default::default() });
+    assert_eq!(unseen.growth(), growth, "a pending pod's change gives no room");
+    assert_eq!(cycle(&unseen, &conf, 0).metrics.skipped_tries, 0, "the session's bind is not in the snapshot");
+
+    // The bind seen: a new revision, the same growth, and the gang is skipped by its proof;
+    // a cycle over a fresh snapshot of the same objects places the same (nothing).
+    update(&mut snap, Changes { pods: bound_pods(&objects, &first), ..Default::default() });
+    assert_eq!(snap.growth(), growth, "a bind takes room");
+    let second = cycle(&snap, &conf, 0);
+    assert_eq!(second.metrics.skipped_tries, 1, "skipped by its room proof");
+    assert_eq!(binds(&second), 0);
+    let mut now = objects.clone();
+    for (key, pod) in bound_pods(&objects, &first) {
+        let i = now.pods.iter().position(|p| format!("ns/{}", p.metadata.name.as_deref().unwrap()) == key).unwrap();
+        now.pods[i] = pod.unwrap();
+    }
+    let fresh = cycle(&Snapshot::build(&now, &[SCHEDULER_NAME]).unwrap(), &conf, 0);
+    assert_eq!(fresh.metrics.skipped_tries, 0);
+    assert_eq!(binds(&fresh), 0, "tried, the gang fails as the proof says");
+    assert_eq!(fresh.pending_reasons.keys().collect::<Vec<_>>(), second.pending_reasons.keys().collect::<Vec<_>>());
+    snap.keep_retries(second.retries.clone());
+
+    // The pod that ran before finishes: its node gains room and the proof ends. The gang is
+    // tried again (and fails again: a 4-cpu node still holds one 3-cpu pod).
+    let mut done = (*objects.pods[0]).clone();
+    done.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+    update(&mut snap, Changes { pods: vec![("ns/run-n1".into(), Some(Arc::new(done)))], ..Default::default() });
+    assert_ne!(snap.growth(), growth, "a pod that finished frees room");
+    assert_eq!(cycle(&snap, &conf, 0).metrics.skipped_tries, 0, "tried again");
+}
