@@ -102,8 +102,10 @@ async fn create_gangs(client: &Client, ns: &str, scheduler: &str, prefix: &str) 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     for g in 0..PODS / GANG {
         let name = format!("{prefix}-{g}");
-        let mut pg =
-            PodGroup::new(&name, PodGroupSpec { min_member: GANG as i32, queue: Some("default".into()), ..Default::default() });
+        let mut pg = PodGroup::new(
+            &name,
+            PodGroupSpec { min_member: GANG as i32, queue: Some("default".into()), ..Default::default() },
+        );
         pg.metadata.namespace = Some(ns.into());
         pgs.create(&PostParams::default(), &pg).await.unwrap_or_else(|e| panic!("PodGroup {name}: {e}"));
         for i in 0..GANG {
@@ -252,7 +254,10 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize) -> Recove
                 break ready.elapsed();
             }
         }
-        assert!(ready.elapsed() < Duration::from_secs(120), "{name}: the pods created after the fault are not all bound");
+        assert!(
+            ready.elapsed() < Duration::from_secs(120),
+            "{name}: the pods created after the fault are not all bound"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     creating.await.expect("pods created");
@@ -285,7 +290,8 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize) -> Recove
             let key = format!("{ns}/{}", p.metadata.name.as_deref().unwrap_or_default());
             cache.pods.get(&key).is_some_and(|c| {
                 c.metadata.uid == p.metadata.uid
-                    && c.spec.as_ref().and_then(|s| s.node_name.clone()) == p.spec.as_ref().and_then(|s| s.node_name.clone())
+                    && c.spec.as_ref().and_then(|s| s.node_name.clone())
+                        == p.spec.as_ref().and_then(|s| s.node_name.clone())
             })
         });
         let ours = cache.pods.iter().filter(|(k, _)| k.starts_with(&format!("{ns}/"))).count();
@@ -341,7 +347,10 @@ async fn real_faults_suite() {
             first.as_secs_f64(),
             all.as_secs_f64()
         ));
-        assert!(first <= FIRST_BIND_TARGET, "{fault:?}: first bind {first:?} after the API server was ready, over {FIRST_BIND_TARGET:?}");
+        assert!(
+            first <= FIRST_BIND_TARGET,
+            "{fault:?}: first bind {first:?} after the API server was ready, over {FIRST_BIND_TARGET:?}"
+        );
     }
     for line in report {
         eprintln!("{line}");

@@ -45,12 +45,7 @@ impl Drop for ApiServer {
 fn spawn_apiserver((binary, args): &(PathBuf, Vec<String>), dir: &Path) -> Child {
     let log =
         std::fs::OpenOptions::new().create(true).append(true).open(dir.join("kube-apiserver.log")).expect("log file");
-    Command::new(binary)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("kube-apiserver starts")
+    Command::new(binary).args(args).stdout(Stdio::null()).stderr(log).spawn().expect("kube-apiserver starts")
 }
 
 /// A local port free now.
