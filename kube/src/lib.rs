@@ -81,6 +81,15 @@ pub fn api_error_category(e: &kube::Error) -> &'static str {
     }
 }
 
+/// A failed API call for a person: the API server's own message with its reason and code
+/// (`pod x is already assigned to node y (Conflict, 409)`), or the client's error.
+pub fn error_message(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if !s.message.is_empty() => format!("{} ({}, {})", s.message, s.reason, s.code),
+        e => e.to_string(),
+    }
+}
+
 /// The Kubernetes client for `kubeconfig`, or the in-cluster / default configuration when
 /// there is none. The error names the file.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
@@ -378,6 +387,12 @@ mod tests {
         let api = |code| kube::Error::Api(Box::new(kube::core::Status::failure("m", "r").with_code(code)));
         let labels: Vec<_> = [403, 404, 409, 422, 429, 503, 418].map(|c| api_error_category(&api(c))).into();
         assert_eq!(labels, ["forbidden", "not_found", "conflict", "invalid", "throttled", "unavailable", "api"]);
+    }
+
+    #[test]
+    fn api_errors_read_as_the_api_servers_message() {
+        let e = kube::Error::Api(Box::new(kube::core::Status::failure("too many", "TooManyRequests").with_code(429)));
+        assert_eq!(error_message(&e), "too many (TooManyRequests, 429)");
     }
 
     #[test]

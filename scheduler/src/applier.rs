@@ -584,9 +584,9 @@ async fn bind(
     let mut attempts = 0u32;
     let result = loop {
         let call = if annotated {
-            bind_call(&inner, &api, &pod, &binding).await
+            bind_call(&inner, &api, &pod, &binding, attempts).await
         } else {
-            annotate_call(&inner, &api, &pod, &annotations).await
+            annotate_call(&inner, &api, &pod, &annotations, attempts).await
         };
         let failure = match call {
             Ok(()) if annotated => break Ok(()),
@@ -672,6 +672,7 @@ async fn annotate_call(
     api: &Api<Pod>,
     pod: &ObjectRef,
     annotations: &[(&'static str, String)],
+    attempts: u32,
 ) -> Result<(), CallFailure> {
     let map: serde_json::Map<String, Value> =
         annotations.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
@@ -681,9 +682,9 @@ async fn annotate_call(
     match tokio::time::timeout(inner.config.request_timeout, call).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(CallFailure {
-            message: format!("writing the GPU cards chosen: {e}"),
+            message: format!("writing the GPU cards chosen: {}", volcano_kube::error_message(&e)),
             gone: is_not_found(&e),
-            retry: retry_wait(&e, 0),
+            retry: retry_wait(&e, attempts),
         }),
         Err(_) => Err(CallFailure {
             message: format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout),
@@ -693,12 +694,22 @@ async fn annotate_call(
     }
 }
 
-async fn bind_call(inner: &Inner, api: &Api<Pod>, pod: &ObjectRef, binding: &Binding) -> Result<(), CallFailure> {
+async fn bind_call(
+    inner: &Inner,
+    api: &Api<Pod>,
+    pod: &ObjectRef,
+    binding: &Binding,
+    attempts: u32,
+) -> Result<(), CallFailure> {
     let pp = PostParams::default();
     let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, binding);
     match tokio::time::timeout(inner.config.request_timeout, call).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(CallFailure { message: e.to_string(), gone: is_not_found(&e), retry: retry_wait(&e, 0) }),
+        Ok(Err(e)) => Err(CallFailure {
+            message: volcano_kube::error_message(&e),
+            gone: is_not_found(&e),
+            retry: retry_wait(&e, attempts),
+        }),
         Err(_) => Err(CallFailure {
             message: format!("no answer within {:?}", inner.config.request_timeout),
             gone: false,
