@@ -420,7 +420,7 @@ pub async fn run(
     let mut node_seen = Changed::default();
     let node_task = tokio::spawn(
         reflector::reflector(nodes_w, watcher::watcher(Api::<PartialObjectMeta<Node>>::all(client.clone()), cfg()))
-            .default_backoff()
+            .backoff(volcano_kube::WatchBackoff::new())
             .for_each(move |ev| {
                 if let Ok(ev) = ev {
                     if node_seen.follow(&ev, |n| n.metadata.labels.clone()) {
@@ -435,7 +435,7 @@ pub async fn run(
     let mut hn_seen = Changed::default();
     let hn_task = tokio::spawn(
         reflector::reflector(hns_w, watcher::watcher(Api::<HyperNode>::all(client.clone()), cfg()))
-            .default_backoff()
+            .backoff(volcano_kube::WatchBackoff::new())
             .for_each(move |ev| {
                 if let Ok(ev) = ev {
                     let fingerprint = |h: &HyperNode| {
@@ -460,7 +460,7 @@ pub async fn run(
                 cfg().fields(&format!("metadata.name={name}")),
             ),
         )
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .for_each(move |ev| {
             if let Ok(ev) = ev {
                 if cm_seen.follow(&ev, |cm: &ConfigMap| cm.data.as_ref().and_then(|d| d.get(CONFIG_KEY)).cloned()) {

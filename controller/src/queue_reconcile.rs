@@ -271,8 +271,12 @@ pub async fn reconcile_queue(q: Arc<Queue>, ctx: Arc<QueueContext>) -> Result<Re
     result
 }
 
-/// The back-off after a failed queue reconcile: 200 ms doubling up to a minute.
-pub fn queue_error_policy(q: Arc<Queue>, _e: &QueueReconcileError, ctx: Arc<QueueContext>) -> Requeue {
+/// The back-off after a failed queue reconcile: 200 ms doubling up to a minute, or
+/// [`volcano_kube::outage_retry`] when the API server was away or throttling.
+pub fn queue_error_policy(q: Arc<Queue>, e: &QueueReconcileError, ctx: Arc<QueueContext>) -> Requeue {
+    if matches!(e, QueueReconcileError::Api { source, .. } if volcano_kube::is_transient(source)) {
+        return Requeue::requeue(volcano_kube::outage_retry());
+    }
     Requeue::requeue(volcano_kube::retry_backoff(ctx.with_memory(&q.name_any(), |m| m.failures)))
 }
 

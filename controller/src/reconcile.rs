@@ -107,6 +107,13 @@ impl ReconcileError {
             ReconcileError::Pvc(_) => "pvc",
         }
     }
+
+    /// Whether the error says the API server is away, overloaded or throttling
+    /// ([`volcano_kube::is_transient`]): such a failure passes with the outage, so it is
+    /// retried within seconds and never counts towards `--max-requeue-num`.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ReconcileError::Api { source, .. } if volcano_kube::is_transient(source))
+    }
 }
 
 fn api_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> ReconcileError {
@@ -304,8 +311,13 @@ pub async fn reconcile(job: Arc<Job>, ctx: Arc<Context>) -> Result<Requeue, Reco
     })
 }
 
-/// The back-off after a failed reconcile: 200 ms doubling up to a minute.
-pub fn error_policy(job: Arc<Job>, _e: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+/// The back-off after a failed reconcile: 200 ms doubling up to a minute, or, when the API
+/// server was away or throttling, [`volcano_kube::outage_retry`] (1.5 to 3 s), so that no
+/// job waits long after the API server is back.
+pub fn error_policy(job: Arc<Job>, e: &ReconcileError, ctx: Arc<Context>) -> Requeue {
+    if e.is_transient() {
+        return Requeue::requeue(volcano_kube::outage_retry());
+    }
     let key = events::job_key(&job.namespace().unwrap_or_default(), &job.name_any());
     let failures = ctx.memory.lock().expect("memory lock").get(&key).map_or(1, |m| m.failures);
     Requeue::requeue(volcano_kube::retry_backoff(failures))
@@ -390,6 +402,10 @@ async fn reconcile_with(
         mem.failures = 0;
         return Ok(stepper.wake_at);
     };
+    // An API server that is away or throttling is no fault of the job: retried, not counted.
+    if e.is_transient() {
+        return Err(e);
+    }
     mem.failures += 1;
     let limit = ctx.max_requeue_num;
     if limit < 0 || mem.failures <= limit.unsigned_abs() {

@@ -219,13 +219,13 @@ async fn controller(
     let (pods, pods_w) = reflector::store::<Pod>();
     let pod_stream =
         reflector::reflector(pods_w, watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(JOB_NAME_KEY)))
-            .default_backoff()
+            .backoff(volcano_kube::WatchBackoff::new())
             .touched_objects();
     let (groups, groups_w) = reflector::store::<PodGroup>();
     let group_tx = queue_tx.clone();
     let mut group_queues = HashMap::new();
     let group_stream = reflector::reflector(groups_w, watcher::watcher(Api::<PodGroup>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .inspect_ok(move |ev| {
             for r in queue_reconcile::pod_group_triggers(&mut group_queues, ev) {
                 let _ = group_tx.unbounded_send(r);
@@ -235,7 +235,7 @@ async fn controller(
     let (commands, commands_w) = reflector::store::<Command>();
     let command_tx = queue_tx.clone();
     let command_stream = reflector::reflector(commands_w, watcher::watcher(Api::<Command>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .applied_objects()
         .inspect_ok(move |cmd| {
             if let Some(r) = queue_reconcile::command_trigger(cmd) {
@@ -251,7 +251,7 @@ async fn controller(
     // PriorityClasses: only read (the order of the tasks in minResources), never a trigger.
     let (priority_classes, pcs_w) = reflector::store::<PriorityClass>();
     let pcs = reflector::reflector(pcs_w, watcher::watcher(Api::<PriorityClass>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .for_each(|_| async {});
     let pcs = tokio::spawn(pcs);
 
@@ -305,7 +305,7 @@ async fn controller(
     let jobs_cache = jobs.clone();
     let job_ctx = ctx.clone();
     let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<Job>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .inspect_ok(move |ev| {
             let key = |j: &Job| {
                 (
@@ -323,7 +323,7 @@ async fn controller(
     let mut deleted_queues = Deletions::default();
     let deleted_queue_ctx = queue_ctx.clone();
     let queue_stream = reflector::reflector(queues_w, watcher::watcher(Api::<Queue>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .inspect_ok(move |ev| {
             for (queue, ()) in deleted_queues.follow(ev, |q: &Queue| (q.name_any(), ())) {
                 deleted_queue_ctx.metrics().forget_queue(&queue);
@@ -438,15 +438,15 @@ async fn training_controller(
         pods_w,
         watcher::watcher(Api::<Pod>::all(client.clone()), cfg().labels(crate::training::objects::JOB_NAME_LABEL)),
     )
-    .default_backoff()
+    .backoff(volcano_kube::WatchBackoff::new())
     .touched_objects();
     let (outs, outs_w) = reflector::store::<ScaleOut>();
     let out_stream = reflector::reflector(outs_w, watcher::watcher(Api::<ScaleOut>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .touched_objects();
     let (ins, ins_w) = reflector::store::<ScaleIn>();
     let in_stream = reflector::reflector(ins_w, watcher::watcher(Api::<ScaleIn>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .touched_objects();
     let (synced_tx, synced) = watch::channel(false);
     let synced_task = tokio::spawn({
@@ -472,7 +472,7 @@ async fn training_controller(
     let mut seen = Deletions::default();
     let forget = ctx.clone();
     let job_stream = reflector::reflector(jobs_w, watcher::watcher(Api::<TrainingJob>::all(client.clone()), cfg()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .inspect_ok(move |ev| {
             let key = |j: &TrainingJob| (format!("{}/{}", j.namespace().unwrap_or_default(), j.name_any()), ());
             for (job, ()) in seen.follow(ev, key) {

@@ -212,8 +212,12 @@ pub async fn reconcile_training(job: Arc<TrainingJob>, ctx: Arc<TrainingContext>
     }
 }
 
-/// The back-off after a failed reconcile: 200 ms doubling up to a minute.
-pub fn training_error_policy(job: Arc<TrainingJob>, _e: &TrainingError, ctx: Arc<TrainingContext>) -> Requeue {
+/// The back-off after a failed reconcile: 200 ms doubling up to a minute, or
+/// [`volcano_kube::outage_retry`] when the API server was away or throttling.
+pub fn training_error_policy(job: Arc<TrainingJob>, e: &TrainingError, ctx: Arc<TrainingContext>) -> Requeue {
+    if matches!(e, TrainingError::Api { source, .. } if volcano_kube::is_transient(source)) {
+        return Requeue::requeue(volcano_kube::outage_retry());
+    }
     let key = format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any());
     Requeue::requeue(volcano_kube::retry_backoff(ctx.failed(&key)))
 }

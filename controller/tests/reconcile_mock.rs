@@ -333,6 +333,29 @@ async fn a_missing_claim_fails_the_job_until_the_retry_limit_terminates_it() {
     );
 }
 
+/// An API server that is away or failing (500 here) is no fault of the job: with
+/// `--max-requeue-num 0` a failure of the job's own would terminate it at once, but this
+/// one is retried and the job goes on.
+#[tokio::test]
+async fn a_failing_api_server_does_not_count_towards_the_retry_limit() {
+    let (client, log) = mock_api(&["j-w-0", "j-w-1", "j-w-2"]);
+    let ctx = admitted_context(client, 0);
+    let job = Arc::new(job());
+    let e = reconcile(job.clone(), ctx.clone()).await.unwrap_err();
+    assert!(e.is_transient(), "{e}");
+    assert!(
+        !log.lock().unwrap().iter().any(|r| r.path.ends_with("/status")),
+        "not terminated: no status written by the failed reconcile"
+    );
+    reconcile(job.clone(), ctx.clone()).await.unwrap();
+    let log = log.lock().unwrap();
+    let created =
+        log.iter().filter(|r| r.method == Method::POST && r.path.ends_with("/pods") && r.status == 201).count();
+    assert_eq!(created, 3, "the pods are created by the retry");
+    let status: Vec<&Recorded> = log.iter().filter(|r| r.path.ends_with("/status")).collect();
+    assert!(status.iter().all(|r| r.body["status"]["state"]["phase"] != "Terminating"), "{status:?}");
+}
+
 /// Pod `j-w-<i>` of job `j` in `phase`.
 fn job_pod(i: usize, phase: &str) -> Pod {
     let name = format!("j-w-{i}");

@@ -34,6 +34,18 @@
 //! Every call waits for a token of the `--kube-api-qps` / `--kube-api-burst` limiter, and
 //! none is sent unless this replica holds the lease at that moment: a replica that loses the
 //! lease stops writing, and the binds it had not sent are forgotten.
+//!
+//! A call the API server did not act on is retried, at most `max_retries` times: one it
+//! throttled (429, API Priority and Fairness, or a 5xx with `Retry-After`) after the wait it
+//! asked for, one whose connection was refused (it never left) after a short back-off
+//! ([`volcano_kube::retry_backoff`], at most 2 s). The client's own retries are off
+//! ([`volcano_kube::config`]), so that before each retry the applier checks what the cache
+//! says now: a bind is retried only while the pod is still pending, with the same uid, and
+//! assumed on that node, and the node is still there and not cordoned; otherwise the pod is
+//! pending again and a `FailedScheduling` event says why. A status write is retried ahead of
+//! the queue, unless a newer status of the same object is queued, which is then sent
+//! instead. A throttled bind keeps its place among the `bind_concurrency` in flight, so the
+//! binds of a cycle go out in order; the cycle itself never waits.
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU32;
@@ -54,7 +66,7 @@ use volcano_api::names::{event_reason, pod_condition};
 use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 use volcano_metrics::{SchedulerMetrics, TaskStage};
 
-use crate::cache::{ClusterCache, PodStatusChange};
+use crate::cache::{Assumption, ClusterCache, PodStatusChange};
 
 /// How the applier talks to the API server.
 #[derive(Clone, Debug)]
@@ -77,6 +89,9 @@ pub struct ApplierConfig {
     pub event_queue: usize,
     /// Event workers (events in flight).
     pub event_concurrency: usize,
+    /// Retries of a call the API server did not act on (throttled, or the connection
+    /// refused), at most.
+    pub max_retries: u32,
 }
 
 impl Default for ApplierConfig {
@@ -91,6 +106,7 @@ impl Default for ApplierConfig {
             instance: "volcano-rs".to_string(),
             event_queue: 10_000,
             event_concurrency: 16,
+            max_retries: 8,
         }
     }
 }
@@ -116,6 +132,8 @@ pub struct ApplierStats {
     pub events_dropped: AtomicU64,
     /// Writes not sent because this replica did not hold the lease.
     pub not_leading: AtomicU64,
+    /// Calls sent again after the API server throttled them or refused the connection.
+    pub retries: AtomicU64,
 }
 
 /// What the status queue coalesces by.
@@ -140,6 +158,19 @@ struct StatusWrite {
     object: ObjectRef,
     body: Value,
     revert: Revert,
+    /// Times it was sent and not acted on.
+    attempts: u32,
+}
+
+/// The revert of two writes of one object, the `older` sent first: back to what the API
+/// server had before the older one, forward to what the newer one wrote.
+fn merge_reverts(older: &Revert, newer: Revert) -> Revert {
+    match (older, newer) {
+        (Revert::PodGroup(prev, _), Revert::PodGroup(_, new)) => Revert::PodGroup(prev.clone(), new),
+        (Revert::Queue(prev, _), Revert::Queue(_, new)) => Revert::Queue(prev.clone(), new),
+        (Revert::Pod(prev, _), Revert::Pod(_, new)) => Revert::Pod(prev.clone(), new),
+        (_, r) => r,
+    }
 }
 
 #[derive(Default)]
@@ -155,16 +186,27 @@ impl StatusQueue {
             Some(pending) => {
                 // Coalesce: send the newest status; on failure, go back to what the API
                 // server had before the first of them.
-                write.revert = match (&pending.revert, write.revert) {
-                    (Revert::PodGroup(prev, _), Revert::PodGroup(_, new)) => Revert::PodGroup(prev.clone(), new),
-                    (Revert::Queue(prev, _), Revert::Queue(_, new)) => Revert::Queue(prev.clone(), new),
-                    (Revert::Pod(prev, _), Revert::Pod(_, new)) => Revert::Pod(prev.clone(), new),
-                    (_, r) => r,
-                };
+                write.revert = merge_reverts(&pending.revert, write.revert);
                 st.1.insert(key, write);
             }
             None => {
                 st.0.push_back(key.clone());
+                st.1.insert(key, write);
+            }
+        }
+        drop(st);
+        self.notify.notify_one();
+    }
+
+    /// Queues again a write the API server did not act on: first in line, or, when a newer
+    /// status of the same object is queued, folded into it (the newer one is sent, and a
+    /// failure goes back to what the API server had before both).
+    fn retry(&self, key: StatusKey, write: StatusWrite) {
+        let mut st = self.state.lock().expect("status queue lock");
+        match st.1.get_mut(&key) {
+            Some(newer) => newer.revert = merge_reverts(&write.revert, newer.revert.clone()),
+            None => {
+                st.0.push_front(key.clone());
                 st.1.insert(key, write);
             }
         }
@@ -367,7 +409,7 @@ impl Applier {
                         let body = json!({"metadata": {"uid": pod.uid()}, "status": {"nominatedNodeName": &*node}});
                         inner.status.push(
                             StatusKey::PodNomination(pod.key().to_string()),
-                            StatusWrite { object: pod, body, revert: Revert::Pod(old, new) },
+                            StatusWrite { object: pod, body, revert: Revert::Pod(old, new), attempts: 0 },
                         );
                     }
                 }
@@ -392,7 +434,7 @@ impl Applier {
                         });
                         inner.status.push(
                             StatusKey::PodGroup(pod_group.key().to_string()),
-                            StatusWrite { object: pod_group, body, revert: Revert::PodGroup(old, new) },
+                            StatusWrite { object: pod_group, body, revert: Revert::PodGroup(old, new), attempts: 0 },
                         );
                     }
                 }
@@ -407,7 +449,7 @@ impl Applier {
                         });
                         inner.status.push(
                             StatusKey::Queue(queue.key().to_string()),
-                            StatusWrite { object: queue, body, revert: Revert::Queue(old, new) },
+                            StatusWrite { object: queue, body, revert: Revert::Queue(old, new), attempts: 0 },
                         );
                     }
                 }
@@ -482,7 +524,7 @@ fn push_pod_condition(
     });
     inner.status.push(
         StatusKey::PodCondition(pod.key().to_string()),
-        StatusWrite { object: pod.clone(), body, revert: Revert::Pod(old, new) },
+        StatusWrite { object: pod.clone(), body, revert: Revert::Pod(old, new), attempts: 0 },
     );
     true
 }
@@ -536,35 +578,38 @@ async fn bind(
         },
     };
     // The GPU cards chosen go on the pod before the bind (Volcano's device Allocate), with
-    // the pod's uid as a precondition; a pod whose patch fails is not bound.
-    let annotated = if annotations.is_empty() {
-        Ok(())
-    } else {
-        let map: serde_json::Map<String, Value> =
-            annotations.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
-        let body = json!({"metadata": {"uid": pod.uid(), "annotations": map}});
-        let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
-        let call = api.patch(pod.name(), &params, &patch);
-        match tokio::time::timeout(inner.config.request_timeout, call).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err((format!("writing the GPU cards chosen: {e}"), is_not_found(&e))),
-            Err(_) => Err((
-                format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout),
-                false,
-            )),
-        }
-    };
-    let result = match annotated {
-        Err(e) => Err(e),
-        Ok(()) => {
-            let pp = PostParams::default();
-            let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, &binding);
-            match tokio::time::timeout(inner.config.request_timeout, call).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(e)) => Err((e.to_string(), is_not_found(&e))),
-                Err(_) => Err((format!("no answer within {:?}", inner.config.request_timeout), false)),
+    // the pod's uid as a precondition; a pod whose patch fails is not bound. A call the API
+    // server did not act on is sent again while the decision still holds.
+    let mut annotated = annotations.is_empty();
+    let mut attempts = 0u32;
+    let result = loop {
+        let call = if annotated {
+            bind_call(&inner, &api, &pod, &binding, attempts).await
+        } else {
+            annotate_call(&inner, &api, &pod, &annotations, attempts).await
+        };
+        let failure = match call {
+            Ok(()) if annotated => break Ok(()),
+            Ok(()) => {
+                annotated = true;
+                continue;
             }
+            Err(f) => f,
+        };
+        let wait = failure.retry.filter(|_| attempts < inner.config.max_retries);
+        let Some(wait) = wait else { break Err((failure.message, failure.gone)) };
+        attempts += 1;
+        inner.stats.retries.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(pod = %pod, node = %node, attempts, ?wait, "bind not acted on ({}): retrying", failure.message);
+        tokio::time::sleep(wait).await;
+        if !*inner.leading.borrow() {
+            inner.stats.not_leading.fetch_add(1, Ordering::Relaxed);
+            break Err(("this replica stopped leading before the bind could be sent again".into(), true));
         }
+        if let Err(why) = still_wanted(&inner, &pod, &node) {
+            break Err((format!("{} (not sent again: {why})", failure.message), why.gone));
+        }
+        inner.limiter.until_ready().await;
     };
     if let Some(g) = &binding_gauge {
         g.dec();
@@ -600,6 +645,118 @@ async fn bind(
             }
             queue_event(&inner, EventKind::Pod, &pod, EventType::Warning, event_reason::FAILED_SCHEDULING, &message);
         }
+    }
+}
+
+/// A call that failed: what to say, whether the pod is gone, and when to send it again if
+/// the API server did not act on it.
+struct CallFailure {
+    message: String,
+    gone: bool,
+    retry: Option<Duration>,
+}
+
+/// When to send again a call the API server did not act on: the wait it asked for when it
+/// throttled (429, or a 5xx with `Retry-After`), a short back-off when the connection was
+/// refused (the call never left); `None` for any other failure (it may have been acted on,
+/// or it will fail again alike).
+fn retry_wait(e: &kube::Error, attempts: u32) -> Option<Duration> {
+    volcano_kube::retry_after(e).or_else(|| {
+        volcano_kube::is_connection_refused(e)
+            .then(|| volcano_kube::retry_backoff(attempts + 1).min(volcano_kube::WATCH_BACKOFF_MAX))
+    })
+}
+
+async fn annotate_call(
+    inner: &Inner,
+    api: &Api<Pod>,
+    pod: &ObjectRef,
+    annotations: &[(&'static str, String)],
+    attempts: u32,
+) -> Result<(), CallFailure> {
+    let map: serde_json::Map<String, Value> =
+        annotations.iter().map(|(k, v)| ((*k).to_string(), Value::String(v.clone()))).collect();
+    let body = json!({"metadata": {"uid": pod.uid(), "annotations": map}});
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+    let call = api.patch(pod.name(), &params, &patch);
+    match tokio::time::timeout(inner.config.request_timeout, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(CallFailure {
+            message: format!("writing the GPU cards chosen: {}", volcano_kube::error_message(&e)),
+            gone: is_not_found(&e),
+            retry: retry_wait(&e, attempts),
+        }),
+        Err(_) => Err(CallFailure {
+            message: format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout),
+            gone: false,
+            retry: None,
+        }),
+    }
+}
+
+async fn bind_call(
+    inner: &Inner,
+    api: &Api<Pod>,
+    pod: &ObjectRef,
+    binding: &Binding,
+    attempts: u32,
+) -> Result<(), CallFailure> {
+    let pp = PostParams::default();
+    let call = api.create_subresource::<Binding, Value>("binding", pod.name(), &pp, binding);
+    match tokio::time::timeout(inner.config.request_timeout, call).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(CallFailure {
+            message: volcano_kube::error_message(&e),
+            gone: is_not_found(&e),
+            retry: retry_wait(&e, attempts),
+        }),
+        Err(_) => Err(CallFailure {
+            message: format!("no answer within {:?}", inner.config.request_timeout),
+            gone: false,
+            retry: None,
+        }),
+    }
+}
+
+/// Why a bind that waited must not be sent again.
+struct Stale {
+    why: String,
+    /// The pod is gone (nothing to mark on it).
+    gone: bool,
+}
+
+impl std::fmt::Display for Stale {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+/// Whether the cache still wants `pod` bound to `node`: the pod is there with the same uid,
+/// not bound and not being deleted, still assumed on that node, and the node is there and
+/// not cordoned.
+fn still_wanted(inner: &Inner, pod: &ObjectRef, node: &str) -> Result<(), Stale> {
+    let cache = inner.cache.lock().expect("cache lock");
+    let stale = |why: String, gone: bool| Err(Stale { why, gone });
+    let Some(p) = cache.pod(pod.key()) else { return stale("the pod was deleted".into(), true) };
+    if pod.uid().is_some_and(|u| p.metadata.uid.as_deref() != Some(u)) {
+        return stale("the pod was deleted and created again".into(), true);
+    }
+    if p.metadata.deletion_timestamp.is_some() {
+        return stale("the pod is being deleted".into(), true);
+    }
+    if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+        return stale(format!("the pod is bound to {n} already"), true);
+    }
+    match cache.nodes.get(node) {
+        None => return stale(format!("node {node} was deleted"), false),
+        Some(n) if n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) => {
+            return stale(format!("node {node} was cordoned"), false)
+        }
+        Some(_) => {}
+    }
+    match cache.assumptions().get(pod.key()) {
+        Some(Assumption::Bound { node: n, .. }) if &**n == node => Ok(()),
+        _ => stale(format!("the scheduler no longer places the pod on {node}"), false),
     }
 }
 
@@ -718,6 +875,16 @@ async fn send_status(inner: &Inner, key: &StatusKey, write: StatusWrite) {
             inner.stats.status_writes.fetch_add(1, Ordering::Relaxed);
         }
         Ok(Err(e)) => {
+            if let Some(wait) = retry_wait(&e, write.attempts).filter(|_| write.attempts < inner.config.max_retries) {
+                inner.stats.retries.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(object = %write.object, attempts = write.attempts + 1, ?wait, "status write not acted on ({e}): retrying");
+                // The worker waits too: a throttling API server slows every status write.
+                tokio::time::sleep(wait).await;
+                let mut write = write;
+                write.attempts += 1;
+                inner.status.retry(key.clone(), write);
+                return;
+            }
             inner.stats.status_failures.fetch_add(1, Ordering::Relaxed);
             if !is_not_found(&e) {
                 tracing::warn!(object = %write.object, "status write failed: {e}");

@@ -681,16 +681,20 @@ impl WatchedStage {
 }
 
 /// Lists the pods into the cache (a whole relist: the cache swaps the new set in when it is
-/// complete), then watches from the list's resourceVersion, re-watching when a watch ends
-/// and relisting when the server says the version is too old.
+/// complete), then watches from the list's resourceVersion, re-watching from the last
+/// version seen when a watch ends or fails, and relisting only when the server says the
+/// version is too old (`410 Gone`), after a random wait of up to
+/// [`volcano_kube::RELIST_JITTER_MAX`] so that replicas do not relist together. Failures
+/// wait with a [`volcano_kube::WatchBackoff`], which a watch that starts resets.
 pub fn reflect(
     client: Client,
     cache: Arc<Mutex<ClusterCache>>,
     watched: Option<WatchedStage>,
 ) -> tokio::task::JoinHandle<()> {
+    use kube::runtime::utils::Backoff;
     tokio::spawn(async move {
         let api: Api<core::Pod> = Api::all(client.clone());
-        let mut failures: u32 = 0;
+        let mut backoff = volcano_kube::WatchBackoff::new();
         loop {
             cache.lock().expect("cache lock").apply_pod(Event::Init);
             let sink_cache = cache.clone();
@@ -704,13 +708,12 @@ pub fn reflect(
             let mut version = match listed {
                 Ok(rv) => {
                     cache.lock().expect("cache lock").apply_pod(Event::InitDone);
-                    failures = 0;
+                    tracing::debug!(resource_version = %rv, "pods listed");
                     rv
                 }
                 Err(e) => {
-                    failures += 1;
-                    tracing::warn!("{e}");
-                    tokio::time::sleep(backoff(failures)).await;
+                    tracing::warn!("listing pods: {e}");
+                    tokio::time::sleep(next_wait(&mut backoff)).await;
                     continue;
                 }
             };
@@ -721,27 +724,23 @@ pub fn reflect(
                     Ok(s) => s,
                     Err(kube::Error::Api(s)) if s.code == 410 => break 'watch,
                     Err(e) => {
-                        failures += 1;
                         tracing::warn!("watching pods: {e}");
-                        tokio::time::sleep(backoff(failures)).await;
-                        if failures > 5 {
-                            break 'watch;
-                        }
-                        continue;
+                        tokio::time::sleep(next_wait(&mut backoff)).await;
+                        continue 'watch;
                     }
                 };
+                backoff.reset();
+                tracing::debug!(resource_version = %version, "watching pods");
                 futures::pin_mut!(stream);
                 while let Some(event) = stream.next().await {
                     let event = match event {
                         Ok(ev) => ev,
                         Err(e) => {
                             tracing::warn!("watching pods: {e}");
-                            failures += 1;
-                            tokio::time::sleep(backoff(failures)).await;
+                            tokio::time::sleep(next_wait(&mut backoff)).await;
                             continue 'watch;
                         }
                     };
-                    failures = 0;
                     let event_kind = if matches!(event, WatchEvent::Added(_)) { Kind::Added } else { Kind::Other };
                     match event {
                         WatchEvent::Added(p) | WatchEvent::Modified(p) => {
@@ -759,17 +758,23 @@ pub fn reflect(
                         WatchEvent::Error(e) if e.code == 410 => break 'watch,
                         WatchEvent::Error(e) => {
                             tracing::warn!("watching pods: {}", e.message);
+                            tokio::time::sleep(next_wait(&mut backoff)).await;
                             continue 'watch;
                         }
                     }
                 }
             }
+            backoff.reset();
+            let jitter = backoff.relist_jitter();
+            tracing::info!(resource_version = %version, ?jitter, "the pods' resource version is too old (410): relisting");
+            tokio::time::sleep(jitter).await;
         }
     })
 }
 
-fn backoff(failures: u32) -> Duration {
-    Duration::from_millis(200u64.saturating_mul(1 << failures.min(6)).min(10_000))
+/// The next wait of a watch's back-off.
+fn next_wait(backoff: &mut volcano_kube::WatchBackoff) -> Duration {
+    backoff.next().unwrap_or(volcano_kube::WATCH_BACKOFF_MAX)
 }
 
 #[cfg(test)]

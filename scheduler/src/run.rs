@@ -27,7 +27,6 @@ use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
 use thiserror::Error;
 use tokio::sync::watch;
@@ -106,8 +105,12 @@ pub struct Handle {
 }
 
 /// The Kubernetes client for `--kubeconfig`, or the in-cluster / default configuration.
+/// kube's own retries of throttled calls are off: the applier retries them itself, after
+/// checking that the decision still holds (crate::applier).
 pub async fn client(opts: &SchedulerOptions) -> Result<Client, RunError> {
-    Ok(volcano_kube::client(opts.kubeconfig.as_deref()).await?)
+    let mut config = volcano_kube::config(opts.kubeconfig.as_deref()).await?;
+    config.default_retry = false;
+    Ok(Client::try_from(config).map_err(volcano_kube::ClientError::from)?)
 }
 
 fn identity(opts: &SchedulerOptions) -> String {
@@ -190,35 +193,57 @@ where
     // Served from the API server's watch cache (`resourceVersion=0`), as client-go lists.
     let config = watcher::Config::default().any_semantic();
     tokio::spawn(async move {
-        let stream = watcher::watcher(api, config).default_backoff();
+        use kube::runtime::utils::Backoff;
+        // The watcher is not polled while it waits, which is its back-off: after a failure
+        // the next wait of a [`volcano_kube::WatchBackoff`] (an optional kind, whose CRD may
+        // never be installed, is asked at most 30 s apart), reset by every event; after
+        // `410 Gone`, only a relist jitter, since the watch itself worked.
+        let mut backoff = match optional {
+            Some(_) => volcano_kube::WatchBackoff::new().with_max(Duration::from_secs(30)),
+            None => volcano_kube::WatchBackoff::new(),
+        };
+        let stream = watcher::watcher(api, config);
         futures::pin_mut!(stream);
         // The code of the refusal last said, so that a retry refused alike says nothing.
         let mut refused: Option<u16> = None;
         while let Some(event) = stream.next().await {
-            match event {
+            let e = match event {
                 Ok(e) => {
+                    backoff.reset();
                     if let (Some(_), Some(o)) = (refused.take(), optional) {
                         tracing::info!("{}", o.served);
                     }
                     apply(&mut cache.lock().expect("cache lock"), e);
+                    continue;
                 }
-                Err(e) => match optional.zip(unavailable(&e)) {
-                    Some((o, code)) => {
-                        if refused.replace(code) != Some(code) {
-                            if code == 404 {
-                                tracing::info!("{}", o.not_served);
-                            } else {
-                                tracing::warn!("{}: {e}", o.forbidden);
-                            }
+                Err(e) => e,
+            };
+            let kind = optional.map_or_else(std::any::type_name::<K>, |o| o.kind);
+            let wait = match optional.zip(unavailable(&e)) {
+                Some((o, code)) => {
+                    if refused.replace(code) != Some(code) {
+                        if code == 404 {
+                            tracing::info!("{}", o.not_served);
+                        } else {
+                            tracing::warn!("{}: {e}", o.forbidden);
                         }
-                        (o.unavailable)(&mut cache.lock().expect("cache lock"));
                     }
-                    None => {
-                        let kind = optional.map_or_else(std::any::type_name::<K>, |o| o.kind);
-                        tracing::warn!(kind = %kind, "watch: {e}");
-                    }
-                },
-            }
+                    (o.unavailable)(&mut cache.lock().expect("cache lock"));
+                    backoff.next()
+                }
+                None if volcano_kube::is_gone(&e) => {
+                    backoff.reset();
+                    let wait = backoff.relist_jitter();
+                    tracing::info!(kind = %kind, ?wait, "resource version too old (410): relisting");
+                    Some(wait)
+                }
+                None => {
+                    let wait = backoff.next();
+                    tracing::warn!(kind = %kind, ?wait, "watch: {e}");
+                    wait
+                }
+            };
+            tokio::time::sleep(wait.unwrap_or(volcano_kube::WATCH_BACKOFF_MAX)).await;
         }
     })
 }
@@ -533,9 +558,12 @@ pub async fn run(
             metrics.evictions.set(stats.evictions.load(Ordering::Relaxed) as i64);
             metrics.status_writes.set(stats.status_writes.load(Ordering::Relaxed) as i64);
         }
+        // A replica that does not lead starts its first cycle as soon as it leads.
+        let mut became_leader = leading_rx.clone();
         tokio::select! {
             _ = &mut shutdown => break,
             _ = tokio::time::sleep(opts.schedule_period) => {}
+            _ = became_leader.wait_for(|l| *l), if !leading => {}
         }
     }
 

@@ -333,3 +333,144 @@ async fn a_replica_that_is_not_leading_writes_nothing() {
     assert!(log.lock().unwrap().is_empty(), "no request at all: {:?}", log.lock().unwrap());
     assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Pending, "the unsent bind is forgotten");
 }
+
+/// A 429 with `Retry-After`, as API Priority and Fairness answers.
+fn too_many_requests(retry_after: u32) -> (StatusCode, Value) {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+                           "reason": "TooManyRequests", "message": "Too many requests, please try again later.",
+                           "details": {"retryAfterSeconds": retry_after}}),
+    )
+}
+
+/// Answers the first `n` requests whose path ends with `suffix` with 429, the rest as
+/// [`accept_all`].
+fn throttle_first(n: usize, suffix: &'static str) -> Responder {
+    let seen = Arc::new(Mutex::new(0usize));
+    Arc::new(move |r: &Recorded| {
+        if r.path.ends_with(suffix) && !r.is_event() {
+            let mut s = seen.lock().unwrap();
+            *s += 1;
+            if *s <= n {
+                return too_many_requests(2);
+            }
+        }
+        accept_all()(r)
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_bind_is_sent_again_after_the_wait_asked_for() {
+    let (client, log) = mock_api(throttle_first(2, "/binding"));
+    let cache = cache(vec![node("n1", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    let start = tokio::time::Instant::now();
+    applier.apply(cycle(&cache, 1), now());
+    assert!(applier.flush(Duration::from_secs(30)).await);
+    let sent = binds(&log);
+    assert_eq!(sent.len(), 3, "refused twice, then bound: {sent:?}");
+    assert!(sent.iter().all(|r| r.body["target"]["name"] == "n1"), "always to the node decided");
+    assert!(start.elapsed() >= Duration::from_secs(4), "waited the 2 s asked for, twice: {:?}", start.elapsed());
+    let stats = applier.stats();
+    assert_eq!(stats.binds.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.bind_failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(stats.retries.load(std::sync::atomic::Ordering::Relaxed), 2);
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Bound, "still assumed bound");
+    let events: Vec<Recorded> = log.lock().unwrap().iter().filter(|r| r.is_event()).cloned().collect();
+    assert!(!events.iter().any(|e| e.body["reason"] == "FailedScheduling"), "{events:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bind_still_throttled_after_the_last_retry_leaves_the_pod_pending() {
+    let (client, log) = mock_api(throttle_first(usize::MAX, "/binding"));
+    let cache = cache(vec![node("n1", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let mut cfg = config();
+    cfg.max_retries = 3;
+    let applier = Applier::new(client, cache.clone(), cfg, leading);
+    applier.apply(cycle(&cache, 1), now());
+    assert!(applier.flush(Duration::from_secs(60)).await);
+    assert_eq!(binds(&log).len(), 4, "the first call and 3 retries");
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Pending, "pending again for the next cycle");
+    assert_eq!(applier.stats().bind_failures.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_bind_of_a_pod_deleted_meanwhile_is_not_sent_again() {
+    let (client, log) = mock_api(throttle_first(1, "/binding"));
+    let victim = pod("train-0", "train", "4");
+    let cache = cache(vec![node("n1", "4")], vec![victim.clone()], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    // The first bind is refused; the pod is deleted during the wait.
+    while binds(&log).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cache.lock().unwrap().apply_pod(Event::Delete(victim));
+    assert!(applier.flush(Duration::from_secs(30)).await);
+    assert_eq!(binds(&log).len(), 1, "not sent again");
+    assert!(cache.lock().unwrap().assumptions().is_empty());
+    // A pod that is gone gets no condition.
+    assert!(!log.lock().unwrap().iter().any(|r| r.path.ends_with("/pods/train-0/status")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_bind_to_a_node_deleted_or_cordoned_meanwhile_is_not_sent_again() {
+    for cordon in [false, true] {
+        let (client, log) = mock_api(throttle_first(1, "/binding"));
+        let cache = cache(vec![node("n1", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+        let (_tx, leading) = watch::channel(true);
+        let applier = Applier::new(client, cache.clone(), config(), leading);
+        applier.apply(cycle(&cache, 1), now());
+        while binds(&log).is_empty() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut n1 = node("n1", "4");
+        if cordon {
+            n1.spec = Some(k8s_openapi::api::core::v1::NodeSpec { unschedulable: Some(true), ..Default::default() });
+            cache.lock().unwrap().apply_node(Event::Apply(n1));
+        } else {
+            cache.lock().unwrap().apply_node(Event::Delete(n1));
+        }
+        assert!(applier.flush(Duration::from_secs(30)).await);
+        assert_eq!(binds(&log).len(), 1, "not sent again (cordon {cordon})");
+        assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Pending, "pending again for the next cycle");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let why = if cordon { "node n1 was cordoned" } else { "node n1 was deleted" };
+        let events: Vec<Recorded> = log.lock().unwrap().iter().filter(|r| r.is_event()).cloned().collect();
+        assert!(
+            events
+                .iter()
+                .any(|e| e.body["reason"] == "FailedScheduling"
+                    && e.body["note"].as_str().is_some_and(|n| n.contains(why))),
+            "{events:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttled_status_write_is_sent_again_and_kept() {
+    let (client, log) = mock_api(throttle_first(1, "/podgroups/big"));
+    // A gang of 3 × 4 GPUs on one 4-GPU node: unschedulable, so its PodGroup status is written.
+    let cache = cache(
+        vec![node("n1", "4")],
+        (0..3).map(|i| pod(&format!("big-{i}"), "big", "4")).collect(),
+        vec![pod_group("big", 3)],
+    );
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    assert!(applier.flush(Duration::from_secs(30)).await);
+    let writes: Vec<Recorded> =
+        log.lock().unwrap().iter().filter(|r| r.path.ends_with("/podgroups/big")).cloned().collect();
+    assert_eq!(writes.len(), 2, "refused once, sent again: {writes:?}");
+    assert_eq!(writes[0].body, writes[1].body, "the same status");
+    assert_eq!(applier.stats().status_failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+    // Kept in the cache, not reverted.
+    let cached = cache.lock().unwrap().pod_groups.get("ml/big").cloned().expect("the PodGroup");
+    let status = serde_json::to_value(&cached.status).unwrap();
+    assert_eq!(status["conditions"], writes[1].body["status"]["conditions"], "the written status is kept");
+}

@@ -22,6 +22,8 @@ const TOKEN: &str = "volcano-rs-test-token";
 pub struct ApiServer {
     etcd: Child,
     apiserver: Child,
+    /// The kube-apiserver binary and its arguments, to start it again on the same port.
+    command: (PathBuf, Vec<String>),
     dir: PathBuf,
     /// A kubeconfig file for the admin token.
     pub kubeconfig: PathBuf,
@@ -37,6 +39,13 @@ impl Drop for ApiServer {
         let _ = self.etcd.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Starts kube-apiserver, appending to its log.
+fn spawn_apiserver((binary, args): &(PathBuf, Vec<String>), dir: &Path) -> Child {
+    let log =
+        std::fs::OpenOptions::new().create(true).append(true).open(dir.join("kube-apiserver.log")).expect("log file");
+    Command::new(binary).args(args).stdout(Stdio::null()).stderr(log).spawn().expect("kube-apiserver starts")
 }
 
 /// A local port free now.
@@ -118,38 +127,37 @@ impl ApiServer {
         assert!(ok, "openssl could not make the service-account key");
         let mut tokens = std::fs::File::create(dir.join("token.csv")).unwrap();
         writeln!(tokens, "{TOKEN},admin,1,\"system:masters\"").unwrap();
-        let apiserver = Command::new(assets.join("kube-apiserver"))
-            .args([
-                "--etcd-servers",
-                &format!("http://127.0.0.1:{client_port}"),
-                "--bind-address",
-                "127.0.0.1",
-                "--advertise-address",
-                "127.0.0.1",
-                "--secure-port",
-                &api_port.to_string(),
-                "--cert-dir",
-                dir.join("certs").to_str().unwrap(),
-                "--token-auth-file",
-                dir.join("token.csv").to_str().unwrap(),
-                "--authorization-mode",
-                "RBAC",
-                "--service-cluster-ip-range",
-                "10.0.0.0/24",
-                "--service-account-issuer",
-                "https://kubernetes.default.svc.cluster.local",
-                "--service-account-key-file",
-                public.to_str().unwrap(),
-                "--service-account-signing-key-file",
-                key.to_str().unwrap(),
-                "--disable-admission-plugins",
-                "ServiceAccount",
-                "--allow-privileged=true",
-            ])
-            .stdout(Stdio::null())
-            .stderr(log("kube-apiserver.log"))
-            .spawn()
-            .expect("kube-apiserver starts");
+        let args: Vec<String> = [
+            "--etcd-servers",
+            &format!("http://127.0.0.1:{client_port}"),
+            "--bind-address",
+            "127.0.0.1",
+            "--advertise-address",
+            "127.0.0.1",
+            "--secure-port",
+            &api_port.to_string(),
+            "--cert-dir",
+            dir.join("certs").to_str().unwrap(),
+            "--token-auth-file",
+            dir.join("token.csv").to_str().unwrap(),
+            "--authorization-mode",
+            "RBAC",
+            "--service-cluster-ip-range",
+            "10.0.0.0/24",
+            "--service-account-issuer",
+            "https://kubernetes.default.svc.cluster.local",
+            "--service-account-key-file",
+            public.to_str().unwrap(),
+            "--service-account-signing-key-file",
+            key.to_str().unwrap(),
+            "--disable-admission-plugins",
+            "ServiceAccount",
+            "--allow-privileged=true",
+        ]
+        .map(str::to_string)
+        .into();
+        let command = (assets.join("kube-apiserver"), args);
+        let apiserver = spawn_apiserver(&command, &dir);
         let url = format!("https://127.0.0.1:{api_port}");
         let kubeconfig = dir.join("kubeconfig");
         std::fs::write(
@@ -161,25 +169,57 @@ impl ApiServer {
             ),
         )
         .unwrap();
-        let server = ApiServer { etcd, apiserver, dir, kubeconfig, url };
+        let server = ApiServer { etcd, apiserver, command, dir, kubeconfig, url };
+        server.wait_ready(Duration::from_secs(60)).await;
+        server
+    }
+
+    /// Waits until `GET /readyz` answers `ok`, failing the test after `timeout`.
+    pub async fn wait_ready(&self, timeout: Duration) {
+        let server = self;
         let start = Instant::now();
         loop {
             if let Ok(client) = server.try_client().await {
                 let req = http::Request::get("/readyz").body(Vec::new()).unwrap();
-                if let Ok(text) = client.request_text(req).await {
+                let answer = tokio::time::timeout(Duration::from_secs(1), client.request_text(req)).await;
+                if let Ok(Ok(text)) = answer {
                     if text.trim() == "ok" {
                         break;
                     }
                 }
             }
             assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "kube-apiserver not ready after 60 s; see {}",
+                start.elapsed() < timeout,
+                "kube-apiserver not ready after {timeout:?}; see {}",
                 server.dir.join("kube-apiserver.log").display()
             );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        server
+    }
+
+    /// Kills kube-apiserver (SIGKILL), leaving etcd and its data running.
+    pub fn kill_apiserver(&mut self) {
+        let _ = self.apiserver.kill();
+        let _ = self.apiserver.wait();
+    }
+
+    /// Starts kube-apiserver again, on the same port with the same etcd, after
+    /// [`kill_apiserver`](Self::kill_apiserver); returns at once (see
+    /// [`wait_ready`](Self::wait_ready)).
+    pub fn restart_apiserver(&mut self) {
+        self.apiserver = spawn_apiserver(&self.command, &self.dir);
+    }
+
+    /// Stops kube-apiserver with SIGSTOP (its connections stay open and silent) or, with
+    /// `paused` false, lets it go on with SIGCONT.
+    pub fn pause_apiserver(&self, paused: bool) {
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let ok = Command::new("kill")
+            .args([signal, &self.apiserver.id().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {signal} kube-apiserver");
     }
 
     async fn try_client(&self) -> Result<Client, String> {

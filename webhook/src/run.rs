@@ -466,7 +466,7 @@ pub async fn run(opts: WebhookOptions, shutdown: impl Future<Output = ()>) -> Re
     let (store, writer) = reflector::store();
     let queues: Api<Queue> = Api::all(client.clone());
     let watch = reflector::reflector(writer, watcher(queues, watcher::Config::default()))
-        .default_backoff()
+        .backoff(volcano_kube::WatchBackoff::new())
         .applied_objects()
         .for_each(|r| async move {
             if let Err(e) = r {

@@ -87,8 +87,9 @@ async fn handle(State(s): State<Arc<Shared>>, uri: Uri, body: Bytes) -> Response
     Json(res.into_review()).into_response()
 }
 
-/// Serves `app` over TLS on `listener` until `shutdown` completes; connections in progress
-/// are then left to finish on their own tasks.
+/// Serves `app` over TLS on `listener` until `shutdown` completes; then each open
+/// connection finishes the request it is serving and is closed, so that the API server's
+/// kept-alive connections do not keep reaching a webhook that stopped.
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<rustls::ServerConfig>,
@@ -97,13 +98,18 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let acceptor = TlsAcceptor::from(tls);
     tokio::pin!(shutdown);
+    let (closing_tx, closing_rx) = tokio::sync::watch::channel(false);
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => accepted?,
-            _ = &mut shutdown => return Ok(()),
+            _ = &mut shutdown => {
+                let _ = closing_tx.send(true);
+                return Ok(());
+            }
         };
         let acceptor = acceptor.clone();
         let app = app.clone();
+        let mut closing = closing_rx.clone();
         tokio::spawn(async move {
             let stream = match acceptor.accept(stream).await {
                 Ok(s) => s,
@@ -113,9 +119,17 @@ pub async fn serve(
                 }
             };
             let service = TowerToHyperService::new(app);
-            if let Err(e) =
-                hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await
-            {
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            let served = tokio::select! {
+                served = conn.as_mut() => served,
+                // Stopping (or the server gone): finish the request in progress, then close.
+                _ = async { drop(closing.wait_for(|c| *c).await) } => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = served {
                 tracing::debug!(%peer, "connection ended: {e}");
             }
         });

@@ -244,4 +244,18 @@ async fn the_api_server_calls_the_webhook() {
     let _ = stop2.send(());
     webhook.await.unwrap().unwrap();
     second.await.unwrap().unwrap();
+
+    // The webhook is down (its configurations stay): what a user sees (docs/webhook.md,
+    // When the webhook is down). Jobs fail closed, with the API server's message naming the
+    // webhook and why it could not be called; PodGroups fail open, so the scheduler's
+    // PodGroups for plain pods are still made.
+    let e = message(jobs.create(&PostParams::default(), &job("while-down", 1, None, None)).await.unwrap_err());
+    assert!(e.contains("failed calling webhook") && e.contains("connection refused"), "{e}");
+    assert!(jobs.get_opt("while-down").await.unwrap().is_none(), "nothing stored");
+    let e = message(queues.create(&PostParams::default(), &serde_json::from_value(json!({
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "while-down"}, "spec": {}
+    })).unwrap()).await.unwrap_err());
+    assert!(e.contains("failed calling webhook"), "{e}");
+    let created = pod_groups.create(&PostParams::default(), &pg("while-down", Some("default"))).await.unwrap();
+    assert_eq!(created.spec.queue.as_deref(), Some("default"), "admitted without the webhook's defaults");
 }
