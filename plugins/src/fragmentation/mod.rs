@@ -440,8 +440,9 @@ fn read_labels<'a>(specs: &[&'a PodSpec]) -> Option<Vec<&'a str>> {
     Some(read)
 }
 
-/// The workload of a snapshot: the GPU requests of its pending and running pods, most
-/// common first, cut at `popularity` percent of the pods, frequencies summing to 1.
+/// The workload of a snapshot: the GPU requests of its pending and running pods (and the
+/// requests without GPUs when `cpu_pods`), most common first, cut at `popularity` percent
+/// of the pods, frequencies summing to 1.
 pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting, cpu_pods: bool) -> Vec<Typical> {
     let Some(any_node) = snap.nodes.iter().next() else { return Vec::new() };
     // Tasks of one shape have equal requests and node constraints: count shapes first.

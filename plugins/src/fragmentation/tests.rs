@@ -153,7 +153,6 @@ fn a_request_without_gpus_can_use_none_of_the_free_gpu() {
 
 #[test]
 fn the_workload_has_pods_without_gpus_when_cpu_pods() {
-    use volcano_testkit::fixtures::session_ctx;
     use volcano_testkit::{node, pod, Objects};
     let snap = Objects::new()
         .node(node("n", "16", "64Gi").gpu("2"))
