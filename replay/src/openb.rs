@@ -7,7 +7,9 @@
 //!
 //! Protocol: the 1,213 GPU nodes; the trace's pods in file order, then pods drawn uniformly
 //! with replacement until the next would push the GPU request past 1.3 × the cluster's GPUs;
-//! the whole list shuffled (one seed per run); one pass, no departures, no retries; after
+//! the whole list shuffled (one seed per run); ties between nodes go to the first of a
+//! random order of the nodes drawn per seed (as the paper's simulator names its nodes);
+//! one pass, no departures, no retries; after
 //! every pod, `arrived` and `alloc` (percent of the cluster's milli-GPUs asked so far, and
 //! placed so far); the value at integer `x` is the mean of `alloc` over the pods whose
 //! `arrived` rounds to `x`.
@@ -283,6 +285,21 @@ pub fn inflate(pods: &[TracePod], total_gpus: u64, tune: f64, seed: u64) -> Vec<
     order
 }
 
+/// The names the trace's nodes take in a run of `seed`: each prefixed with its rank in a
+/// random order of the nodes (`0412-openb-node-0000`), so that the scheduler's tie-break —
+/// the first node by name — goes to a node drawn per seed and kept for the whole run. The
+/// paper's simulator names its nodes so (a random permutation of 4-digit prefixes once the
+/// nodes are sorted by name), and its scheduler breaks ties by the smallest name.
+pub fn node_names(nodes: &[TraceNode], seed: u64) -> Vec<String> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    // A stream of its own: the workload of a seed does not depend on the nodes.
+    rng.set_stream(1);
+    let mut rank: Vec<usize> = (0..nodes.len()).collect();
+    rank.shuffle(&mut rng);
+    let width = nodes.len().saturating_sub(1).to_string().len().max(4);
+    nodes.iter().zip(rank).map(|(n, r)| format!("{r:0width$}-{}", n.name)).collect()
+}
+
 /// The allocation curve: `curve[x]` is the mean of `alloc` over the pods whose `arrived`
 /// rounds to `x` (`None` where no pod does), both in percent of `capacity_milli`.
 /// `requests[i]` is pod i's milli-GPU request in arrival order, `placed[i]` whether it was
@@ -305,8 +322,8 @@ pub fn curve(requests: &[u64], placed: &[bool], capacity_milli: u64) -> Vec<Opti
 }
 
 /// The scheduler configuration of a policy: `allocate` with `predicates`, `deviceshare`
-/// (vGPU) and the policy's plugin. Ties go to the first node by name (the scheduler's rule;
-/// docs/replay.md measures random tie-breaking too).
+/// (vGPU) and the policy's plugin. Ties go to the first node by name (the scheduler's rule),
+/// and the names follow a random order of the nodes per seed ([`node_names`]).
 pub fn policy_config(policy: &str, seed: u64) -> String {
     let mut plugins = String::from(
         "  - name: predicates\n  - name: deviceshare\n    arguments:\n      deviceshare.VGPUEnable: true\n",
@@ -335,7 +352,7 @@ fn card_memory_mib(model: &str) -> u32 {
 
 /// The trace's node as a Kubernetes node: cpu, memory, HAMi vGPU cards (registered by
 /// annotation, `volcano.sh/vgpu-number` slots) and the model label.
-pub fn node_object(n: &TraceNode) -> Node {
+pub fn node_object(n: &TraceNode, name: &str) -> Node {
     let mut alloc = BTreeMap::new();
     alloc.insert("cpu".to_string(), quantity(format!("{}m", n.cpu_milli)));
     alloc.insert("memory".to_string(), quantity(format!("{}Mi", n.memory_mib)));
@@ -345,14 +362,14 @@ pub fn node_object(n: &TraceNode) -> Node {
         alloc.insert(VGPU_NUMBER.to_string(), quantity(n.gpus * SLOTS));
         let memory = card_memory_mib(&n.model);
         let cards: String =
-            (0..n.gpus).map(|i| format!("{}-gpu{i},{SLOTS},{memory},{},true,hami-core:", n.name, n.model)).collect();
+            (0..n.gpus).map(|i| format!("{name}-gpu{i},{SLOTS},{memory},{},true,hami-core:", n.model)).collect();
         annotations.insert(VGPU_REGISTER.to_string(), cards);
     }
     let labels = [(GPU_MODEL_LABEL.to_string(), n.model.clone())].into_iter().collect();
     Node {
         metadata: ObjectMeta {
-            name: Some(n.name.clone()),
-            uid: Some(format!("uid-{}", n.name)),
+            name: Some(name.to_string()),
+            uid: Some(format!("uid-{name}")),
             labels: Some(labels),
             annotations: Some(annotations),
             ..Default::default()
@@ -438,11 +455,12 @@ pub fn pod_objects(p: &TracePod, i: usize) -> (Pod, PodGroup) {
     (pod, pg)
 }
 
-/// The cluster objects of a run: the trace's nodes, the queue `default`, and the pods of
-/// `order` (indices into `trace.pods`) with their PodGroups, in arrival order.
-pub fn objects(trace: &Trace, order: &[usize]) -> ClusterObjects {
-    let mut objects =
-        ClusterObjects { nodes: trace.nodes.iter().map(|n| Arc::new(node_object(n))).collect(), ..Default::default() };
+/// The cluster objects of a run: the trace's nodes named `node_names` (see [`node_names`]),
+/// the queue `default`, and the pods of `order` (indices into `trace.pods`) with their
+/// PodGroups, in arrival order.
+pub fn objects(trace: &Trace, node_names: &[String], order: &[usize]) -> ClusterObjects {
+    let nodes = trace.nodes.iter().zip(node_names).map(|(n, name)| Arc::new(node_object(n, name))).collect();
+    let mut objects = ClusterObjects { nodes, ..Default::default() };
     objects.queues.push(Arc::new(Queue {
         metadata: ObjectMeta {
             name: Some("default".into()),
@@ -467,7 +485,7 @@ pub struct RunResult {
     pub seed: u64,
     /// Per arriving pod, its milli-GPU request.
     pub requests: Vec<u64>,
-    /// Per arriving pod, its node (`None`: it fit nowhere).
+    /// Per arriving pod, its node by the trace's name (`None`: it fit nowhere).
     pub nodes: Vec<Option<Arc<str>>>,
     /// The curve ([`curve`]).
     pub curve: Vec<Option<f64>>,
@@ -480,8 +498,8 @@ impl RunResult {
     }
 }
 
-/// Replays `trace` once: the inflated, shuffled workload of `seed`, placed by one cycle of
-/// `profile`.
+/// Replays `trace` once: the inflated, shuffled workload of `seed`, on the nodes named in
+/// the order of `seed` ([`node_names`]), placed by one cycle of `profile`.
 pub fn run(trace: &Trace, profile: &Profile, seed: u64) -> Result<RunResult, OpenbError> {
     run_with(trace, profile, seed, false)
 }
@@ -490,7 +508,8 @@ pub fn run(trace: &Trace, profile: &Profile, seed: u64) -> Result<RunResult, Ope
 /// (the paper's Random baseline).
 pub fn run_with(trace: &Trace, profile: &Profile, seed: u64, random_cards: bool) -> Result<RunResult, OpenbError> {
     let order = inflate(&trace.pods, trace.total_gpus(), TUNE, seed);
-    let objects = objects(trace, &order);
+    let node_names = node_names(&trace.nodes, seed);
+    let objects = objects(trace, &node_names, &order);
     let snap = Snapshot::build(&objects, &[DEFAULT_SCHEDULER_NAME]).map_err(|e| OpenbError::Snapshot(e.to_string()))?;
     let options = volcano_framework::SessionOptions {
         parallelism: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -499,10 +518,13 @@ pub fn run_with(trace: &Trace, profile: &Profile, seed: u64, random_cards: bool)
     };
     let cx = CycleContext { cycle: 1, now_ms: 1_600_000_100_000, options };
     let outcome = run_cycle(snap, profile, &cx, &mut NoObserver);
+    // Nodes by the trace's names.
+    let trace_name: std::collections::HashMap<&str, Arc<str>> =
+        node_names.iter().zip(&trace.nodes).map(|(run, n)| (run.as_str(), Arc::from(n.name.as_str()))).collect();
     let mut bound: std::collections::HashMap<&str, Arc<str>> = std::collections::HashMap::new();
     for e in &outcome.effects {
         if let Effect::Bind { pod, node, .. } = e {
-            bound.insert(pod.name(), node.clone());
+            bound.insert(pod.name(), trace_name.get(&**node).cloned().unwrap_or_else(|| node.clone()));
         }
     }
     let names: Vec<String> = objects.pods.iter().map(|p| p.metadata.name.clone().unwrap_or_default()).collect();

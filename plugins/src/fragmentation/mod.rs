@@ -21,7 +21,9 @@
 //! fit (the node the pod leaves with the least cpu and GPU free) instead of at random, so
 //! equal choices fill nodes instead of spreading. The score reads only the node and the
 //! task's request, so the node index keeps it per shape. `fragmentation.mode: fgd` scores
-//! as the paper does, for comparison.
+//! as the paper's simulator does, for comparison: the 95 % most common requests, pods
+//! without GPUs among them (all of a node's free GPU fragmented for them), scores truncated
+//! to integers, and a fraction on the card of the highest score.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -75,10 +77,16 @@ pub struct Args {
     pub weighting: Option<String>,
     /// `fragmentation.cardChoice` (mode's): which card of a node takes a fraction of one
     /// card: `fragmentation` (the card that leaves the node the least fragmented; the
-    /// `expected` mode's) or `tightest` (the fullest that fits, the device layer's; the
-    /// `fgd` mode's, as the FGD protocol has it).
+    /// `expected` mode's), `tightest` (the fullest that fits, the device layer's) or
+    /// `score` (the card of the highest rounded score, the lowest index on a tie; the `fgd`
+    /// mode's, as the paper's simulator does).
     #[serde(rename = "fragmentation.cardChoice", default, deserialize_with = "args::string")]
     pub card_choice: Option<String>,
+    /// `fragmentation.cpuPods` (mode's): whether pods without GPUs are part of the workload,
+    /// all of a node's free GPU fragmented for them (FGD's typical pods include them: the
+    /// `fgd` mode's `true`; the `expected` mode's `false`).
+    #[serde(rename = "fragmentation.cpuPods", default, deserialize_with = "args::bool")]
+    pub cpu_pods: Option<bool>,
 }
 
 /// Which card of a node takes a fraction of one card.
@@ -88,6 +96,9 @@ pub enum CardChoice {
     Fragmentation,
     /// The fullest card that fits (the device layer's choice).
     Tightest,
+    /// The card with the highest score once rounded to the resolution, the lowest index on
+    /// a tie (the paper's simulator).
+    Score,
 }
 
 /// How ties of equal (rounded) scores are broken.
@@ -118,6 +129,8 @@ pub struct Settings {
     pub weighting: Weighting,
     /// `fragmentation.cardChoice`.
     pub card_choice: CardChoice,
+    /// `fragmentation.cpuPods`.
+    pub cpu_pods: bool,
 }
 
 /// How a request weighs in the workload.
@@ -196,17 +209,19 @@ pub fn factory(opt: &PluginOption) -> Result<Arc<dyn PluginBuilder>, ArgsError> 
         }
     };
     let card_choice = match args.card_choice.as_deref().map(str::trim) {
-        None | Some("") if mode == Mode::Fgd => CardChoice::Tightest,
+        None | Some("") if mode == Mode::Fgd => CardChoice::Score,
         None | Some("") => CardChoice::Fragmentation,
         Some("fragmentation") => CardChoice::Fragmentation,
         Some("tightest") => CardChoice::Tightest,
+        Some("score") => CardChoice::Score,
         Some(other) => {
             return Err(ArgsError(format!(
-                "argument \"fragmentation.cardChoice\": {other:?} is not \"fragmentation\" or \"tightest\""
+                "argument \"fragmentation.cardChoice\": {other:?} is not \"fragmentation\", \"tightest\" or \"score\""
             )))
         }
     };
-    let settings = Settings { weight, popularity, mode, resolution, tie_break, weighting, card_choice };
+    let cpu_pods = args.cpu_pods.unwrap_or(mode == Mode::Fgd);
+    let settings = Settings { weight, popularity, mode, resolution, tie_break, weighting, card_choice, cpu_pods };
     Ok(Arc::new(move || Box::new(Fragmentation::new(settings)) as Box<dyn Plugin>))
 }
 
@@ -282,15 +297,32 @@ impl Fragmentation {
 
     /// Where the request goes on the node — its cards, the node after, and the node's
     /// fragmentation after; `None` when it does not fit. A fraction of one card goes to the
-    /// card that leaves the node the least fragmented (`fragmentation.cardChoice`), the
-    /// fullest of those, the lowest index on a tie; whole cards go where the device layer
-    /// puts them.
+    /// card `fragmentation.cardChoice` says (the one that leaves the node the least
+    /// fragmented, the fullest of those, the lowest index on a tie; or the one of the
+    /// highest rounded score, the lowest index on a tie; or the fullest); whole cards go
+    /// where the device layer puts them.
     pub fn placement(
         &self,
         node: NodeId,
         free: &NodeFree,
         req: &Request,
     ) -> Option<(SmallVec<[u16; 8]>, NodeFree, f64)> {
+        if req.is_fraction() && self.settings.card_choice == CardChoice::Score {
+            let before = self.fragmentation(node, free);
+            let mut best: Option<(f64, u16, NodeFree, f64)> = None;
+            for (i, &g) in free.gpus.iter().enumerate() {
+                if g < req.milli.max(1) {
+                    continue;
+                }
+                let after = free.after(req.cpu, req.milli, &[i as u16]);
+                let frag = self.fragmentation(node, &after);
+                let s = self.rounded(before - frag);
+                if best.as_ref().is_none_or(|(b, _, _, _)| s > *b) {
+                    best = Some((s, i as u16, after, frag));
+                }
+            }
+            return best.map(|(_, i, after, frag)| (SmallVec::from_slice(&[i]), after, frag));
+        }
         if req.is_fraction() && self.settings.card_choice == CardChoice::Fragmentation {
             let mut best: Option<(f64, u32, u16, NodeFree)> = None;
             for (i, &g) in free.gpus.iter().enumerate() {
@@ -343,6 +375,19 @@ impl Fragmentation {
     }
 }
 
+impl Fragmentation {
+    /// `100 × sigmoid(delta / 1000)` rounded down to the resolution (whole without one).
+    fn rounded(&self, delta: f64) -> f64 {
+        let s = sigmoid(delta / 1000.0) * 100.0;
+        let res = self.settings.resolution;
+        if res <= 0.0 {
+            s
+        } else {
+            (s / res).floor() * res
+        }
+    }
+}
+
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
@@ -356,7 +401,8 @@ pub fn frag_of(workload: &[Typical], allowed: impl Fn(usize) -> bool, free: &Nod
     }
     let mut sum = 0.0;
     for (i, t) in workload.iter().enumerate() {
-        let unusable = if !allowed(i) || free.cpu < t.req.cpu {
+        // A request without GPUs can use none of the free GPU.
+        let unusable = if t.req.count == 0 || !allowed(i) || free.cpu < t.req.cpu {
             total
         } else {
             let room = free.gpus.iter().filter(|&&g| g >= t.req.milli.max(1)).count() as u32;
@@ -394,9 +440,10 @@ fn read_labels<'a>(specs: &[&'a PodSpec]) -> Option<Vec<&'a str>> {
     Some(read)
 }
 
-/// The workload of a snapshot: the GPU requests of its pending and running pods, most
-/// common first, cut at `popularity` percent of the pods, frequencies summing to 1.
-pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting) -> Vec<Typical> {
+/// The workload of a snapshot: the GPU requests of its pending and running pods (and the
+/// requests without GPUs when `cpu_pods`), most common first, cut at `popularity` percent
+/// of the pods, frequencies summing to 1.
+pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting, cpu_pods: bool) -> Vec<Typical> {
     let Some(any_node) = snap.nodes.iter().next() else { return Vec::new() };
     // Tasks of one shape have equal requests and node constraints: count shapes first.
     let mut by_shape: HashMap<u32, (TaskId, u64)> = HashMap::new();
@@ -417,9 +464,13 @@ pub fn workload_of(snap: &Snapshot, popularity: f64, weighting: Weighting) -> Ve
     for (_, (rep, n)) in shapes {
         let task = snap.task(rep);
         let node = task.node.map_or(any_node, |n| snap.node(n));
-        let req = Request::of(task, node);
+        let mut req = Request::of(task, node);
         if req.count == 0 || req.milli == 0 {
-            continue;
+            if !cpu_pods {
+                continue;
+            }
+            req.count = 0;
+            req.milli = 0;
         }
         let constraints = task.pod.spec.as_ref().and_then(|s| {
             let aff = s.affinity.as_ref().and_then(|a| a.node_affinity.as_ref());
@@ -483,7 +534,7 @@ impl Plugin for Fragmentation {
         if self.settings.weight <= 0.0 {
             return;
         }
-        self.workload = workload_of(snap, self.settings.popularity, self.settings.weighting);
+        self.workload = workload_of(snap, self.settings.popularity, self.settings.weighting, self.settings.cpu_pods);
         // The distinct constraints of the workload, and the label keys they read.
         let mut keys: Vec<&str> = Vec::new();
         let mut specs: Vec<&PodSpec> = Vec::new();
@@ -538,7 +589,7 @@ impl Plugin for Fragmentation {
     }
 
     fn choose_devices(&self, snap: &Snapshot, task: TaskId, node: NodeId) -> Option<SmallVec<[u16; 8]>> {
-        if self.settings.card_choice != CardChoice::Fragmentation {
+        if self.settings.card_choice == CardChoice::Tightest {
             return None;
         }
         let n = snap.node(node);

@@ -12,6 +12,7 @@ fn settings() -> Settings {
         tie_break: DEFAULT_TIE_BREAK,
         weighting: DEFAULT_WEIGHTING,
         card_choice: CardChoice::Fragmentation,
+        cpu_pods: false,
     }
 }
 
@@ -137,4 +138,71 @@ fn a_request_for_one_gpu_model_sees_the_other_models_as_fragmented() {
     let free = NodeFree { cpu: 8000.0, gpus: smallvec![0, 1000] };
     assert!((plugin.fragmentation(NodeId(0), &free) - 1000.0 / 3.0).abs() < 1e-9);
     assert!((plugin.fragmentation(NodeId(2), &free) - 1000.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_request_without_gpus_can_use_none_of_the_free_gpu() {
+    // FGD's typical pods include pods without GPUs: all of a node's free GPU is fragmented
+    // for them, whether their cpu fits or not.
+    let workload = [typical(1000.0, 0, 0, 0.25), typical(1000.0, 1, 500, 0.75)];
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![300, 1000] };
+    assert_eq!(frag_of(&workload, |_| true, &free), 0.25 * 1300.0 + 0.75 * 300.0);
+    let starved = NodeFree { cpu: 500.0, gpus: smallvec![300, 1000] };
+    assert_eq!(frag_of(&workload, |_| true, &starved), 1300.0);
+}
+
+#[test]
+fn the_workload_has_pods_without_gpus_when_cpu_pods() {
+    use volcano_testkit::{node, pod, Objects};
+    let snap = Objects::new()
+        .node(node("n", "16", "64Gi").gpu("2"))
+        .pod(pod("ns", "cpu-a").cpu_mem("1", "1Gi"))
+        .pod(pod("ns", "cpu-b").cpu_mem("1", "1Gi"))
+        .pod(pod("ns", "gpu").cpu_mem("1", "1Gi").gpu("1"))
+        .snapshot();
+    let without = workload_of(&snap, 100.0, Weighting::Count, false);
+    assert_eq!(without.len(), 1);
+    let with = workload_of(&snap, 100.0, Weighting::Count, true);
+    assert_eq!(with.len(), 2, "{with:?}");
+    assert_eq!((with[0].req.count, with[0].p), (0, 2.0 / 3.0), "the most common first");
+}
+
+#[test]
+fn the_score_card_choice_takes_the_lowest_card_of_the_best_rounded_score() {
+    let mut plugin = Fragmentation::new(Settings {
+        mode: Mode::Fgd,
+        tie_break: TieBreak::None,
+        card_choice: CardChoice::Score,
+        ..settings()
+    });
+    // The workload: pods of 0.6 card, and pods of 0.3 (as above).
+    plugin.workload = vec![typical(1000.0, 1, 600, 0.5), typical(1000.0, 1, 300, 0.5)];
+    plugin.class_of = vec![0];
+    plugin.classes = vec![vec![true, true]];
+    let req = Request { cpu: 1000.0, count: 1, milli: 300 };
+    // 700 and 1000 free: on card 1 nothing is lost (score 50), on card 0 the 0.6 request
+    // loses 400 (200 more fragmented: 100 × sigmoid(-0.2) = 45.0): card 1.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![700, 1000] };
+    let (cards, _, _) = plugin.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[1]);
+    // 1000 and 400 free: card 0 leaves 700 and 400 (the 0.6 request still cannot use the
+    // 400: no change, 50); card 1 leaves 1000 and 100 (100 lost to both instead of 400 to
+    // one: 100 less, 100 × sigmoid(0.1) = 52.5 → 52): card 1.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![1000, 400] };
+    let before = plugin.fragmentation(NodeId(0), &free);
+    let on = |i: u16| before - plugin.fragmentation(NodeId(0), &free.after(1000.0, 300, &[i]));
+    assert_eq!((plugin.rounded(on(0)), plugin.rounded(on(1))), (50.0, 52.0));
+    let (cards, _, _) = plugin.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[1]);
+    // Two cards of equal rounded score: the lowest index, not the fullest.
+    let free = NodeFree { cpu: 8000.0, gpus: smallvec![1000, 990] };
+    let (s0, s1) = {
+        let before = plugin.fragmentation(NodeId(0), &free);
+        let on = |i: u16| before - plugin.fragmentation(NodeId(0), &free.after(1000.0, 300, &[i]));
+        (plugin.rounded(on(0)), plugin.rounded(on(1)))
+    };
+    assert_eq!(s0, s1);
+    let (cards, _, _) = plugin.placement(NodeId(0), &free, &req).unwrap();
+    assert_eq!(cards.as_slice(), &[0], "the lowest index, where the tightest card is 1");
+    assert_eq!(free.choose(1, 300).unwrap().as_slice(), &[1]);
 }
