@@ -94,6 +94,11 @@ impl RetryMemo {
         self.tries.iter().flatten().count()
     }
 
+    /// Number of jobs remembered with a room proof (skipped while no node gains room).
+    pub fn proven(&self) -> usize {
+        self.tries.iter().flatten().filter(|t| t.proof.is_some()).count()
+    }
+
     /// Whether no job is remembered.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

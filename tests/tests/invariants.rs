@@ -773,7 +773,10 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
             let keys: Vec<String> = j.tasks.iter().map(key).collect();
             let mut j = j.clone();
             j.tasks.clear();
-            format!("{j:#?} with tasks {keys:?}")
+            // The version names changes, not contents: a build and an update differ there.
+            let text = format!("{j:#?} with tasks {keys:?}");
+            let text: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("version: ")).collect();
+            text.join("\n")
         })
         .collect();
     let nodes: Vec<String> = s
@@ -930,19 +933,20 @@ fn a_job_skipped_by_its_room_proof_would_fail_again() {
         let yaml = cluster.expand().to_yaml();
         let reg = registries();
         let load = || {
-            if CONFIGS[config].is_empty() { Profile::builtin_default(&reg) } else { Profile::from_yaml(CONFIGS[config], &reg) }
-                .unwrap()
+            if CONFIGS[config].is_empty() {
+                Profile::builtin_default(&reg)
+            } else {
+                Profile::from_yaml(CONFIGS[config], &reg)
+            }
+            .unwrap()
         };
         let mut manifest = Manifest::new();
         manifest.load_str("generated.yaml", &yaml).unwrap();
         let mut sim = Simulator::new(manifest, load()).unwrap();
         let profile = load();
         let names = ["volcano-rs"];
-        let cx = volcano_framework::CycleContext {
-            cycle: 1,
-            now_ms: 1_700_000_000_000,
-            options: SessionOptions::default(),
-        };
+        let cx =
+            volcano_framework::CycleContext { cycle: 1, now_ms: 1_700_000_000_000, options: SessionOptions::default() };
         let mut before = sim.cluster().objects();
         let mut kept = volcano_framework::Snapshot::build(&before, &names).unwrap();
         for cycle in 0..8u64 {

@@ -278,7 +278,10 @@ fn almost_fitting_gang() -> ClusterObjects {
 }
 
 /// The pods of `objects` that `outcome` binds, as bound and running on their nodes.
-fn bound_pods(objects: &ClusterObjects, outcome: &CycleOutcome) -> Vec<(String, Option<Arc<k8s_openapi::api::core::v1::Pod>>)> {
+fn bound_pods(
+    objects: &ClusterObjects,
+    outcome: &CycleOutcome,
+) -> Vec<(String, Option<Arc<k8s_openapi::api::core::v1::Pod>>)> {
     let mut out = Vec::new();
     for e in &outcome.effects {
         if let volcano_framework::Effect::Bind { pod, node, .. } = e {

@@ -255,7 +255,11 @@ impl Session {
             return;
         }
         let after = self.trace(j);
-        let before = start.before.unwrap_or_else(|| Trace { fit_errors: Default::default(), job_fit_error: None, last_tx: Vec::new() });
+        let before = start.before.unwrap_or_else(|| Trace {
+            fit_errors: Default::default(),
+            job_fit_error: None,
+            last_tx: Vec::new(),
+        });
         let tried = FailedTry { key: self.snap.job(j).key.clone(), before, after, exact, proof };
         self.record_try(j, Arc::new(tried));
         self.retries.fresh += 1;
@@ -267,9 +271,7 @@ impl Session {
         if !self.retries.enabled || self.retries.reserved || self.retries.evicted || attempt.no_node.is_empty() {
             return None;
         }
-        let gang = |hook: Hooks| {
-            self.active(hook).any(|p| p.incremental().is_some_and(|h| h.needs_min_member()))
-        };
+        let gang = |hook: Hooks| self.active(hook).any(|p| p.incremental().is_some_and(|h| h.needs_min_member()));
         if !gang(Hooks::JOB_READY) || !gang(Hooks::JOB_PIPELINED) {
             return None;
         }

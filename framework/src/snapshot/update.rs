@@ -143,12 +143,21 @@ impl Snapshot {
                 _ => false,
             };
             relevant |= !same;
+            // The job's version follows what its placement reads: its phase (enqueue's
+            // Inqueue, close's Running) says whether it is tried, not how it fits.
+            let same_spec = match (old, pg) {
+                (Some(j), Some(pg)) => {
+                    let old = &self.jobs[j.idx()].pod_group;
+                    same_meta(&old.metadata, &pg.metadata) && old.spec == pg.spec
+                }
+                _ => same,
+            };
             match (old, queue) {
                 (None, None) => {}
                 (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
                     let mut job = job_info(pg, key.as_str().into(), q, job_priority(pg, &priority_of, global_default))?;
                     let old = &mut self.jobs[j.idx()];
-                    if same {
+                    if same_spec {
                         job.version = old.version;
                     }
                     job.tasks = std::mem::take(&mut old.tasks);
