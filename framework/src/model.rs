@@ -229,6 +229,18 @@ impl TaskInfo {
     }
 }
 
+/// A job's version ([`JobInfo`]): unique in the process. Its value says nothing about the
+/// job's contents, so it prints as `_` (a build and an update of the same objects print
+/// the same).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct JobVersion(pub(crate) u64);
+
+impl std::fmt::Debug for JobVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("_")
+    }
+}
+
 /// One PodGroup and its tasks.
 #[derive(Clone, Debug)]
 pub struct JobInfo {
@@ -280,9 +292,9 @@ pub struct JobInfo {
     pub fit_errors: BTreeMap<TaskId, FitErrors>,
     /// A job-level reason recorded in this session (e.g. why it was not admitted).
     pub job_fit_error: Option<String>,
-    /// Changes whenever a [`crate::Snapshot::update`] changes the job's PodGroup or one of
-    /// its pods in anything scheduling reads (unique in the process; a session leaves it).
-    pub(crate) version: u64,
+    /// Changes whenever a [`crate::Snapshot::update`] changes the job's PodGroup spec or
+    /// one of its pods in anything scheduling reads (a session leaves it).
+    pub(crate) version: JobVersion,
     /// The job's sub-groups (`spec.subGroupPolicy`, see [`subgroup`]); `None` without
     /// policies.
     pub sub_groups: Option<Box<SubGroups>>,

@@ -42,7 +42,7 @@ pub(crate) struct RoomProof {
     /// [`crate::Snapshot::growth`] of the snapshot the attempt's session opened with.
     pub(crate) growth: u64,
     /// The job's version then ([`crate::JobInfo`]).
-    pub(crate) version: u64,
+    pub(crate) version: crate::model::JobVersion,
     /// The binds of the attempt's session (pod key, node), complete once it has closed.
     pub(crate) binds: Arc<SessionBinds>,
 }

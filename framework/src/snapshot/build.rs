@@ -797,7 +797,7 @@ pub(super) fn job_info(
         total_request: Resource::empty(),
         fit_errors: BTreeMap::new(),
         job_fit_error: None,
-        version: super::next_revision(),
+        version: JobVersion(super::next_revision()),
         sub_groups: SubGroups::of(&pg.spec),
         pod_group: pg.clone(),
         key,

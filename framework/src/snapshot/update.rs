@@ -233,11 +233,11 @@ impl Snapshot {
                 let task = &self.tasks[t.idx()];
                 grew |= frees_room(task, new.task.as_ref().map(|(task, node)| (task, *node)));
                 if let Some(j) = task.job {
-                    self.jobs[j.idx()].version = super::next_revision();
+                    self.jobs[j.idx()].version = JobVersion(super::next_revision());
                 }
             }
             if let Some(j) = new.task.as_ref().filter(|_| changed || old.is_none()).and_then(|(task, _)| task.job) {
-                self.jobs[j.idx()].version = super::next_revision();
+                self.jobs[j.idx()].version = JobVersion(super::next_revision());
             }
             match new.awaiting {
                 Some((key, pod)) => {
@@ -393,7 +393,7 @@ impl Snapshot {
         by_key.insert(moved.key.clone(), t);
         if let Some(j) = moved.job {
             // Its job's remembered fit errors name the task by its old id.
-            self.jobs[j.idx()].version = super::next_revision();
+            self.jobs[j.idx()].version = JobVersion(super::next_revision());
             for x in self.jobs[j.idx()].tasks.iter_mut().filter(|x| **x == last) {
                 *x = t;
             }
