@@ -4,6 +4,9 @@
 //! namespace, scheduler name and nodes (selected with `--node-selector`), so scenarios do
 //! not see each other's pods.
 
+mod common;
+use common::{create_node, quantities, start};
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,45 +16,14 @@ use k8s_openapi::api::core::v1::{
     PodStatus, ResourceRequirements,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use tokio::sync::oneshot;
 use volcano_api::crd::{PodGroup, PodGroupPhase, PodGroupSpec, Queue, GROUP_NAME_ANNOTATION};
 use volcano_scheduler::options::SchedulerOptions;
-use volcano_scheduler::run::{run, Handle};
 use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn quantities(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    list.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
-}
-
-async fn create_node(client: &Client, name: &str, scenario: &str, gpus: u32) {
-    let api: Api<Node> = Api::all(client.clone());
-    let gpu = gpus.to_string();
-    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("nvidia.com/gpu", &gpu)]);
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("envtest-scenario".to_string(), scenario.to_string())].into_iter().collect()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
-    };
-    api.create(&PostParams::default(), &node).await.expect("node created");
-    // No node controller: take the not-ready taint away ourselves, and make sure the status
-    // (capacity, allocatable) is what we meant.
-    api.patch(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"taints": null}})))
-        .await
-        .expect("taints removed");
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": node.status})))
-        .await
-        .expect("node status");
-}
 
 fn pod(ns: &str, name: &str, scheduler: &str, group: Option<&str>, gpus: u32) -> Pod {
     let gpu = gpus.to_string();
@@ -87,21 +59,6 @@ fn pod_group(ns: &str, name: &str, min_member: i32, queue: &str) -> PodGroup {
     pg
 }
 
-struct Running {
-    handle: Handle,
-    stop: Option<oneshot::Sender<()>>,
-    join: tokio::task::JoinHandle<Result<(), volcano_scheduler::run::RunError>>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.join.await.expect("the scheduler task ends").expect("the scheduler stops cleanly");
-    }
-}
-
 fn options(server: &ApiServer, scheduler: &str, scenario: &str) -> SchedulerOptions {
     let mut o = SchedulerOptions::defaults();
     o.kubeconfig = Some(server.kubeconfig.clone());
@@ -113,20 +70,6 @@ fn options(server: &ApiServer, scheduler: &str, scenario: &str) -> SchedulerOpti
     o.node_selector = vec![format!("envtest-scenario:{scenario}")];
     o.identity = Some(format!("{scheduler}-replica"));
     o
-}
-
-async fn start(o: SchedulerOptions) -> Running {
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (started_tx, started_rx) = oneshot::channel();
-    let join = tokio::spawn(run(
-        o,
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(started_tx),
-    ));
-    let handle = tokio::time::timeout(WAIT, started_rx).await.expect("the scheduler starts").expect("a handle");
-    Running { handle, stop: Some(stop_tx), join }
 }
 
 async fn node_of(client: &Client, ns: &str, name: &str) -> Option<String> {

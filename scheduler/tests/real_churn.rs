@@ -14,22 +14,20 @@
 //! - `pod_group_deleted`, `queue_deleted`: the cache stays consistent (compared with a fresh
 //!   list) and the scheduler goes on binding.
 
+mod common;
+use common::{create_node, quantities, start, Running};
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use k8s_openapi::api::core::v1::{
-    Container, Event as CoreEvent, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements,
-};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Container, Event as CoreEvent, Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use tokio::sync::oneshot;
 use volcano_api::crd::{PodGroup, PodGroupPhase, PodGroupSpec, Queue, QueueSpec, GROUP_NAME_ANNOTATION};
 use volcano_scheduler::options::SchedulerOptions;
-use volcano_scheduler::run::{run, Handle};
 use volcano_testkit::apiserver::{self as support, eventually, free_port, ApiServer};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -164,32 +162,6 @@ async fn start_proxy(server: &ApiServer) -> (Proxy, std::path::PathBuf) {
 // ---------------------------------------------------------------------------------------
 // Objects.
 
-fn quantities(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    list.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
-}
-
-async fn create_node(client: &Client, name: &str, scenario: &str, gpus: u32) {
-    let api: Api<Node> = Api::all(client.clone());
-    let gpu = gpus.to_string();
-    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("nvidia.com/gpu", &gpu)]);
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("envtest-scenario".to_string(), scenario.to_string())].into_iter().collect()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
-    };
-    api.create(&PostParams::default(), &node).await.expect("node created");
-    api.patch(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"taints": null}})))
-        .await
-        .expect("taints removed");
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": node.status})))
-        .await
-        .expect("node status");
-}
-
 fn pod(ns: &str, name: &str, scheduler: &str, group: &str, gpus: u32) -> Pod {
     let gpu = gpus.to_string();
     Pod {
@@ -252,20 +224,7 @@ async fn event_notes(client: &Client, ns: &str, reason: &str, object: &str) -> V
 // ---------------------------------------------------------------------------------------
 // The scheduler.
 
-struct Running {
-    handle: Handle,
-    stop: Option<oneshot::Sender<()>>,
-    join: tokio::task::JoinHandle<Result<(), volcano_scheduler::run::RunError>>,
-}
-
 impl Running {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.join.await.expect("the scheduler task ends").expect("the scheduler stops cleanly");
-    }
-
     /// Waits until the cache agrees with a fresh list of the namespace's pods (uid, node)
     /// and PodGroups, and assumes nothing of them.
     async fn agrees_with_a_fresh_list(&self, client: &Client, ns: &str) {
@@ -319,20 +278,6 @@ fn options(kubeconfig: &std::path::Path, scheduler: &str, scenario: &str) -> Sch
     o.node_selector = vec![format!("envtest-scenario:{scenario}")];
     o.identity = Some(format!("{scheduler}-replica"));
     o
-}
-
-async fn start(o: SchedulerOptions) -> Running {
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (started_tx, started_rx) = oneshot::channel();
-    let join = tokio::spawn(run(
-        o,
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(started_tx),
-    ));
-    let handle = tokio::time::timeout(WAIT, started_rx).await.expect("the scheduler starts").expect("a handle");
-    Running { handle, stop: Some(stop_tx), join }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,18 +17,18 @@
 //! docs/performance.md); `FAULTS_ONLY=kill` or `pause` runs one. `RUST_LOG=volcano_scheduler=debug,volcano_kube=debug,kube_runtime=debug`
 //! shows the watches, the lease and the binds.
 
+mod common;
+use common::{create_node, quantities, start};
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Container, Node, NodeSpec, NodeStatus, Pod, PodSpec, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::Client;
-use tokio::sync::oneshot;
 use volcano_api::crd::{PodGroup, PodGroupSpec, GROUP_NAME_ANNOTATION};
 use volcano_scheduler::options::SchedulerOptions;
-use volcano_scheduler::run::{run, Handle};
 use volcano_testkit::apiserver::{self as support, eventually, ApiServer};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -41,33 +41,6 @@ const GANG: usize = 4;
 const OUTAGE: Duration = Duration::from_secs(12);
 /// The target of issue 39: first bind at most 5 s after the API server is ready again.
 const FIRST_BIND_TARGET: Duration = Duration::from_secs(5);
-
-fn quantities(list: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
-    list.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect()
-}
-
-async fn create_node(client: &Client, name: &str, scenario: &str) {
-    let api: Api<Node> = Api::all(client.clone());
-    let gpu = GPUS_PER_NODE.to_string();
-    let res = quantities(&[("cpu", "32"), ("memory", "256Gi"), ("pods", "110"), ("nvidia.com/gpu", &gpu)]);
-    let node = Node {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some([("envtest-scenario".to_string(), scenario.to_string())].into_iter().collect()),
-            ..Default::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus { allocatable: Some(res.clone()), capacity: Some(res), ..Default::default() }),
-    };
-    api.create(&PostParams::default(), &node).await.expect("node created");
-    // No node controller: take the not-ready taint away ourselves.
-    api.patch(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"spec": {"taints": null}})))
-        .await
-        .expect("taints removed");
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(serde_json::json!({"status": node.status})))
-        .await
-        .expect("node status");
-}
 
 fn pod(ns: &str, name: &str, scheduler: &str, group: &str) -> Pod {
     Pod {
@@ -128,21 +101,6 @@ async fn bound(client: &Client, ns: &str, prefix: &str) -> Option<Vec<(String, O
     )
 }
 
-struct Running {
-    handle: Handle,
-    stop: Option<oneshot::Sender<()>>,
-    join: tokio::task::JoinHandle<Result<(), volcano_scheduler::run::RunError>>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.join.await.expect("the scheduler task ends").expect("the scheduler stops cleanly");
-    }
-}
-
 /// The scheduler as deployed: leader election on with the default lease timings, the
 /// default period; only this scenario's nodes.
 fn options(server: &ApiServer, scheduler: &str, scenario: &str) -> SchedulerOptions {
@@ -155,20 +113,6 @@ fn options(server: &ApiServer, scheduler: &str, scenario: &str) -> SchedulerOpti
     o.node_selector = vec![format!("envtest-scenario:{scenario}")];
     o.identity = Some(format!("{scheduler}-replica"));
     o
-}
-
-async fn start(o: SchedulerOptions) -> Running {
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let (started_tx, started_rx) = oneshot::channel();
-    let join = tokio::spawn(run(
-        o,
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(started_tx),
-    ));
-    let handle = tokio::time::timeout(WAIT, started_rx).await.expect("the scheduler starts").expect("a handle");
-    Running { handle, stop: Some(stop_tx), join }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,7 +145,7 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize) -> Recove
     let client = server.client().await;
     let nodes: Vec<String> = (0..NODES).map(|i| format!("faults-{name}-n{i}")).collect();
     for n in &nodes {
-        create_node(&client, n, &ns).await;
+        create_node(&client, n, &ns, GPUS_PER_NODE).await;
     }
     let running = start(options(server, &sched, &ns)).await;
     let mut leading = running.handle.leading.clone();
