@@ -4,7 +4,7 @@
 //! are built once; each repetition prints its phase times.
 
 use volcano_benches::cases::Case;
-use volcano_benches::runner::{case_profile, prepare, timed_cycle, timed_warm_cycle};
+use volcano_benches::runner::{case_profile, prepare_kept, timed_cycle, timed_warm_cycle};
 use volcano_benches::workloads::SCHEDULER_NAME;
 use volcano_framework::Snapshot;
 
@@ -16,12 +16,18 @@ fn main() {
     let profile = case_profile(case);
     // The cluster stays alive, as in `volcano-rs bench`: freeing it would change the heap the
     // measured cycles allocate from.
-    let cluster = prepare(case, &profile);
+    let (cluster, kept) = prepare_kept(case, &profile);
     let objects = cluster.objects();
-    let mut cached = case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"));
+    // A case with a kept snapshot (`hetero-rollback-10k`) starts every repetition from it,
+    // as its measured cycle does; the other warm cases keep their snapshot across cycles.
+    let fresh = kept.is_some();
+    let mut cached = kept.or_else(|| {
+        case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"))
+    });
     let mut totals = Vec::new();
     for c in 0..reps {
         let (effects, t) = match &mut cached {
+            Some(snap) if fresh => timed_warm_cycle(&mut snap.clone(), &profile, 10),
             Some(snap) => timed_warm_cycle(snap, &profile, 10 + c),
             None => timed_cycle(&objects, &profile, 10 + c),
         };

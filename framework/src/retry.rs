@@ -50,7 +50,9 @@ pub(crate) struct RoomProof {
 /// The binds one session made, shared by the proofs it made.
 #[derive(Debug, Default)]
 pub(crate) struct SessionBinds {
-    pub(crate) list: std::sync::OnceLock<Vec<(Arc<str>, NodeId)>>,
+    /// Each bind: the pod's index in that session's snapshot (a hint: indices move when
+    /// pods are removed), its key, and the node.
+    pub(crate) list: std::sync::OnceLock<Vec<(crate::model::TaskId, Arc<str>, NodeId)>>,
 }
 
 /// The failed attempts of one session, for the next session over the same snapshot

@@ -80,8 +80,8 @@ pub(crate) struct Retries {
     reserved: bool,
     /// Pods were evicted (room for pipelining): no room proof made or used from now on.
     evicted: bool,
-    /// The binds so far (pod key, node), when remembering is allowed.
-    binds: Vec<(Arc<str>, NodeId)>,
+    /// The binds so far (pod index, pod key, node), when remembering is allowed.
+    binds: Vec<(TaskId, Arc<str>, NodeId)>,
     /// Shared by this session's proofs, filled when the session hands its memory on.
     proof_binds: Arc<SessionBinds>,
     /// The bind lists of earlier sessions checked in this one: whether each is in the snapshot.
@@ -137,7 +137,7 @@ impl Session {
     pub(crate) fn note_bind(&mut self, t: TaskId, n: NodeId) {
         if self.retries.enabled {
             let key = self.snap.task(t).key.clone();
-            self.retries.binds.push((key, n));
+            self.retries.binds.push((t, key, n));
         }
     }
 
@@ -228,8 +228,11 @@ impl Session {
         // Every bind of the remembering session is on its node in the snapshot (and still
         // holds its room: a pod that left it would have given a new growth).
         let on = proof.binds.list.get().is_some_and(|binds| {
-            binds.iter().all(|(key, n)| {
-                self.snap.task_id(key).map(|t| self.snap.task(t)).is_some_and(|t| {
+            binds.iter().all(|(hint, key, n)| {
+                // The index the pod had is usually still its own (no pod removed before it):
+                // a pointer or string comparison instead of a hash lookup.
+                let at_hint = self.snap.tasks.get(hint.idx()).filter(|t| Arc::ptr_eq(&t.key, key) || t.key == *key);
+                at_hint.or_else(|| self.snap.task_id(key).map(|t| self.snap.task(t))).is_some_and(|t| {
                     t.node == Some(*n) && !t.status.is_completed() && t.status != TaskStatus::Releasing
                 })
             })
