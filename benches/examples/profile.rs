@@ -21,9 +21,8 @@ fn main() {
     // A case with a kept snapshot (`hetero-rollback-10k`) starts every repetition from it,
     // as its measured cycle does; the other warm cases keep their snapshot across cycles.
     let fresh = kept.is_some();
-    let mut cached = kept.or_else(|| {
-        case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid"))
-    });
+    let mut cached = kept
+        .or_else(|| case.warm_cycles().is_some().then(|| Snapshot::build(&objects, &[SCHEDULER_NAME]).expect("valid")));
     let mut totals = Vec::new();
     for c in 0..reps {
         let (effects, t) = match &mut cached {

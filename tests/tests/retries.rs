@@ -342,3 +342,89 @@ fn a_rolled_back_gang_is_skipped_while_no_node_gains_room() {
     assert_ne!(snap.growth(), growth, "a pod that finished frees room");
     assert_eq!(cycle(&snap, &conf, 0).metrics.skipped_tries, 0, "tried again");
 }
+
+/// The node each pod is bound to by `outcome`.
+fn bound_nodes(outcome: &CycleOutcome) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = outcome
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            volcano_framework::Effect::Bind { pod, node, .. } => Some((pod.name().to_string(), node.to_string())),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// What plugins derive from the nodes alone (node selector and toleration verdicts, score
+/// partitions) is kept with the snapshot while its nodes do not change, and forgotten when
+/// one does: a cycle over the kept snapshot places pods as a cycle over a fresh build.
+#[test]
+fn verdicts_kept_with_the_nodes_follow_a_node_change() {
+    let conf = profile(CONF);
+    let nodes = |a: (&str, bool), b: (&str, bool)| -> Vec<Arc<k8s_openapi::api::core::v1::Node>> {
+        [("n1", a), ("n2", b)]
+            .into_iter()
+            .map(|(name, (zone, tainted))| {
+                let mut n = node(name, "8", "8Gi").label("zone", zone);
+                if tainted {
+                    n = n.taint("maintenance", "planned", "PreferNoSchedule");
+                }
+                Arc::new(n.build())
+            })
+            .collect()
+    };
+    let mut objects = ClusterObjects::default();
+    objects.queues.push(Arc::new(queue("default").build()));
+    objects.nodes = nodes(("a", false), ("b", true));
+    for (i, zone) in ["b", "a", "b"].into_iter().enumerate() {
+        let group = format!("g{i}");
+        objects
+            .pod_groups
+            .push(Arc::new(pod_group("ns", &group, 1).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
+        let p = pod("ns", &format!("p{i}")).group(&group).cpu_mem("1", "1Gi").node_selector("zone", zone);
+        objects.pods.push(Arc::new(p.build()));
+    }
+    // A pod without a selector: its score partition reads the PreferNoSchedule taint.
+    objects
+        .pod_groups
+        .push(Arc::new(pod_group("ns", "free", 1).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
+    objects.pods.push(Arc::new(pod("ns", "free").group("free").cpu_mem("1", "1Gi").build()));
+
+    let mut kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
+    let first = cycle(&kept, &conf, 0);
+    assert_eq!(
+        bound_nodes(&first),
+        [("free", "n1"), ("p0", "n2"), ("p1", "n1"), ("p2", "n2")].map(|(p, n)| (p.to_string(), n.to_string()))
+    );
+    let derived = format!("{:?}", kept.node_derived());
+    assert!(derived.contains("predicates/static-parts") && derived.contains("nodeorder/partitions"), "{derived}");
+
+    // A change that is not a node's keeps them.
+    let mut waiting = (*objects.pods[3]).clone();
+    waiting.metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+    update(&mut kept, Changes { pods: vec![("ns/free".into(), Some(Arc::new(waiting)))], ..Default::default() });
+    assert_eq!(format!("{:?}", kept.node_derived()), derived, "kept through a pod change");
+    assert_eq!(bound_nodes(&cycle(&kept, &conf, 0)), bound_nodes(&first));
+
+    // The zones swap and the taint moves: the kept snapshot forgets what it derived, and
+    // places every pod where a fresh build does.
+    let swapped = nodes(("b", true), ("a", false));
+    update(
+        &mut kept,
+        Changes {
+            nodes: swapped.iter().map(|n| (n.metadata.name.clone().unwrap(), Some(n.clone()))).collect(),
+            ..Default::default()
+        },
+    );
+    assert!(!format!("{:?}", kept.node_derived()).contains("predicates"), "forgotten with the node change");
+    objects.nodes = swapped;
+    let fresh = cycle(&Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap(), &conf, 0);
+    let again = cycle(&kept, &conf, 0);
+    assert_eq!(
+        bound_nodes(&again),
+        [("free", "n2"), ("p0", "n1"), ("p1", "n2"), ("p2", "n1")].map(|(p, n)| (p.to_string(), n.to_string()))
+    );
+    assert_eq!(again.effects, fresh.effects);
+}

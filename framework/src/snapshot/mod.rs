@@ -15,6 +15,7 @@ use crate::retry::RetryMemo;
 use crate::topology::Topology;
 
 pub mod build;
+pub mod derived;
 pub mod extra;
 pub mod keep;
 pub mod update;
@@ -23,6 +24,7 @@ pub use build::{
     parse_duration_ms, pod_request, pod_requests, ClusterObjects, PodRequests, SnapshotError, DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
 };
+pub use derived::NodeDerived;
 pub use extra::Extras;
 pub use keep::{KeptSnapshot, SnapshotSource};
 pub use update::Changes;
@@ -78,6 +80,8 @@ pub struct Snapshot {
     retries: Option<Arc<RetryMemo>>,
     /// [`crate::SessionOptions::card_seed`] of the session working on it.
     pub(crate) card_seed: Option<u64>,
+    /// What plugins derived from the nodes alone ([`Snapshot::node_derived`]).
+    node_derived: Arc<NodeDerived>,
 }
 
 /// The next snapshot revision: unique in the process, so that a revision names one state
@@ -188,6 +192,18 @@ impl Snapshot {
     /// ([`crate::session::retry`]).
     pub fn growth(&self) -> u64 {
         self.growth
+    }
+
+    /// What plugins derived from the snapshot's nodes alone (labels, taints, names), kept
+    /// with it, its clones and its updates while no node changes in what scheduling reads
+    /// ([`NodeDerived`]).
+    pub fn node_derived(&self) -> &NodeDerived {
+        &self.node_derived
+    }
+
+    /// Forgets what was derived from the nodes (a node changed).
+    pub(crate) fn nodes_changed(&mut self) {
+        self.node_derived = Arc::default();
     }
 
     /// Gives the snapshot a new revision and growth, and forgets its remembered failures.

@@ -92,6 +92,7 @@ impl Snapshot {
 
         let mut touched: BTreeSet<NodeId> = BTreeSet::new();
         let mut labels_changed = false;
+        let mut nodes_changed = false;
         for (name, node) in &changes.nodes {
             let ready = node.as_ref().filter(|n| node_ready(n));
             let Some(n) = self.node_id(name) else {
@@ -106,6 +107,7 @@ impl Snapshot {
             let node_changed = !same_node(&old.node, node);
             relevant |= node_changed;
             grew |= node_changed;
+            nodes_changed |= node_changed;
             let tasks = std::mem::take(&mut old.tasks);
             self.total_resource.sub_unchecked(&old.allocatable);
             self.total_resource.add(&info.allocatable);
@@ -118,6 +120,9 @@ impl Snapshot {
                 self.node_add_task(n, t);
             }
             touched.insert(n);
+        }
+        if nodes_changed {
+            self.nodes_changed();
         }
         // HyperNodes may choose nodes by their labels.
         if labels_changed && !self.extras.hyper_nodes.is_empty() {

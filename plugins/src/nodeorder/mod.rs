@@ -459,9 +459,19 @@ pub const MAX_PARTITION_DOMAINS: u32 = 1024;
 struct Partitions {
     /// By (task shape, address of the spread partition or 0).
     by_shape: HashMap<(u32, usize), Option<Arc<NodeDomains>>>,
-    /// By (the preferred terms and tolerations as text, address of the spread partition or
-    /// 0).
+    /// With a spread partition (this session's): by (the preferred terms and tolerations
+    /// as text, address of the spread partition).
     by_inputs: HashMap<(String, usize), Option<Arc<NodeDomains>>>,
+    /// What reads the nodes only, kept with the snapshot from one session to the next while
+    /// its nodes do not change ([`volcano_framework::snapshot::NodeDerived`]).
+    nodes: Arc<Mutex<NodePartitions>>,
+}
+
+/// The partitions that read the nodes only.
+#[derive(Debug, Default)]
+struct NodePartitions {
+    /// Without a spread partition: by the preferred terms and tolerations as text.
+    by_inputs: HashMap<String, Option<Arc<NodeDomains>>>,
     /// The nodes by their NodeAffinity raw score, by the preferred terms as text.
     by_terms: HashMap<String, Arc<NodeDomains>>,
     /// The nodes by their number of untolerated `PreferNoSchedule` taints, by the
@@ -469,6 +479,16 @@ struct Partitions {
     by_tolerations: HashMap<String, Arc<NodeDomains>>,
     /// The nodes' labels, for the preferred terms.
     labels: crate::node_labels::LabelIndex,
+}
+
+/// The most node partitions kept from one session to the next: beyond that the next
+/// session starts afresh.
+const KEPT_PARTITIONS: usize = 4096;
+
+impl NodePartitions {
+    fn len(&self) -> usize {
+        self.by_inputs.len() + self.by_terms.len() + self.by_tolerations.len()
+    }
 }
 
 /// The nodes by a value of each, the domains numbered in node order (first occurrence).
@@ -573,7 +593,16 @@ impl Plugin for NodeOrder {
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
         self.images = None;
-        self.partitions = Mutex::new(Partitions::default());
+        let kept: Arc<Mutex<Arc<Mutex<NodePartitions>>>> =
+            snap.node_derived().get_or_insert_with("nodeorder/partitions", || Mutex::new(Arc::default()));
+        let nodes = {
+            let mut current = kept.lock().unwrap_or_else(|e| e.into_inner());
+            if current.lock().unwrap_or_else(|e| e.into_inner()).len() > KEPT_PARTITIONS {
+                *current = Arc::default();
+            }
+            current.clone()
+        };
+        self.partitions = Mutex::new(Partitions { nodes, ..Partitions::default() });
         self.image_keys = Mutex::new(HashMap::new());
         if self.weights.image_locality != 0 && snap.any_node_reports_images() {
             let idx = ImageIndex::new(snap);
@@ -805,15 +834,22 @@ impl NodeOrder {
         let tolerations = matching::pod_tolerations(pod);
         let terms_text = format!("{:?}", spec.map(matching::preferred_terms));
         let tolerations_text = format!("{:?}", if taints { Some(tolerations) } else { None });
-        let inputs_key = (format!("{terms_text}|{tolerations_text}"), spread_key);
-        let partition = match cache.by_inputs.get(&inputs_key) {
-            Some(found) => found.clone(),
+        let inputs_text = format!("{terms_text}|{tolerations_text}");
+        let nodes = cache.nodes.clone();
+        let mut kept = nodes.lock().unwrap_or_else(|e| e.into_inner());
+        let known = match spread_key {
+            0 => kept.by_inputs.get(&inputs_text).cloned(),
+            _ => cache.by_inputs.get(&(inputs_text.clone(), spread_key)).cloned(),
+        };
+        let partition = match known {
+            Some(found) => found,
             None => {
                 // The product of the partitions by each raw score and by zone, each raw
-                // score's computed once per session for its terms or tolerations.
+                // score's computed once for its terms or tolerations (and kept while the
+                // nodes do not change).
                 let mut parts: Vec<Arc<NodeDomains>> = Vec::new();
                 if let Some(spec) = spec {
-                    let Partitions { by_terms, labels, .. } = &mut *cache;
+                    let NodePartitions { by_terms, labels, .. } = &mut *kept;
                     let by_terms = by_terms.entry(terms_text).or_insert_with(|| {
                         // NodeAffinity's raw score: Σ weights of the matching terms.
                         let mut score = vec![0i64; snap.nodes.len()];
@@ -827,7 +863,7 @@ impl NodeOrder {
                     parts.push(by_terms.clone());
                 }
                 if taints {
-                    let by_tolerations = cache.by_tolerations.entry(tolerations_text).or_insert_with(|| {
+                    let by_tolerations = kept.by_tolerations.entry(tolerations_text).or_insert_with(|| {
                         Arc::new(partition_by(snap.nodes.iter().map(|node| {
                             let node_taints = node.node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[]);
                             matching::intolerable_prefer_no_schedule(node_taints, tolerations)
@@ -839,10 +875,14 @@ impl NodeOrder {
                 let parts: Vec<&NodeDomains> = parts.iter().map(|p| p.as_ref()).collect();
                 let product = product_of(&parts, snap.nodes.len());
                 let partition = (product.count <= MAX_PARTITION_DOMAINS).then(|| Arc::new(product));
-                cache.by_inputs.insert(inputs_key, partition.clone());
+                match spread_key {
+                    0 => kept.by_inputs.insert(inputs_text, partition.clone()),
+                    _ => cache.by_inputs.insert((inputs_text, spread_key), partition.clone()),
+                };
                 partition
             }
         };
+        drop(kept);
         if let Some(k) = shape_key {
             cache.by_shape.insert(k, partition.clone());
         }

@@ -101,12 +101,18 @@ impl StaticVerdicts {
 
 /// The session's [`StaticVerdicts`]: per task shape, set the first time a task of the shape
 /// is checked, merged from the verdicts of its parts, each computed once per distinct
-/// value: the node selector, the required node affinity, the tolerations.
+/// value: the node selector, the required node affinity, the tolerations. The parts read
+/// the nodes only, so they are kept with the snapshot from one session to the next while
+/// its nodes do not change ([`volcano_framework::snapshot::NodeDerived`]).
 #[derive(Debug, Default)]
 struct StaticChecks {
     by_shape: Vec<OnceLock<Arc<StaticVerdicts>>>,
-    parts: Mutex<StaticParts>,
+    parts: Arc<Mutex<StaticParts>>,
 }
+
+/// The most parts kept from one session to the next: beyond that (selectors naming single
+/// hosts, say) the next session starts afresh, so the kept verdicts stay a few MiB.
+const KEPT_PARTS: usize = 4096;
 
 /// The verdicts of the parts of the static checks, by the part's value as text.
 #[derive(Debug, Default)]
@@ -123,6 +129,13 @@ struct StaticParts {
     merged: HashMap<(usize, usize, usize), Arc<StaticVerdicts>>,
     /// The nodes' labels, for the selectors and terms.
     labels: crate::node_labels::LabelIndex,
+}
+
+impl StaticParts {
+    /// The number of verdicts kept.
+    fn len(&self) -> usize {
+        self.selectors.len() + self.required.len() + self.tolerations.len() + self.merged.len()
+    }
 }
 
 /// What a pod's tolerations leave failing on each node: NodeUnschedulable, and the
@@ -176,10 +189,22 @@ impl Plugin for Predicates {
     }
 
     fn on_session_open(&mut self, snap: &Snapshot, _ctx: &SessionContext) {
-        self.statics = StaticChecks {
-            by_shape: (0..snap.shape_count()).map(|_| OnceLock::new()).collect(),
-            parts: Mutex::new(StaticParts::default()),
+        // The parts depend on the nodes and on the checks enabled (the key says which).
+        let key = format!(
+            "predicates/static-parts/{}{}",
+            u8::from(self.enabled.node_affinity),
+            u8::from(self.enabled.taint_toleration)
+        );
+        let kept: Arc<Mutex<Arc<Mutex<StaticParts>>>> =
+            snap.node_derived().get_or_insert_with(&key, || Mutex::new(Arc::default()));
+        let parts = {
+            let mut current = kept.lock().unwrap_or_else(|e| e.into_inner());
+            if current.lock().unwrap_or_else(|e| e.into_inner()).len() > KEPT_PARTS {
+                *current = Arc::default();
+            }
+            current.clone()
         };
+        self.statics = StaticChecks { by_shape: (0..snap.shape_count()).map(|_| OnceLock::new()).collect(), parts };
         self.topology = None;
         if self.enabled.pod_affinity || self.enabled.pod_topology_spread {
             let topology = Topology::open(snap, Mode::Filter);
