@@ -163,6 +163,8 @@ enum Fault {
 /// What one run measured, from the moment the API server was ready again.
 #[derive(Debug)]
 struct Recovery {
+    /// From the restart (or SIGCONT) to `/readyz` answering `ok`: the API server's own time.
+    back: Duration,
     /// The scheduler leads again.
     leading: Duration,
     /// The first pod created after the fault is bound (as a list of the API shows it).
@@ -222,6 +224,7 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize, scale: Sc
             server.pause_apiserver(false);
         }
     }
+    let back = Instant::now();
     server.wait_ready(WAIT).await;
     let ready = Instant::now();
     tracing::info!(?fault, "the API server is ready again");
@@ -259,7 +262,8 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize, scale: Sc
     let leading = leads_again.await.expect("leadership observed");
     let listed_after = running.handle.cache.lock().expect("cache lock").pods.listed_at();
     let resync = listed_after.filter(|_| listed_after != listed_before).map(|t| signed_secs(ready, t));
-    let recovery = Recovery { leading, first_bind: first_bind.expect("a first bind"), all_bound, resync };
+    let recovery =
+        Recovery { back: ready - back, leading, first_bind: first_bind.expect("a first bind"), all_bound, resync };
 
     // Every pod bound once, no node over its GPUs, over the whole cluster.
     let all = Api::<Pod>::all(client.clone()).list(&ListParams::default()).await.expect("pods listed");
@@ -473,7 +477,8 @@ async fn real_faults_suite() {
             let r = scenario(&mut server, fault, run_no, scale).await;
             let resync = r.resync.map_or("no relist".to_string(), |s| format!("pods relisted at {s:.2} s"));
             eprintln!(
-                "FAULT {fault:?} run {run_no}: after the API server was ready: leading again {:.2} s, first bind {:.2} s, all {PODS} bound {:.2} s, {resync}; {}",
+                "FAULT {fault:?} run {run_no}: ready {:.2} s after its restart or SIGCONT; then: leading again {:.2} s, first bind {:.2} s, all {PODS} bound {:.2} s, {resync}; {}",
+                r.back.as_secs_f64(),
                 r.leading.as_secs_f64(),
                 r.first_bind.as_secs_f64(),
                 r.all_bound.as_secs_f64(),
@@ -484,11 +489,14 @@ async fn real_faults_suite() {
         let first = median(runs.iter().map(|r| r.first_bind).collect());
         let all = median(runs.iter().map(|r| r.all_bound).collect());
         let leading = median(runs.iter().map(|r| r.leading).collect());
+        let back = median(runs.iter().map(|r| r.back).collect());
         let each = |f: fn(&Recovery) -> Duration| {
             runs.iter().map(|r| format!("{:.2}", f(r).as_secs_f64())).collect::<Vec<_>>().join(", ")
         };
         report.push(format!(
-            "FAULT {fault:?}: medians of {repeat}: leading again {:.2} s, first bind {:.2} s ({}), all bound {:.2} s ({})",
+            "FAULT {fault:?}: medians of {repeat}: ready {:.2} s after its restart or SIGCONT ({}); then: leading again {:.2} s, first bind {:.2} s ({}), all bound {:.2} s ({})",
+            back.as_secs_f64(),
+            each(|r| r.back),
             leading.as_secs_f64(),
             first.as_secs_f64(),
             each(|r| r.first_bind),
