@@ -7,8 +7,14 @@
 //! → [`volcano_framework::run_cycle`] → effects — and times each phase. [`rules`] checks that a cycle's binds keep the required
 //! rules of Kubernetes (inter-pod (anti-)affinity, topology spread, node selection), from
 //! the Kubernetes definitions rather than the plugins' code.
+//!
+//! Behind the feature `cluster`, the module `cluster` loads a real API server with a bench cluster
+//! (`volcano-rs bench-cluster load`, the fault-injection suite at scale); without it the
+//! harness links no Kubernetes client.
 
 pub mod cases;
+#[cfg(feature = "cluster")]
+pub mod cluster;
 pub mod command;
 pub mod hetero;
 pub mod manifests;

@@ -7,12 +7,18 @@
 //! the calls:
 //!
 //! - **binds** go to the `pods/binding` subresource with the pod's uid as a precondition,
-//!   at most `bind_concurrency` in flight. A bind that fails (conflict, pod or node gone,
-//!   timeout) is forgotten in the cache, so the pod is pending again for the next cycle, and
-//!   a `FailedScheduling` event says why. A failed bind is never retried onto another node
-//!   by the applier; the next cycle decides again. The API server refuses to bind a pod that
-//!   already has a node and the cache counts a pod on one node only, so a pod is never bound
-//!   twice;
+//!   at most `bind_concurrency` in flight. A bind the API server refuses (conflict, pod or
+//!   node gone) is forgotten in the cache, so the pod is pending again for the next cycle,
+//!   and a `FailedScheduling` event says why. A failed bind is never retried onto another
+//!   node by the applier; the next cycle decides again. The API server refuses to bind a pod
+//!   that already has a node and the cache counts a pod on one node only, so a pod is never
+//!   bound twice. A bind whose answer was lost (the connection broke after it was sent, as
+//!   when kube-apiserver is killed, or no answer within `request_timeout`) may have been
+//!   done: the pod stays assumed on the node, so no cycle counts that room as free or places
+//!   the pod again, and the pod is read (from the cache once the watch shows it, else from
+//!   the API server, every 1–2 s while it does not answer, leading or not, for at most
+//!   `check_timeout`). Bound there, the bind counts as done; not bound, it is sent again as
+//!   one the API server did not act on;
 //! - **evictions** as Volcano does them: a `DisruptionTarget=True` condition (reason
 //!   `PreemptionByScheduler`) on the pod's status, an `Evict` event, then a delete with the
 //!   pod's grace period and its uid as a precondition;
@@ -92,6 +98,9 @@ pub struct ApplierConfig {
     /// Retries of a call the API server did not act on (throttled, or the connection
     /// refused), at most.
     pub max_retries: u32,
+    /// How long a bind whose answer was lost is checked (the pod read until the API server
+    /// answers) before the pod is pending again.
+    pub check_timeout: Duration,
 }
 
 impl Default for ApplierConfig {
@@ -107,6 +116,7 @@ impl Default for ApplierConfig {
             event_queue: 10_000,
             event_concurrency: 16,
             max_retries: 8,
+            check_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -134,6 +144,9 @@ pub struct ApplierStats {
     pub not_leading: AtomicU64,
     /// Calls sent again after the API server throttled them or refused the connection.
     pub retries: AtomicU64,
+    /// Binds whose answer was lost (the connection broke after the call was sent, or no
+    /// answer in time), then checked by reading the pod.
+    pub bind_checks: AtomicU64,
 }
 
 /// What the status queue coalesces by.
@@ -579,7 +592,9 @@ async fn bind(
     };
     // The GPU cards chosen go on the pod before the bind (Volcano's device Allocate), with
     // the pod's uid as a precondition; a pod whose patch fails is not bound. A call the API
-    // server did not act on is sent again while the decision still holds.
+    // server did not act on is sent again while the decision still holds. A bind whose
+    // answer was lost may have been done: the pod is read to know, and it stays assumed on
+    // the node meanwhile.
     let mut annotated = annotations.is_empty();
     let mut attempts = 0u32;
     let result = loop {
@@ -588,7 +603,7 @@ async fn bind(
         } else {
             annotate_call(&inner, &api, &pod, &annotations, attempts).await
         };
-        let failure = match call {
+        let mut failure = match call {
             Ok(()) if annotated => break Ok(()),
             Ok(()) => {
                 annotated = true;
@@ -596,6 +611,16 @@ async fn bind(
             }
             Err(f) => f,
         };
+        if annotated && failure.unknown {
+            inner.stats.bind_checks.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(pod = %pod, node = %node, "no answer to the bind ({}): reading the pod to know whether it was done", failure.message);
+            match check_bind(&inner, &api, &pod, &node).await {
+                Checked::Bound => break Ok(()),
+                Checked::Failed(message, gone) => break Err((message, gone)),
+                // Not done: sent again below, as a call the API server did not act on.
+                Checked::NotBound => failure.retry = Some(Duration::ZERO),
+            }
+        }
         let wait = failure.retry.filter(|_| attempts < inner.config.max_retries);
         let Some(wait) = wait else { break Err((failure.message, failure.gone)) };
         attempts += 1;
@@ -648,12 +673,85 @@ async fn bind(
     }
 }
 
-/// A call that failed: what to say, whether the pod is gone, and when to send it again if
-/// the API server did not act on it.
+/// A call that failed: what to say, whether the pod is gone, when to send it again if
+/// the API server did not act on it, and whether it may have acted on it without the answer
+/// arriving.
 struct CallFailure {
     message: String,
     gone: bool,
     retry: Option<Duration>,
+    unknown: bool,
+}
+
+/// Whether a failed call may have been acted on although no answer said so: the API server
+/// answered nothing (the connection broke after the call was sent, as when kube-apiserver
+/// is killed under it) rather than refusing it or refusing the connection.
+fn outcome_unknown(e: &kube::Error) -> bool {
+    !matches!(e, kube::Error::Api(_)) && !volcano_kube::is_connection_refused(e)
+}
+
+/// What reading the pod said of a bind whose answer was lost.
+enum Checked {
+    /// The pod is bound to the node asked for: the bind was done.
+    Bound,
+    /// The pod is there, with the same uid, and bound to no node: the bind was not done.
+    NotBound,
+    /// Anything else: what to say, and whether the pod is gone.
+    Failed(String, bool),
+}
+
+/// Finds out whether a bind whose answer was lost was done: from the cache if the watch
+/// already shows the pod, else by reading the pod, again and again (1–2 s apart) while the
+/// API server does not answer, for at most `check_timeout`. The pod stays assumed on the
+/// node meanwhile, so no cycle places it again or counts its room as free; this is a read,
+/// so it goes on while the replica does not lead.
+async fn check_bind(inner: &Inner, api: &Api<Pod>, pod: &ObjectRef, node: &str) -> Checked {
+    let start = tokio::time::Instant::now();
+    let uid = pod.uid();
+    let mut failures = 0u32;
+    loop {
+        let (in_cache, assumed) = {
+            let cache = inner.cache.lock().expect("cache lock");
+            let p = cache.pod(pod.key()).cloned();
+            (p, cache.assumptions().contains_key(pod.key()))
+        };
+        let Some(cached) = in_cache else { return Checked::Failed("the pod was deleted".into(), true) };
+        if uid.is_some_and(|u| cached.metadata.uid.as_deref() != Some(u)) {
+            return Checked::Failed("the pod was deleted and created again".into(), true);
+        }
+        if !assumed {
+            // The watch settled it: it shows the pod bound (or the scheduler gave it up).
+            return match cached.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+                Some(n) if n == node => Checked::Bound,
+                Some(n) => Checked::Failed(format!("the pod is bound to {n}"), true),
+                None => Checked::NotBound,
+            };
+        }
+        let read = tokio::time::timeout(inner.config.request_timeout, api.get(pod.name())).await;
+        match read {
+            Ok(Ok(p)) if uid.is_some_and(|u| p.metadata.uid.as_deref() != Some(u)) => {
+                return Checked::Failed("the pod was deleted and created again".into(), true)
+            }
+            Ok(Ok(p)) => {
+                return match p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+                    Some(n) if n == node => Checked::Bound,
+                    Some(n) => Checked::Failed(format!("the pod is bound to {n}"), true),
+                    None => Checked::NotBound,
+                }
+            }
+            Ok(Err(e)) if is_not_found(&e) => return Checked::Failed("the pod was deleted".into(), true),
+            Ok(Err(e)) => tracing::debug!(pod = %pod, "reading the pod to check its bind: {e}"),
+            Err(_) => tracing::debug!(pod = %pod, "reading the pod to check its bind: no answer"),
+        }
+        failures += 1;
+        if start.elapsed() >= inner.config.check_timeout {
+            return Checked::Failed(
+                format!("no answer to the bind, and none to reading the pod within {:?}", inner.config.check_timeout),
+                false,
+            );
+        }
+        tokio::time::sleep(volcano_kube::retry_backoff(failures).min(volcano_kube::WATCH_BACKOFF_MAX)).await;
+    }
 }
 
 /// When to send again a call the API server did not act on: the wait it asked for when it
@@ -679,17 +777,22 @@ async fn annotate_call(
     let body = json!({"metadata": {"uid": pod.uid(), "annotations": map}});
     let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
     let call = api.patch(pod.name(), &params, &patch);
+    // The same patch twice writes the same annotations: one whose answer was lost is sent
+    // again like one the API server did not act on.
+    let resend = || volcano_kube::retry_backoff(attempts + 1).min(volcano_kube::WATCH_BACKOFF_MAX);
     match tokio::time::timeout(inner.config.request_timeout, call).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(CallFailure {
             message: format!("writing the GPU cards chosen: {}", volcano_kube::error_message(&e)),
             gone: is_not_found(&e),
-            retry: retry_wait(&e, attempts),
+            retry: retry_wait(&e, attempts).or_else(|| outcome_unknown(&e).then(resend)),
+            unknown: false,
         }),
         Err(_) => Err(CallFailure {
             message: format!("writing the GPU cards chosen: no answer within {:?}", inner.config.request_timeout),
             gone: false,
-            retry: None,
+            retry: Some(resend()),
+            unknown: false,
         }),
     }
 }
@@ -709,11 +812,13 @@ async fn bind_call(
             message: volcano_kube::error_message(&e),
             gone: is_not_found(&e),
             retry: retry_wait(&e, attempts),
+            unknown: outcome_unknown(&e),
         }),
         Err(_) => Err(CallFailure {
             message: format!("no answer within {:?}", inner.config.request_timeout),
             gone: false,
             retry: None,
+            unknown: true,
         }),
     }
 }

@@ -232,11 +232,13 @@ pub struct Store<K> {
     synced: bool,
     /// Objects left out because they are invalid: key → the error.
     invalid: BTreeMap<String, String>,
+    /// When the last list (the first, or a relist) was complete.
+    listed_at: Option<std::time::Instant>,
 }
 
 impl<K> Default for Store<K> {
     fn default() -> Self {
-        Store { objects: BTreeMap::new(), relist: None, synced: false, invalid: BTreeMap::new() }
+        Store { objects: BTreeMap::new(), relist: None, synced: false, invalid: BTreeMap::new(), listed_at: None }
     }
 }
 
@@ -244,6 +246,13 @@ impl<K: CachedKind> Store<K> {
     /// Whether the first list is complete.
     pub fn synced(&self) -> bool {
         self.synced
+    }
+
+    /// When the last list (the first, or a relist after `410 Gone`) was complete: a
+    /// relist shows as a later instant (the fault-injection suite times the cache's resync
+    /// with it).
+    pub fn listed_at(&self) -> Option<std::time::Instant> {
+        self.listed_at
     }
 
     /// The object with this key.
@@ -358,6 +367,7 @@ impl<K: CachedKind> Store<K> {
                     self.objects = fresh;
                 }
                 self.synced = true;
+                self.listed_at = Some(std::time::Instant::now());
                 Changed::All
             }
         }

@@ -38,6 +38,16 @@ type Responder = Arc<dyn Fn(&Recorded) -> (StatusCode, Value) + Send + Sync>;
 
 /// Starts the mock API server; returns a client to it and the log of requests.
 fn mock_api(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
+    mock_api_losing(respond, Arc::new(|_: &Recorded| false))
+}
+
+/// [`mock_api`], except that the answers of the requests `lose` picks are lost: the request
+/// is acted on (`respond` sees it), and the client gets a broken connection instead of the
+/// answer, as when kube-apiserver is killed between the two.
+fn mock_api_losing(
+    respond: Responder,
+    lose: Arc<dyn Fn(&Recorded) -> bool + Send + Sync>,
+) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let log = Arc::new(Mutex::new(Vec::new()));
     let log2 = log.clone();
@@ -48,7 +58,15 @@ fn mock_api(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
             let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             let rec = Recorded { method: parts.method.clone(), path: parts.uri.path().to_string(), body };
             let (status, reply) = respond(&rec);
+            let lost = lose(&rec);
             log2.lock().unwrap().push(rec);
+            if lost {
+                send.send_error(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "connection closed before the answer",
+                ));
+                continue;
+            }
             let response = Response::builder()
                 .status(status)
                 .header("content-type", "application/json")
@@ -473,4 +491,125 @@ async fn a_throttled_status_write_is_sent_again_and_kept() {
     let cached = cache.lock().unwrap().pod_groups.get("ml/big").cloned().expect("the PodGroup");
     let status = serde_json::to_value(&cached.status).unwrap();
     assert_eq!(status["conditions"], writes[1].body["status"]["conditions"], "the written status is kept");
+}
+
+/// An API server that binds pod `ml/train-0` for real (a later read of the pod shows its
+/// node), except the first bind when `act_on_first` is false (the connection broke before
+/// the call arrived); returns the node it is bound to.
+fn binding_server(act_on_first: bool) -> (Responder, Arc<Mutex<Option<String>>>) {
+    let bound: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let seen = Arc::new(Mutex::new(0usize));
+    let state = bound.clone();
+    let respond: Responder = Arc::new(move |r: &Recorded| {
+        if r.path.ends_with("/binding") {
+            let mut n = seen.lock().unwrap();
+            *n += 1;
+            if *n > 1 || act_on_first {
+                *state.lock().unwrap() = r.body["target"]["name"].as_str().map(str::to_string);
+            }
+        } else if r.method == Method::GET && r.path == "/api/v1/namespaces/ml/pods/train-0" {
+            let mut p = serde_json::to_value(pod("train-0", "train", "4")).unwrap();
+            if let Some(n) = state.lock().unwrap().clone() {
+                p["spec"]["nodeName"] = Value::String(n);
+            }
+            return (StatusCode::OK, p);
+        }
+        accept_all()(r)
+    });
+    (respond, bound)
+}
+
+fn first_bind(r: &Recorded) -> bool {
+    r.path.ends_with("/binding")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bind_whose_answer_was_lost_and_that_was_done_counts_as_bound_and_is_not_sent_again() {
+    let (respond, bound) = binding_server(true);
+    let losing = Arc::new(Mutex::new(true));
+    let lose = move |r: &Recorded| first_bind(r) && std::mem::replace(&mut *losing.lock().unwrap(), false);
+    let (client, log) = mock_api_losing(respond, Arc::new(lose));
+    let cache =
+        cache(vec![node("n1", "4"), node("n2", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    // The replica may stop leading meanwhile: reading the pod is not a write.
+    while binds(&log).is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.send(false).unwrap();
+    assert!(applier.flush(Duration::from_secs(30)).await);
+    let sent = binds(&log);
+    assert_eq!(sent.len(), 1, "the bind was done: not sent again: {sent:?}");
+    let node = bound.lock().unwrap().clone().expect("bound by the first call");
+    assert!(
+        log.lock().unwrap().iter().any(|r| r.method == Method::GET && r.path.ends_with("/pods/train-0")),
+        "the pod was read"
+    );
+    let stats = applier.stats();
+    assert_eq!(stats.binds.load(std::sync::atomic::Ordering::Relaxed), 1, "counted as bound");
+    assert_eq!(stats.bind_failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(stats.bind_checks.load(std::sync::atomic::Ordering::Relaxed), 1);
+    // Still assumed on its node until the watch shows it there: no cycle places it again.
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Bound);
+    assert!(matches!(
+        cache.lock().unwrap().assumptions().get("ml/train-0"),
+        Some(volcano_scheduler::cache::Assumption::Bound { node: n, .. }) if **n == *node
+    ));
+    assert!(!log.lock().unwrap().iter().any(|r| r.is_event() && r.body["reason"] == "FailedScheduling"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bind_whose_answer_was_lost_and_that_was_not_done_is_sent_again_to_the_same_node() {
+    let (respond, bound) = binding_server(false);
+    let losing = Arc::new(Mutex::new(true));
+    let lose = move |r: &Recorded| first_bind(r) && std::mem::replace(&mut *losing.lock().unwrap(), false);
+    let (client, log) = mock_api_losing(respond, Arc::new(lose));
+    let cache =
+        cache(vec![node("n1", "4"), node("n2", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    assert!(applier.flush(Duration::from_secs(30)).await);
+    let sent = binds(&log);
+    assert_eq!(sent.len(), 2, "read, found unbound, sent again: {sent:?}");
+    assert_eq!(sent[0].body["target"]["name"], sent[1].body["target"]["name"], "to the node decided");
+    assert_eq!(bound.lock().unwrap().as_deref(), sent[1].body["target"]["name"].as_str());
+    let stats = applier.stats();
+    assert_eq!(stats.binds.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(stats.bind_failures.load(std::sync::atomic::Ordering::Relaxed), 0);
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Bound);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bind_whose_answer_was_lost_is_checked_until_the_api_server_answers() {
+    // The bind is done and its answer lost; the next three reads of the pod get no answer
+    // either (the API server is down), the fourth does.
+    let (respond, _bound) = binding_server(true);
+    let lost = Arc::new(Mutex::new(0usize));
+    let lose = move |r: &Recorded| {
+        let reads = r.method == Method::GET && r.path.ends_with("/pods/train-0");
+        let mut n = lost.lock().unwrap();
+        if (first_bind(r) && *n == 0) || (reads && *n < 4) {
+            *n += 1;
+            return true;
+        }
+        false
+    };
+    let (client, log) = mock_api_losing(respond, Arc::new(lose));
+    let cache = cache(vec![node("n1", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (_tx, leading) = watch::channel(true);
+    let applier = Applier::new(client, cache.clone(), config(), leading);
+    applier.apply(cycle(&cache, 1), now());
+    // Meanwhile the pod is pending in no cycle's eyes.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(status_of(&cache, "ml/train-0"), TaskStatus::Bound, "assumed while unknown");
+    assert!(!cycle(&cache, 2).iter().any(|e| matches!(e, Effect::Bind { .. })));
+    assert!(applier.flush(Duration::from_secs(60)).await);
+    let reads = log.lock().unwrap().iter().filter(|r| r.method == Method::GET).count();
+    assert_eq!(reads, 4, "three reads without an answer, then one");
+    assert_eq!(binds(&log).len(), 1);
+    assert_eq!(applier.stats().binds.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(applier.stats().bind_failures.load(std::sync::atomic::Ordering::Relaxed), 0);
 }

@@ -222,6 +222,13 @@ impl ApiServer {
         assert!(ok, "kill {signal} kube-apiserver");
     }
 
+    /// The memory of etcd and of kube-apiserver now, from `/proc` (Linux): resident and
+    /// peak resident set sizes in MiB, `None` where `/proc` does not say. kube-apiserver's
+    /// peak counts from its last start.
+    pub fn memory(&self) -> Memory {
+        Memory { etcd: process_memory(self.etcd.id()), apiserver: process_memory(self.apiserver.id()) }
+    }
+
     async fn try_client(&self) -> Result<Client, String> {
         let kc = Kubeconfig::read_from(&self.kubeconfig).map_err(|e| e.to_string())?;
         let config =
@@ -342,6 +349,32 @@ impl ApiServer {
             Err(e) => panic!("namespace {name}: {e}"),
         }
     }
+}
+
+/// What [`ApiServer::memory`] read: (resident, peak resident) in MiB per process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Memory {
+    /// etcd.
+    pub etcd: Option<(u64, u64)>,
+    /// kube-apiserver.
+    pub apiserver: Option<(u64, u64)>,
+}
+
+impl std::fmt::Display for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let one =
+            |m: Option<(u64, u64)>| m.map_or("?".to_string(), |(rss, peak)| format!("{rss} MiB (peak {peak} MiB)"));
+        write!(f, "etcd {}, kube-apiserver {}", one(self.etcd), one(self.apiserver))
+    }
+}
+
+/// `VmRSS` and `VmHWM` of a process in MiB.
+fn process_memory(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |field: &str| {
+        status.lines().find_map(|l| l.strip_prefix(field)?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+    };
+    Some((kib("VmRSS:")? / 1024, kib("VmHWM:")? / 1024))
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, failing the test after `timeout` with `what`.

@@ -140,7 +140,9 @@ const ONLY: &[(&str, &[&str])] = &[
     ("volcano-controller", &["volcano-api", "volcano-framework", "volcano-kube", "volcano-metrics"]),
     // The webhook admits with the API crate's pure checks.
     ("volcano-webhook", &["volcano-api", "volcano-kube"]),
-    // The bench harness is an offline shell: the simulator's cluster model, never the kube side.
+    // The bench harness is an offline shell: the simulator's cluster model, never the kube side
+    // (its feature `cluster`, the loader of `volcano-rs bench-cluster`, brings kube's client
+    // and no workspace crate; built alone, the harness has it off).
     ("volcano-benches", &["volcano-api", "volcano-framework", "volcano-builtin", "volcano-metrics", "volcano-sim"]),
     // The trace replays are offline shells too: the simulator's cluster and the core.
     (

@@ -60,7 +60,8 @@ impl Running {
     }
 }
 
-/// Starts the scheduler and waits (30 s at most) until it says it started.
+/// Starts the scheduler and waits (2 minutes at most: the first lists of a loaded cluster
+/// take seconds) until it says it started.
 pub(crate) async fn start(o: SchedulerOptions) -> Running {
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let (started_tx, started_rx) = oneshot::channel();
@@ -71,7 +72,7 @@ pub(crate) async fn start(o: SchedulerOptions) -> Running {
         },
         Some(started_tx),
     ));
-    let handle = tokio::time::timeout(Duration::from_secs(30), started_rx)
+    let handle = tokio::time::timeout(Duration::from_secs(120), started_rx)
         .await
         .expect("the scheduler starts")
         .expect("a handle");
