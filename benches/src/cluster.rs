@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, Pod, PodSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use volcano_api::crd::{PodGroup, Queue};
 
-use crate::workloads::{gang, gpu_node, queues};
+use crate::workloads::{self, gang, gpu_node, queues};
 
 /// The namespace of the bound pods.
 pub const RUNNING_NAMESPACE: &str = "bench-running";
@@ -77,16 +77,7 @@ fn running_pod(i: usize, nodes: usize) -> Pod {
         },
         spec: Some(PodSpec {
             node_name: Some(format!("node-{:05}", i % nodes)),
-            containers: vec![Container {
-                name: "main".into(),
-                image: Some("busybox".into()),
-                resources: Some(ResourceRequirements {
-                    requests: Some(request.clone()),
-                    limits: Some(request),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
+            containers: vec![Container { image: Some("busybox".into()), ..workloads::container(request) }],
             ..Default::default()
         }),
         status: None,

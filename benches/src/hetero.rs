@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec,
-    NodeStatus, Pod, PodSpec, PreferredSchedulingTerm, ResourceRequirements, Taint, Toleration,
+    Affinity, Node, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, NodeSpec, NodeStatus, Pod,
+    PodSpec, PreferredSchedulingTerm, Taint, Toleration,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use volcano_api::crd::{PodGroup, PodGroupSpec};
 use volcano_framework::ClusterObjects;
 
-use crate::workloads::{self, q, time, HOSTNAME_KEY, OTHER_SCHEDULER_NAME, SCHEDULER_NAME, SIZES, ZONE_KEY};
+use crate::workloads::{self, container, q, time, HOSTNAME_KEY, OTHER_SCHEDULER_NAME, SCHEDULER_NAME, SIZES, ZONE_KEY};
 
 /// The node label of a node's type (`a100`, `h100`, `l40`, `cpu`).
 pub const NODE_TYPE_KEY: &str = "volcano.sh/node-type";
@@ -187,18 +187,6 @@ fn toleration(key: &str, effect: &str) -> Toleration {
         key: Some(key.into()),
         operator: Some("Exists".into()),
         effect: Some(effect.into()),
-        ..Default::default()
-    }
-}
-
-fn container(request: BTreeMap<String, Quantity>) -> Container {
-    Container {
-        name: "main".into(),
-        resources: Some(ResourceRequirements {
-            requests: Some(request.clone()),
-            limits: Some(request),
-            ..Default::default()
-        }),
         ..Default::default()
     }
 }

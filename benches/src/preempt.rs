@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use volcano_api::crd::{PodGroup, PodGroupSpec, Queue, QueueSpec, PREEMPTABLE_KEY};
 use volcano_framework::ClusterObjects;
@@ -151,15 +151,7 @@ fn pod_with(
         node_name: node,
         priority_class_name: Some(class.into()),
         priority: Some(priority_value(class)),
-        containers: vec![Container {
-            name: "main".into(),
-            resources: Some(ResourceRequirements {
-                requests: Some(gpu_pod_request()),
-                limits: Some(gpu_pod_request()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
+        containers: vec![workloads::container(gpu_pod_request())],
         ..Default::default()
     };
     workloads::member_pod(name.into(), "bench".into(), format!("preempt-{name}"), Some(group), time(created), spec)

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
 use volcano_api::crd::{NetworkTopologySpec, PodGroup, PodGroupSpec};
@@ -111,15 +111,7 @@ fn pod(name: String, group: &str, gpus: u32, node: Option<String>, created: i64)
     let spec = PodSpec {
         scheduler_name: Some(SCHEDULER_NAME.into()),
         node_name: node,
-        containers: vec![Container {
-            name: "main".into(),
-            resources: Some(ResourceRequirements {
-                requests: Some(request.clone()),
-                limits: Some(request),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }],
+        containers: vec![workloads::container(request)],
         ..Default::default()
     };
     workloads::member_pod(name.clone(), "bench".into(), format!("topo-{name}"), Some(group), time(created), spec)

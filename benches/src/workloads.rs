@@ -118,6 +118,19 @@ pub fn pod_group(
     pg
 }
 
+/// The one container of every bench pod: `main`, asking for `request` (limits equal).
+pub fn container(request: BTreeMap<String, Quantity>) -> Container {
+    Container {
+        name: "main".into(),
+        resources: Some(ResourceRequirements {
+            requests: Some(request.clone()),
+            limits: Some(request),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
 /// A pod of the benches: `name` in `namespace` with this uid, creation time and spec, in
 /// PodGroup `group` (its group annotation) when given; Running when the spec names a
 /// node, Pending otherwise.
@@ -175,15 +188,7 @@ pub fn job(j: usize) -> Job {
             let pod_name = format!("{name}-{k}");
             let spec = PodSpec {
                 scheduler_name: Some(SCHEDULER_NAME.into()),
-                containers: vec![Container {
-                    name: "main".into(),
-                    resources: Some(ResourceRequirements {
-                        requests: Some(pod_request()),
-                        limits: Some(pod_request()),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }],
+                containers: vec![container(pod_request())],
                 ..Default::default()
             };
             member_pod(
@@ -333,15 +338,7 @@ pub fn running_pod(k: usize, nodes: usize) -> Pod {
             scheduler_name: Some(if ours { SCHEDULER_NAME } else { OTHER_SCHEDULER_NAME }.into()),
             node_name: Some(format!("node-{:05}", k % nodes)),
             affinity,
-            containers: vec![Container {
-                name: "main".into(),
-                resources: Some(ResourceRequirements {
-                    requests: Some(request.clone()),
-                    limits: Some(request),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            }],
+            containers: vec![container(request)],
             ..Default::default()
         }),
         status: Some(PodStatus { phase: Some("Running".into()), ..Default::default() }),
