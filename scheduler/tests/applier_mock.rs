@@ -523,14 +523,21 @@ fn first_bind(r: &Recorded) -> bool {
     r.path.ends_with("/binding")
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_bind_whose_answer_was_lost_and_that_was_done_counts_as_bound_and_is_not_sent_again() {
-    let (respond, bound) = binding_server(true);
+/// A mock API server answering with `respond` that loses the answer to the first bind, and
+/// a cache of two 4-cpu nodes with one pending 4-cpu pod in its gang of one.
+fn first_answer_lost(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>, Arc<Mutex<ClusterCache>>) {
     let losing = Arc::new(Mutex::new(true));
     let lose = move |r: &Recorded| first_bind(r) && std::mem::replace(&mut *losing.lock().unwrap(), false);
     let (client, log) = mock_api_losing(respond, Arc::new(lose));
     let cache =
         cache(vec![node("n1", "4"), node("n2", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    (client, log, cache)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bind_whose_answer_was_lost_and_that_was_done_counts_as_bound_and_is_not_sent_again() {
+    let (respond, bound) = binding_server(true);
+    let (client, log, cache) = first_answer_lost(respond);
     let (tx, leading) = watch::channel(true);
     let applier = Applier::new(client, cache.clone(), config(), leading);
     applier.apply(cycle(&cache, 1), now());
@@ -563,11 +570,7 @@ async fn a_bind_whose_answer_was_lost_and_that_was_done_counts_as_bound_and_is_n
 #[tokio::test(start_paused = true)]
 async fn a_bind_whose_answer_was_lost_and_that_was_not_done_is_sent_again_to_the_same_node() {
     let (respond, bound) = binding_server(false);
-    let losing = Arc::new(Mutex::new(true));
-    let lose = move |r: &Recorded| first_bind(r) && std::mem::replace(&mut *losing.lock().unwrap(), false);
-    let (client, log) = mock_api_losing(respond, Arc::new(lose));
-    let cache =
-        cache(vec![node("n1", "4"), node("n2", "4")], vec![pod("train-0", "train", "4")], vec![pod_group("train", 1)]);
+    let (client, log, cache) = first_answer_lost(respond);
     let (_tx, leading) = watch::channel(true);
     let applier = Applier::new(client, cache.clone(), config(), leading);
     applier.apply(cycle(&cache, 1), now());
