@@ -36,6 +36,9 @@ impl Recorded {
 
 type Responder = Arc<dyn Fn(&Recorded) -> (StatusCode, Value) + Send + Sync>;
 
+/// The requests the mock API server received, in order.
+type RequestLog = Arc<Mutex<Vec<Recorded>>>;
+
 /// Starts the mock API server; returns a client to it and the log of requests.
 fn mock_api(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>) {
     mock_api_losing(respond, Arc::new(|_: &Recorded| false))
@@ -525,7 +528,7 @@ fn first_bind(r: &Recorded) -> bool {
 
 /// A mock API server answering with `respond` that loses the answer to the first bind, and
 /// a cache of two 4-cpu nodes with one pending 4-cpu pod in its gang of one.
-fn first_answer_lost(respond: Responder) -> (Client, Arc<Mutex<Vec<Recorded>>>, Arc<Mutex<ClusterCache>>) {
+fn first_answer_lost(respond: Responder) -> (Client, RequestLog, Arc<Mutex<ClusterCache>>) {
     let losing = Arc::new(Mutex::new(true));
     let lose = move |r: &Recorded| first_bind(r) && std::mem::replace(&mut *losing.lock().unwrap(), false);
     let (client, log) = mock_api_losing(respond, Arc::new(lose));
