@@ -33,6 +33,9 @@ pub mod pod_group_reason {
     pub const NOT_ENOUGH_TASKS: &str = "NotEnoughTasks";
     /// A job with fewer valid pods of a role than its `minTaskMember`.
     pub const NOT_ENOUGH_PODS_OF_TASK: &str = "NotEnoughPodsOfTask";
+    /// With [`super::pod_group_condition::UNSCHEDULABLE`]: the PodGroup's queue does not
+    /// exist (volcano-rs's own; Volcano only logs it).
+    pub const QUEUE_NOT_FOUND: &str = "QueueNotFound";
 }
 
 /// Condition and reason strings of `v1` Pods.
@@ -59,4 +62,6 @@ pub mod event_reason {
     pub const EVICT: &str = "Evict";
     /// A PodGroup could not be scheduled or admitted (on the PodGroup).
     pub const UNSCHEDULABLE: &str = "Unschedulable";
+    /// A PodGroup's queue does not exist (a `Warning` on the PodGroup; volcano-rs's own).
+    pub const QUEUE_NOT_FOUND: &str = "QueueNotFound";
 }

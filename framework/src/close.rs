@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupCondition, PodGroupPhase, PodGroupStatus};
 use volcano_api::names::{event_reason, pod_condition, pod_group_condition, pod_group_reason};
 
-use crate::effect::{Effect, Event, EventKind, EventType, PodScheduledFalse};
+use crate::effect::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 use crate::model::*;
 use crate::plugin::{CloseOutput, JobMetric, JobVerdict, QueueReport};
 use crate::resource::{DimensionDefault, Resource};
@@ -211,13 +211,20 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
         let running = job.count(TaskStatus::Running);
         let succeeded = job.count(TaskStatus::Succeeded);
         let failed = job.count(TaskStatus::Failed);
+        // A job whose queue exists again loses the condition that said it did not.
+        let queue_found = !unschedulable_now
+            && old.conditions.iter().any(|c| c.reason.as_deref() == Some(pod_group_reason::QUEUE_NOT_FOUND));
         let changed = phase != old.phase.unwrap_or_default()
             || running != old.running
             || succeeded != old.succeeded
             || failed != old.failed
+            || queue_found
             || conditions_change(&old.conditions, &mine);
         if changed {
             let mut status = old.clone();
+            if queue_found {
+                status.conditions.retain(|c| c.reason.as_deref() != Some(pod_group_reason::QUEUE_NOT_FOUND));
+            }
             for c in mine.drain(..) {
                 let c = c.into_condition(&ssn.ctx.uid, &now);
                 match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
@@ -232,6 +239,8 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
             effects.push(Effect::PodGroupStatus { pod_group: job.object_ref(), status });
         }
     }
+
+    queueless(snap, &ssn.ctx.uid, &now, &mut effects, &mut pending_reasons);
 
     // Queue allocation, rolled up to parents: each job's allocation is added to its queue
     // and to the queue's ancestors (a queue without `spec.parent` hangs under `root`, as in
@@ -367,6 +376,86 @@ fn topology_waiting(snap: &crate::Snapshot) -> std::collections::BTreeMap<(&'sta
         *out.entry(key).or_default() += 1;
     }
     out
+}
+
+/// What closing says about the PodGroups whose queue does not exist (a queue deleted under
+/// its jobs, a PodGroup naming a queue never created): nothing of theirs is scheduled, so
+/// each one that has not finished gets the `Unschedulable` condition `QueueNotFound` and,
+/// when that condition is new, a `Warning` event; their waiting pods get `PodScheduled=False`
+/// with the same message. Written once: the condition, once on the PodGroup, stops both.
+fn queueless(
+    snap: &Snapshot,
+    transition_id: &str,
+    now: &Time,
+    effects: &mut Vec<Effect>,
+    pending_reasons: &mut BTreeMap<String, String>,
+) {
+    let groups = snap.queueless_pod_groups();
+    if groups.is_empty() {
+        return;
+    }
+    let mut messages: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+    for (key, group) in groups {
+        let pg = &group.pod_group;
+        let old = pg.status.as_ref();
+        if old.and_then(|s| s.phase) == Some(PodGroupPhase::Completed) {
+            continue;
+        }
+        let message = group.message();
+        pending_reasons.insert(key.to_string(), message.clone());
+        messages.insert(key, message.as_str().into());
+        let condition =
+            NewCondition { type_: pod_group_condition::UNSCHEDULABLE, reason: pod_group_reason::QUEUE_NOT_FOUND, message };
+        let conditions = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
+        if !conditions_change(conditions, std::slice::from_ref(&condition)) {
+            continue;
+        }
+        let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
+        let name = pg.metadata.name.as_deref().unwrap_or_default();
+        let object = ObjectRef::namespaced(ns, name, pg.metadata.uid.as_deref().unwrap_or_default());
+        let event = Event {
+            kind: EventKind::PodGroup,
+            object: object.clone(),
+            type_: EventType::Warning,
+            reason: event_reason::QUEUE_NOT_FOUND,
+            message: condition.message.clone(),
+        };
+        let mut status = old.cloned().unwrap_or_default();
+        let c = condition.into_condition(transition_id, now);
+        match status.conditions.iter_mut().find(|x| x.type_ == c.type_) {
+            Some(x) => *x = c,
+            None => status.conditions.push(c),
+        }
+        effects.push(Effect::PodGroupStatus { pod_group: object, status });
+        effects.push(Effect::Event(event));
+    }
+    // Their pods that wait for a node (a pod on a node runs on).
+    for pod in snap.pods_awaiting_group().values() {
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+            continue;
+        }
+        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+        let group = pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));
+        let Some(message) = group.and_then(|g| messages.get(format!("{ns}/{g}").as_str())) else { continue };
+        let unchanged = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED))
+            .is_some_and(|c| {
+                c.status == "False"
+                    && c.reason.as_deref() == Some(pod_condition::UNSCHEDULABLE)
+                    && c.message.as_deref() == Some(&**message)
+            });
+        if unchanged {
+            continue;
+        }
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        effects.push(Effect::PodUnschedulable {
+            pod: ObjectRef::namespaced(ns, name, pod.metadata.uid.as_deref().unwrap_or_default()),
+            condition: PodScheduledFalse { reason: pod_condition::UNSCHEDULABLE, message: message.clone() },
+        });
+    }
 }
 
 /// The `PodScheduled=False` conditions of the waiting pods

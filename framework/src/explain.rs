@@ -17,7 +17,7 @@ use crate::model::{JobId, TaskId, TaskStatus};
 use crate::plugin::Hooks;
 use crate::profile::Profile;
 use crate::session::Session;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{QueuelessGroup, Snapshot};
 
 /// What one cycle saw of one job.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -101,6 +101,9 @@ const AHEAD: usize = 5;
 /// `None` when the snapshot has no such job. The cycle's outcome comes back too (its
 /// PodGroup condition is part of the explanation).
 pub fn explain(snap: Snapshot, profile: &Profile, cx: &CycleContext, key: &str) -> Option<(Explanation, CycleOutcome)> {
+    if let Some(group) = snap.queueless_pod_groups().get(key).cloned() {
+        return Some(explain_queueless(snap, profile, cx, key, &group));
+    }
     let j = snap.jobs.iter().position(|job| *job.key == *key).map(|i| JobId(i as u32))?;
     let mut found = None;
     let outcome = run_cycle_inspected(snap, profile, cx, &mut crate::cycle::NoObserver, &mut |ssn: &Session| {
@@ -111,25 +114,66 @@ pub fn explain(snap: Snapshot, profile: &Profile, cx: &CycleContext, key: &str) 
     Some((e, outcome))
 }
 
-/// The PodGroup `namespace/name` names: itself when the snapshot has that PodGroup, else
-/// the PodGroup a Volcano Job of that name owns (the controller names it `<job>-<uid>`).
+/// A PodGroup whose queue does not exist: it is no job of the session; the cycle runs for
+/// its outcome (the condition it writes).
+fn explain_queueless(
+    snap: Snapshot,
+    profile: &Profile,
+    cx: &CycleContext,
+    key: &str,
+    group: &QueuelessGroup,
+) -> (Explanation, CycleOutcome) {
+    let pg = &group.pod_group;
+    let mut tasks: BTreeMap<String, u32> = BTreeMap::new();
+    for (pod_key, pod) in snap.pods_awaiting_group().iter().filter(|(_, p)| group.has_pod(p)) {
+        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        let status = match snap.task_id(pod_key).filter(|_| on_node) {
+            Some(t) => snap.task(t).status,
+            None if on_node => TaskStatus::Running,
+            None => TaskStatus::Pending,
+        };
+        *tasks.entry(format!("{status:?}")).or_default() += 1;
+    }
+    let phase = pg.status.as_ref().and_then(|s| s.phase).unwrap_or_default();
+    let mut e = Explanation {
+        job: key.to_string(),
+        queue: group.queue().to_string(),
+        priority: group.priority,
+        min_member: pg.spec.min_member,
+        phase: format!("{phase:?}"),
+        ready: false,
+        tasks,
+        not_admitted: Some(group.message()),
+        ..Default::default()
+    };
+    let outcome = crate::cycle::run_cycle(snap, profile, cx, &mut crate::cycle::NoObserver);
+    e.condition = outcome.pending_reasons.get(key).cloned();
+    (e, outcome)
+}
+
+/// The PodGroup `namespace/name` names: itself when the snapshot has that PodGroup (as a
+/// job, or without its queue), else the PodGroup a Volcano Job of that name owns (the
+/// controller names it `<job>-<uid>`).
 pub fn resolve(snap: &Snapshot, name: &str) -> Option<String> {
-    if snap.jobs.iter().any(|j| *j.key == *name) {
+    if snap.jobs.iter().any(|j| *j.key == *name) || snap.queueless_pod_groups().contains_key(name) {
         return Some(name.to_string());
     }
     let (ns, job) = name.split_once('/')?;
-    snap.jobs
-        .iter()
-        .find(|j| {
-            *j.namespace == *ns
-                && j.pod_group
-                    .metadata
-                    .owner_references
-                    .iter()
-                    .flatten()
-                    .any(|o| o.kind == "Job" && o.name == job && o.api_version.starts_with("batch.volcano.sh/"))
-        })
-        .map(|j| j.key.to_string())
+    let owned_by_job = |namespace: &str, pg: &volcano_api::crd::PodGroup| {
+        namespace == ns
+            && pg
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "Job" && o.name == job && o.api_version.starts_with("batch.volcano.sh/"))
+    };
+    snap.jobs.iter().find(|j| owned_by_job(&j.namespace, &j.pod_group)).map(|j| j.key.to_string()).or_else(|| {
+        snap.queueless_pod_groups()
+            .iter()
+            .find(|(_, g)| owned_by_job(g.pod_group.metadata.namespace.as_deref().unwrap_or_default(), &g.pod_group))
+            .map(|(k, _)| k.to_string())
+    })
 }
 
 /// What the session, as the actions left it, says of job `j`.

@@ -56,7 +56,7 @@ pub use session::retry::{Attempt, TryStart};
 pub use session::select::{self, NodeChoice};
 pub use session::worklist::Worklist;
 pub use session::{EvictionTry, Session, SessionOptions};
-pub use snapshot::{Changes, ClusterObjects, Extras, Snapshot, SnapshotError};
+pub use snapshot::{Changes, ClusterObjects, Extras, QueuelessGroup, Snapshot, SnapshotError};
 pub use statement::Statement;
 pub use stats::{CycleMetrics, HyperNodeUse, JobMetrics};
 pub use status::{Code, FitErrors, Status};

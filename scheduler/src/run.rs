@@ -315,7 +315,12 @@ async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, defaul
         }
         q.metadata.name = Some(name.clone());
         match api.create(&PostParams::default(), &q).await {
-            Ok(_) => tracing::info!(queue = %name, "created queue"),
+            Ok(created) => {
+                tracing::info!(queue = %name, "created queue");
+                // Known to the next cycle before the watch brings it: its jobs are not told
+                // their queue does not exist in between.
+                cache.lock().expect("cache lock").apply_queue(kube::runtime::watcher::Event::Apply(created));
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => {
                 tracing::warn!(queue = %name, "cannot create queue (trying again next cycle): {e}");

@@ -443,8 +443,10 @@ async fn pod_group_deleted(server: &ApiServer, kubeconfig: &std::path::Path) {
 }
 
 /// A Queue deleted under a running job (no webhook here to refuse it): the job's pods stay
-/// bound, a new job of that queue is not bound and says why, a job of another queue is,
-/// and the cache agrees with a fresh list.
+/// bound, a new job of that queue is not bound, a job of another queue is; both jobs of
+/// the deleted queue get the condition `Unschedulable` `QueueNotFound` and one `Warning`
+/// event, the waiting pod `PodScheduled=False` saying why; the cache agrees with a fresh
+/// list.
 async fn queue_deleted(server: &ApiServer, kubeconfig: &std::path::Path) {
     let (ns, sched) = ("queue-deleted", "volcano-rs-queue-deleted");
     server.namespace(ns).await;
@@ -472,8 +474,37 @@ async fn queue_deleted(server: &ApiServer, kubeconfig: &std::path::Path) {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(node_of(&client, ns, "orphan-0").await, None, "nothing is scheduled into a queue that does not exist");
     assert!(node_of(&client, ns, "inside-0").await.is_some(), "running pods are left alone");
-    let pg = Api::<PodGroup>::namespaced(client.clone(), ns).get("orphan").await.unwrap();
-    eprintln!("queue-deleted: the orphan PodGroup's status: {:?}", pg.status);
+    let pgs = Api::<PodGroup>::namespaced(client.clone(), ns);
+    for job in ["inside", "orphan"] {
+        let condition = eventually(WAIT, "the QueueNotFound condition", || async {
+            let pg = pgs.get(job).await.ok()?;
+            pg.status?.conditions.into_iter().find(|c| c.reason.as_deref() == Some("QueueNotFound"))
+        })
+        .await;
+        assert_eq!((condition.type_.as_str(), condition.status.as_str()), ("Unschedulable", "True"));
+        let message = condition.message.unwrap_or_default();
+        assert!(message.starts_with("queue churn does not exist"), "{job}: {message}");
+        let notes = eventually(WAIT, "the QueueNotFound event", || async {
+            let notes = event_notes(&client, ns, "QueueNotFound", job).await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert!(notes.iter().all(|n| n.starts_with("queue churn does not exist")), "{job}: {notes:?}");
+    }
+    let pod = Api::<Pod>::namespaced(client.clone(), ns).get("orphan-0").await.unwrap();
+    let scheduled = pod.status.and_then(|s| s.conditions).into_iter().flatten().find(|c| c.type_ == "PodScheduled");
+    let scheduled = scheduled.expect("the waiting pod says why");
+    assert_eq!(scheduled.status, "False");
+    assert!(scheduled.message.unwrap_or_default().starts_with("queue churn does not exist"));
+    // Said once: a few cycles later there is still one event per PodGroup (not a series).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let events: Api<CoreEvent> = Api::namespaced(client.clone(), ns);
+    for e in events.list(&ListParams::default()).await.unwrap().items {
+        if e.reason.as_deref() == Some("QueueNotFound") {
+            assert_eq!(e.count.unwrap_or(1), 1, "{:?}: {:?}", e.involved_object.name, e.series);
+            assert!(e.series.is_none(), "{:?}: {:?}", e.involved_object.name, e.series);
+        }
+    }
     running.agrees_with_a_fresh_list(&client, ns).await;
     running.stop().await;
 }

@@ -787,7 +787,13 @@ fn snapshot_text(s: &volcano_framework::Snapshot) -> String {
             format!("{n:#?} with tasks {keys:?}")
         })
         .collect();
-    let text = format!("{tasks:#?}\n{jobs:#?}\n{nodes:#?}\n{:#?}\n{:?}", s.queues, s.total_resource);
+    let queueless: Vec<(String, i32)> =
+        s.queueless_pod_groups().iter().map(|(k, g)| (k.to_string(), g.priority)).collect();
+    let awaiting: Vec<&str> = s.pods_awaiting_group().keys().map(|k| &**k).collect();
+    let text = format!(
+        "{tasks:#?}\n{jobs:#?}\n{nodes:#?}\n{:#?}\n{:?}\nwithout their queue {queueless:?}, pods awaiting their group {awaiting:?}",
+        s.queues, s.total_resource
+    );
     without_zero_scalars(&text)
 }
 
@@ -825,7 +831,8 @@ fn cycle_text(s: &volcano_framework::Snapshot, profile: &Profile) -> String {
     without_zero_scalars(&format!("{effects:#?}\n{:#?}\n{:#?}", out.queues, out.pending_reasons))
 }
 
-/// `objects` without the pods and PodGroups that `seed` leaves out (about one in five).
+/// `objects` without the pods and PodGroups that `seed` leaves out (about one in five), and
+/// with the PodGroups it picks (about one in eight) naming a queue that does not exist.
 fn some_of(objects: &volcano_framework::ClusterObjects, seed: u64) -> volcano_framework::ClusterObjects {
     let keep = |salt: u64, i: usize| {
         let h = (seed ^ salt).wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -834,6 +841,14 @@ fn some_of(objects: &volcano_framework::ClusterObjects, seed: u64) -> volcano_fr
     let mut o = objects.clone();
     o.pods = objects.pods.iter().enumerate().filter(|(i, _)| keep(1, *i)).map(|(_, p)| p.clone()).collect();
     o.pod_groups = objects.pod_groups.iter().enumerate().filter(|(i, _)| keep(2, *i)).map(|(_, p)| p.clone()).collect();
+    for (i, pg) in o.pod_groups.iter_mut().enumerate() {
+        let h = (seed ^ 3).wrapping_add(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        if (h >> 58).is_multiple_of(8) {
+            let mut gone = (**pg).clone();
+            gone.spec.queue = Some("gone".into());
+            *pg = std::sync::Arc::new(gone);
+        }
+    }
     o
 }
 

@@ -863,12 +863,15 @@ impl Snapshot {
 
         let mut pgs: Vec<&Arc<PodGroup>> = objects.pod_groups.iter().collect();
         pgs.sort_by_cached_key(|pg| meta_key(&pg.metadata));
+        let mut queueless = BTreeMap::new();
         for pg in pgs {
             let key: Arc<str> = meta_key(&pg.metadata).into();
             let queue_name =
                 pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
             let Some(&queue) = queue_by_name.get(queue_name) else {
                 tracing::debug!(job = %key, queue = queue_name, "queue not found: job skipped");
+                let priority = job_priority(pg, &priority_of, global_default);
+                queueless.insert(key, super::QueuelessGroup { pod_group: Arc::clone(pg), priority });
                 continue;
             };
             let priority = job_priority(pg, &priority_of, global_default);
@@ -921,6 +924,7 @@ impl Snapshot {
         s.shapes = shapes.count;
         s.shape_index = Arc::new(ShapeIndex::new(shapes, &s.tasks));
         s.awaiting_group = Arc::new(awaiting);
+        s.queueless = Arc::new(queueless);
         s.task_by_key = Arc::new(s.tasks.iter().enumerate().map(|(i, t)| (t.key.clone(), TaskId(i as u32))).collect());
         s.node_by_name = Arc::new(node_by_name);
         s.queue_by_name = Arc::new(queue_by_name);

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use volcano_api::crd::PodGroup;
 
 use crate::cow::CowVec;
 use crate::model::*;
@@ -65,6 +66,8 @@ pub struct Snapshot {
     shape_index: Arc<build::ShapeIndex>,
     /// The pods of this scheduler that name a PodGroup the snapshot lacks, by key.
     awaiting_group: Arc<BTreeMap<Arc<str>, Arc<Pod>>>,
+    /// The PodGroups whose queue does not exist, by key (not jobs of the snapshot).
+    queueless: Arc<BTreeMap<Arc<str>, QueuelessGroup>>,
     /// Objects read but not scheduled (namespaces).
     extras: Arc<Extras>,
     /// The HyperNode tree over the nodes, from [`Extras::hyper_nodes`].
@@ -82,6 +85,38 @@ pub struct Snapshot {
     pub(crate) card_seed: Option<u64>,
     /// What plugins derived from the nodes alone ([`Snapshot::node_derived`]).
     node_derived: Arc<NodeDerived>,
+}
+
+/// A PodGroup whose queue does not exist ([`Snapshot::queueless_pod_groups`]).
+#[derive(Clone, Debug)]
+pub struct QueuelessGroup {
+    /// The PodGroup.
+    pub pod_group: Arc<PodGroup>,
+    /// Its priority, as a job's would be.
+    pub priority: i32,
+}
+
+impl QueuelessGroup {
+    /// The queue it names (`spec.queue`, the default queue when empty).
+    pub fn queue(&self) -> &str {
+        self.pod_group.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE)
+    }
+
+    /// Why nothing of it is scheduled: the message of its condition, event and pods.
+    pub fn message(&self) -> String {
+        format!(
+            "queue {} does not exist: no pod of this PodGroup is scheduled until the queue is created again \
+             or spec.queue names a queue that exists",
+            self.queue()
+        )
+    }
+
+    /// Whether `pod` is one of its pods (names it in its group annotation, same namespace).
+    pub fn has_pod(&self, pod: &Pod) -> bool {
+        let group = pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));
+        group.is_some_and(|g| Some(g) == self.pod_group.metadata.name.as_ref())
+            && pod.metadata.namespace == self.pod_group.metadata.namespace
+    }
 }
 
 /// The next snapshot revision: unique in the process, so that a revision names one state
@@ -121,6 +156,19 @@ impl Snapshot {
     /// so plugins can skip their inter-pod work without looking at every pod.
     pub fn may_have_pod_rules(&self) -> bool {
         self.shapes == 0 || self.shape_index.pod_rules
+    }
+
+    /// The PodGroups whose queue does not exist, by `namespace/name`: they are not jobs of
+    /// the snapshot, so nothing of theirs is scheduled; closing a session says why on them
+    /// and on their waiting pods.
+    pub fn queueless_pod_groups(&self) -> &BTreeMap<Arc<str>, QueuelessGroup> {
+        &self.queueless
+    }
+
+    /// The pods of this scheduler that name a PodGroup that is not a job of the snapshot
+    /// (missing, or its queue missing), by `namespace/name`.
+    pub fn pods_awaiting_group(&self) -> &BTreeMap<Arc<str>, Arc<Pod>> {
+        &self.awaiting_group
     }
 
     /// The objects the snapshot reads but does not schedule (namespaces).

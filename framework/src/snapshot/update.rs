@@ -141,6 +141,19 @@ impl Snapshot {
                     pg.spec.queue.as_deref().filter(|q| !q.is_empty()).unwrap_or(volcano_api::names::DEFAULT_QUEUE);
                 self.queue_id(name).map(|q| (pg, q))
             });
+            match (pg, &queue) {
+                (Some(pg), None) => {
+                    let group = super::QueuelessGroup {
+                        pod_group: Arc::clone(pg),
+                        priority: job_priority(pg, &priority_of, global_default),
+                    };
+                    Arc::make_mut(&mut self.queueless).insert(key.as_str().into(), group);
+                }
+                _ if self.queueless.contains_key(key.as_str()) => {
+                    Arc::make_mut(&mut self.queueless).remove(key.as_str());
+                }
+                _ => {}
+            }
             let old = self.job_id(key);
             let same = match (old, pg) {
                 (Some(j), Some(pg)) => same_pod_group(&self.jobs[j.idx()].pod_group, pg),
