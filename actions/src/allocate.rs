@@ -62,7 +62,7 @@ pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId, pods: Pods) -> b
     if let (Pods::Group(g), Some(sg)) = (pods, job.sub_groups.as_ref()) {
         return sg.min_available(g) < sg.counts(g).tasks as i32;
     }
-    let failed_role = |role: &str| job.fit_errors.keys().any(|t| ssn.snap.task(*t).role == role);
+    let failed_role = |role: &str| ssn.snap.fit_errors(j).keys().any(|t| ssn.snap.task(*t).role == role);
     if job.min_available < job.task_min_available_total {
         let left = job
             .tasks
@@ -99,7 +99,7 @@ pub(crate) fn need_continue_allocating(ssn: &Session, j: JobId, pods: Pods) -> b
 pub(crate) fn role_failed(ssn: &Session, j: JobId, t: TaskId, pods: Pods) -> bool {
     let role = &ssn.snap.task(t).role;
     !role.is_empty()
-        && ssn.snap.job(j).fit_errors.keys().any(|x| {
+        && ssn.snap.fit_errors(j).keys().any(|x| {
             let other = ssn.snap.task(*x);
             *x != t && &other.role == role && pods.has(other)
         })
@@ -242,7 +242,7 @@ impl Allocate {
         while let Some(t) = tasks.pop(|a, b| ssn.task_order(*a, *b).is_lt()) {
             if !ssn.allocatable(q, t) {
                 tracing::debug!(task = %ssn.snap.task(t).key, "queue refuses the task");
-                if ssn.snap.job(j).job_fit_error.is_none() {
+                if ssn.snap.job_fit_error(j).is_none() {
                     let why = ssn.allocatable_refusal(q, t);
                     ssn.set_job_reason(j, why.unwrap_or_else(|| "the queue refuses the job's pods".into()));
                 }

@@ -515,11 +515,15 @@ pub fn still_needed(ssn: &Session, j: JobId) -> usize {
 /// Clears the fit errors of these pods of the job between candidates (each candidate starts
 /// clean, as Volcano's `ResetFitErr` and `ResetSubJobFitErr`).
 pub fn reset_fit_errors(ssn: &mut Session, j: JobId, pods: Pods) {
+    if ssn.snap.fit_errors(j).is_empty() {
+        return;
+    }
     match pods {
-        Pods::Job => ssn.snap.jobs[j.idx()].fit_errors.clear(),
+        Pods::Job => ssn.snap.job_trace_mut(j).fit_errors.clear(),
         Pods::Group(g) => {
-            let tasks = &ssn.snap.tasks;
-            ssn.snap.jobs[j.idx()].fit_errors.retain(|t, _| tasks[t.idx()].sub_group != g);
+            let keep: std::collections::BTreeSet<_> =
+                ssn.snap.fit_errors(j).keys().copied().filter(|t| ssn.snap.task(*t).sub_group != g).collect();
+            ssn.snap.job_trace_mut(j).fit_errors.retain(|t, _| keep.contains(t));
         }
     }
 }

@@ -204,7 +204,7 @@ pub(crate) fn close(mut ssn: Session, observer: &mut dyn Observer) -> CycleOutco
         let old = job.pod_group.status.as_ref().unwrap_or(&NO_STATUS);
         let unschedulable_now = unschedulable.is_some();
         if let Some(message) = unschedulable {
-            pod_conditions(snap, job, &message, &mut effects);
+            pod_conditions(snap, j, &message, &mut effects);
             pending_reasons.insert(job.key.to_string(), condition_message.unwrap_or(message));
         }
         let phase = job_phase(job, snap, unschedulable_now);
@@ -461,7 +461,9 @@ fn queueless(
 /// The `PodScheduled=False` conditions of the waiting pods
 /// of a job that cannot be scheduled now, as Volcano's `TaskSchedulingReason` words them;
 /// only for pods whose current condition differs.
-fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &mut Vec<Effect>) {
+fn pod_conditions(snap: &Snapshot, j: JobId, job_message: &str, effects: &mut Vec<Effect>) {
+    let job = snap.job(j);
+    let fit_errors = snap.fit_errors(j);
     // One shared text for the pods that wait for the job's reason.
     let mut shared: Option<Arc<str>> = None;
     for t in &job.tasks {
@@ -470,7 +472,7 @@ fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &m
             continue;
         }
         let last = match task.status {
-            TaskStatus::Pending => task.last_tx,
+            TaskStatus::Pending => snap.last_tx(*t),
             status => task.node.map(|n| (status, n)),
         };
         let (reason, message): (&'static str, Arc<str>) = match last {
@@ -492,7 +494,7 @@ fn pod_conditions(snap: &Snapshot, job: &JobInfo, job_message: &str, effects: &m
                 )
                 .into(),
             ),
-            _ => match job.fit_errors.get(t) {
+            _ => match fit_errors.get(t) {
                 Some(fit) => (pod_condition::UNSCHEDULABLE, fit.to_string().into()),
                 None => (pod_condition::UNSCHEDULABLE, shared.get_or_insert_with(|| job_message.into()).clone()),
             },

@@ -201,10 +201,11 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
         .rev()
         .find(|(x, _)| *x == j)
         .map(|(_, why)| why.clone())
-        .or_else(|| job.job_fit_error.clone().filter(|_| job.is_pending()));
+        .or_else(|| snap.job_fit_error(j).map(str::to_string).filter(|_| job.is_pending()));
     if !job.is_pending() {
-        e.refused = job.job_fit_error.clone();
+        e.refused = snap.job_fit_error(j).map(str::to_string);
     }
+    let fit_errors = snap.fit_errors(j);
     e.network_topology = network_topology(ssn, j);
 
     // Placed and blocked tasks.
@@ -212,11 +213,11 @@ pub fn explain_job(ssn: &Session, profile: &Profile, j: JobId) -> Explanation {
     for &t in &job.tasks {
         let task = snap.task(t);
         match (task.status, task.node) {
-            (TaskStatus::Pending, _) if !job.fit_errors.contains_key(&t) && task.last_tx.is_some() => {
-                let (_, n) = task.last_tx.expect("checked");
+            (TaskStatus::Pending, _) if !fit_errors.contains_key(&t) && snap.last_tx(t).is_some() => {
+                let (_, n) = snap.last_tx(t).expect("checked");
                 e.rolled_back.push((task.key.to_string(), snap.node(n).name.to_string()));
             }
-            (TaskStatus::Pending, _) => match job.fit_errors.get(&t) {
+            (TaskStatus::Pending, _) => match fit_errors.get(&t) {
                 Some(fit) => {
                     let g = groups.entry(fit.to_string()).or_insert_with(|| {
                         let mut reasons: Vec<(String, u32)> =

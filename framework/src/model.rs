@@ -196,9 +196,6 @@ pub struct TaskInfo {
     pub creation_ms: i64,
     /// Index parsed from the pod name's last `-` field (for task order), if any.
     pub name_index: Option<i64>,
-    /// The last placement of this session that was undone (status and node), for
-    /// "could be assigned to … once minAvailable is satisfied" reasons.
-    pub last_tx: Option<(TaskStatus, NodeId)>,
     /// The pod object.
     pub pod: Arc<Pod>,
 }
@@ -239,6 +236,16 @@ impl std::fmt::Debug for JobVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("_")
     }
+}
+
+/// What a session's attempts recorded on a job ([`crate::Snapshot::job_trace`]): why its
+/// tasks found no node, and a job-level reason.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct JobTrace {
+    /// Per-task fit errors recorded in this session.
+    pub fit_errors: BTreeMap<TaskId, FitErrors>,
+    /// A job-level reason recorded in this session (e.g. why it was not admitted).
+    pub job_fit_error: Option<String>,
 }
 
 /// One PodGroup and its tasks.
@@ -288,10 +295,6 @@ pub struct JobInfo {
     pub allocated: Resource,
     /// Σ requests of all tasks.
     pub total_request: Resource,
-    /// Per-task fit errors recorded in this session.
-    pub fit_errors: BTreeMap<TaskId, FitErrors>,
-    /// A job-level reason recorded in this session (e.g. why it was not admitted).
-    pub job_fit_error: Option<String>,
     /// Changes whenever a [`crate::Snapshot::update`] changes the job's PodGroup spec or
     /// one of its pods in anything scheduling reads (a session leaves it).
     pub(crate) version: JobVersion,

@@ -7,16 +7,15 @@ use std::sync::Arc;
 
 use volcano_api::conf::SchedulerConfiguration;
 
-use crate::model::{NodeId, TaskId, TaskStatus};
+use crate::model::{JobTrace, NodeId, TaskStatus};
 use crate::stats::{CycleMetrics, QueueReport};
-use crate::status::FitErrors;
 
 /// What a failed attempt reads and leaves on its job: the fields an attempt sets.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Trace {
-    pub(crate) fit_errors: BTreeMap<TaskId, FitErrors>,
-    pub(crate) job_fit_error: Option<String>,
-    /// Each task's last placement before a roll-back ([`crate::TaskInfo::last_tx`]).
+    /// The job's trace ([`crate::Snapshot::job_trace`]); `None` for an empty one.
+    pub(crate) job: Option<Arc<JobTrace>>,
+    /// Each task's last placement before a roll-back ([`crate::Snapshot::last_tx`]).
     pub(crate) last_tx: Vec<Option<(TaskStatus, NodeId)>>,
 }
 

@@ -114,8 +114,9 @@ fn ready(snap: &Snapshot, job: &JobInfo) -> bool {
 
 /// Volcano's `JobInfo.FitError()`: a histogram of task statuses, the reasons of pending
 /// tasks, and the original reason (job-level, or the first task's fit error).
-pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
+pub fn fit_error(snap: &Snapshot, j: JobId) -> String {
     use std::fmt::Write as _;
+    let job = snap.job(j);
     // The counts, sorted as text (as Volcano sorts them): "12 Pending" before "2 minAvailable".
     let mut statuses: Vec<String> = Vec::with_capacity(TaskStatus::ALL.len() + 1);
     for s in TaskStatus::ALL.iter().filter(|s| job.count(**s) > 0) {
@@ -137,7 +138,7 @@ pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
         for t in &job.tasks {
             let task = snap.task(*t);
             if task.status == TaskStatus::Pending {
-                match task.last_tx {
+                match snap.last_tx(*t) {
                     Some((TaskStatus::Allocated, _)) => schedulable += 1,
                     _ => unschedulable += 1,
                 }
@@ -156,9 +157,9 @@ pub fn fit_error(snap: &Snapshot, job: &JobInfo) -> String {
         msg.push_str("; Pending: ");
         msg.push_str(&h.join(", "));
     }
-    if let Some(e) = &job.job_fit_error {
+    if let Some(e) = snap.job_fit_error(j) {
         let _ = write!(msg, ". Origin reason is: {e}");
-    } else if let Some((t, e)) = job.fit_errors.iter().min_by_key(|(t, _)| &snap.task(**t).key) {
+    } else if let Some((t, e)) = snap.fit_errors(j).iter().min_by_key(|(t, _)| &snap.task(**t).key) {
         // The first pod by name (not by task id, which a kept snapshot may number otherwise).
         let _ = write!(msg, ". Origin reason is {}: {e}", snap.task(*t).name());
     }
@@ -264,14 +265,14 @@ impl Plugin for Gang {
                     .tasks
                     .iter()
                     .filter(|t| {
-                        let t = snap.task(**t);
-                        t.status == TaskStatus::Pending && matches!(t.last_tx, Some((s, _)) if s.is_allocated())
+                        snap.task(**t).status == TaskStatus::Pending
+                            && matches!(snap.last_tx(**t), Some((s, _)) if s.is_allocated())
                     })
                     .count() as i32
                     + job.ready_task_num();
                 let unready = job.min_available - schedulable;
                 let message =
-                    format!("{unready}/{} tasks in gang unschedulable: {}", job.tasks.len(), fit_error(snap, job));
+                    format!("{unready}/{} tasks in gang unschedulable: {}", job.tasks.len(), fit_error(snap, j));
                 out.job_verdicts
                     .push((j, JobVerdict::Unschedulable { reason: pod_group_reason::NOT_ENOUGH_RESOURCES, message }));
                 out.job_metrics.push((j, JobMetric::Unscheduled { tasks: i64::from(unready), retried: true }));
@@ -492,7 +493,7 @@ mod tests {
     fn fit_error_message() {
         let s = snap(2, 0, 2);
         assert_eq!(
-            fit_error(&s, s.job(JobId(0))),
+            fit_error(&s, JobId(0)),
             "pod group is not ready, 2 Pending, 2 minAvailable; Pending: 2 Unschedulable"
         );
     }

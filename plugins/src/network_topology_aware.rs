@@ -256,7 +256,7 @@ impl NetworkTopologyAware {
     fn account(&mut self, snap: &Snapshot, t: TaskId, sign: f64) {
         let task = snap.task(t);
         // An undone placement has left its node already: its last placement says where.
-        let node = if sign > 0.0 { task.node } else { task.node.or(task.last_tx.map(|(_, n)| n)) };
+        let node = if sign > 0.0 { task.node } else { task.node.or(snap.last_tx(t).map(|(_, n)| n)) };
         let Some(n) = node else { return };
         let top = self.topo.top();
         let hs: Vec<HyperNodeId> = self.topo.ancestors(self.topo.lowest_of(n)).filter(|h| *h != top).collect();

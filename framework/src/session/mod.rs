@@ -521,7 +521,7 @@ impl Session {
     /// Records that a job was not admitted: its waiting reason, and a PodGroup event when the
     /// session closes (one per job, the last reason).
     pub fn reject_admission(&mut self, j: JobId, plugin: &'static str, why: String) {
-        self.snap.jobs[j.idx()].job_fit_error = Some(format!("not admitted to its queue ({plugin}): {why}"));
+        self.snap.job_trace_mut(j).job_fit_error = Some(format!("not admitted to its queue ({plugin}): {why}"));
         self.admission_rejections.push((j, why));
     }
 
@@ -532,9 +532,8 @@ impl Session {
 
     /// Sets why a job waits (the origin reason of its condition), unless a reason is set.
     pub fn set_job_reason(&mut self, j: JobId, why: String) {
-        let job = &mut self.snap.jobs[j.idx()];
-        if job.job_fit_error.is_none() {
-            job.job_fit_error = Some(why);
+        if self.snap.job_fit_error(j).is_none() {
+            self.snap.job_trace_mut(j).job_fit_error = Some(why);
         }
     }
 
@@ -700,7 +699,7 @@ impl Session {
         if let Some(n) = self.snap.task(t).node {
             self.snap.node_remove_task(n, t);
             let status = self.snap.task(t).status;
-            self.snap.tasks[t.idx()].last_tx = Some((status, n));
+            self.snap.set_last_tx(t, Some((status, n)));
             self.index_mut().touch(n);
         }
         self.snap.tasks[t.idx()].node = None;
@@ -789,7 +788,7 @@ impl Session {
     /// Records why a task fits nowhere (shown in PodGroup conditions).
     pub fn record_fit_errors(&mut self, t: TaskId, errors: FitErrors) {
         if let Some(j) = self.snap.task(t).job {
-            self.snap.jobs[j.idx()].fit_errors.insert(t, errors);
+            self.snap.job_trace_mut(j).fit_errors.insert(t, errors);
         }
     }
 }

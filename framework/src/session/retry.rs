@@ -56,7 +56,7 @@ use std::sync::Arc;
 
 use volcano_api::conf::SchedulerConfiguration;
 
-use crate::model::{JobId, NodeId, TaskId, TaskStatus};
+use crate::model::{JobId, JobTrace, NodeId, TaskId, TaskStatus};
 use crate::plugin::Hooks;
 use crate::resource::MIN_RESOURCE;
 use crate::retry::{FailedTry, RetryMemo, RoomProof, SessionBinds, Trace};
@@ -149,19 +149,22 @@ impl Session {
     fn trace(&self, j: JobId) -> Trace {
         let job = self.snap.job(j);
         Trace {
-            fit_errors: job.fit_errors.clone(),
-            job_fit_error: job.job_fit_error.clone(),
-            last_tx: job.tasks.iter().map(|&t| self.snap.task(t).last_tx).collect(),
+            job: self.snap.job_trace(j).filter(|t| ***t != JobTrace::default()).cloned(),
+            last_tx: job.tasks.iter().map(|&t| self.snap.last_tx(t)).collect(),
         }
     }
 
     /// Whether job `j` is as `trace` says ([`Session::trace`] compared without building it).
     fn is_at(&self, j: JobId, trace: &Trace) -> bool {
         let job = self.snap.job(j);
-        job.fit_errors == trace.fit_errors
-            && job.job_fit_error == trace.job_fit_error
+        let empty = |t: Option<&Arc<JobTrace>>| t.is_none_or(|t| **t == JobTrace::default());
+        let same_job = match (self.snap.job_trace(j), trace.job.as_ref()) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (a, b) => empty(a) && empty(b),
+        };
+        same_job
             && job.tasks.len() == trace.last_tx.len()
-            && job.tasks.iter().zip(&trace.last_tx).all(|(&t, last)| self.snap.task(t).last_tx == *last)
+            && job.tasks.iter().zip(&trace.last_tx).all(|(&t, last)| self.snap.last_tx(t) == *last)
     }
 
     /// Skips the attempt of job `j` when it would fail (see the module documentation): the
@@ -206,11 +209,9 @@ impl Session {
         // the shared chunk of tasks it falls in).
         for (i, last) in after.last_tx.iter().enumerate().filter(|(_, l)| l.is_some()) {
             let t = self.snap.job(j).tasks[i];
-            self.snap.tasks[t.idx()].last_tx = *last;
+            self.snap.set_last_tx(t, *last);
         }
-        let job = &mut self.snap.jobs[j.idx()];
-        job.fit_errors = after.fit_errors.clone();
-        job.job_fit_error = after.job_fit_error.clone();
+        self.snap.set_job_trace(j, after.job.clone());
     }
 
     /// Whether a room proof for job `j` holds in this session now.
@@ -258,11 +259,7 @@ impl Session {
             return;
         }
         let after = self.trace(j);
-        let before = start.before.unwrap_or_else(|| Trace {
-            fit_errors: Default::default(),
-            job_fit_error: None,
-            last_tx: Vec::new(),
-        });
+        let before = start.before.unwrap_or_else(|| Trace { job: None, last_tx: Vec::new() });
         let tried = FailedTry { key: self.snap.job(j).key.clone(), before, after, exact, proof };
         self.record_try(j, Arc::new(tried));
         self.retries.fresh += 1;

@@ -12,6 +12,7 @@ use volcano_api::crd::PodGroup;
 use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::Resource;
+use crate::status::FitErrors;
 use crate::retry::RetryMemo;
 use crate::topology::Topology;
 
@@ -85,6 +86,22 @@ pub struct Snapshot {
     pub(crate) card_seed: Option<u64>,
     /// What plugins derived from the nodes alone ([`Snapshot::node_derived`]).
     node_derived: Arc<NodeDerived>,
+    /// What a session's attempts left on its jobs and tasks.
+    traces: Traces,
+}
+
+/// What a session's attempts left on its jobs and tasks (fit errors, job-level reasons, the
+/// last placement undone), beside them rather than in them: a session writes it for every
+/// job it tries or skips, and a write here copies no shared chunk of jobs or tasks. Empty
+/// outside sessions (a kept snapshot is never written; [`Snapshot::update`] clears it), and
+/// sized on the first write.
+#[derive(Clone, Debug, Default)]
+struct Traces {
+    /// By job; `None` for nothing recorded.
+    jobs: Vec<Option<Arc<JobTrace>>>,
+    /// The last placement of the session that was undone (status and node), by task, for
+    /// "could be assigned to … once minAvailable is satisfied" reasons.
+    last_tx: Vec<Option<(TaskStatus, NodeId)>>,
 }
 
 /// A PodGroup whose queue does not exist ([`Snapshot::queueless_pod_groups`]).
@@ -156,6 +173,57 @@ impl Snapshot {
     /// so plugins can skip their inter-pod work without looking at every pod.
     pub fn may_have_pod_rules(&self) -> bool {
         self.shapes == 0 || self.shape_index.pod_rules
+    }
+
+    /// What the session's attempts recorded on job `j` (`None`: nothing).
+    pub fn job_trace(&self, j: JobId) -> Option<&Arc<JobTrace>> {
+        self.traces.jobs.get(j.idx()).and_then(Option::as_ref)
+    }
+
+    /// The fit errors recorded on job `j`'s tasks in this session.
+    pub fn fit_errors(&self, j: JobId) -> &BTreeMap<TaskId, FitErrors> {
+        static EMPTY: BTreeMap<TaskId, FitErrors> = BTreeMap::new();
+        self.job_trace(j).map_or(&EMPTY, |t| &t.fit_errors)
+    }
+
+    /// The job-level reason recorded on job `j` in this session.
+    pub fn job_fit_error(&self, j: JobId) -> Option<&str> {
+        self.job_trace(j).and_then(|t| t.job_fit_error.as_deref())
+    }
+
+    /// What job `j`'s trace holds, to change (a copy when shared).
+    pub fn job_trace_mut(&mut self, j: JobId) -> &mut JobTrace {
+        if self.traces.jobs.len() <= j.idx() {
+            self.traces.jobs.resize(self.jobs.len().max(j.idx() + 1), None);
+        }
+        Arc::make_mut(self.traces.jobs[j.idx()].get_or_insert_with(Default::default))
+    }
+
+    /// Replaces job `j`'s trace.
+    pub fn set_job_trace(&mut self, j: JobId, trace: Option<Arc<JobTrace>>) {
+        if trace.is_none() && self.job_trace(j).is_none() {
+            return;
+        }
+        if self.traces.jobs.len() <= j.idx() {
+            self.traces.jobs.resize(self.jobs.len().max(j.idx() + 1), None);
+        }
+        self.traces.jobs[j.idx()] = trace;
+    }
+
+    /// Task `t`'s last placement of this session that was undone (status and node).
+    pub fn last_tx(&self, t: TaskId) -> Option<(TaskStatus, NodeId)> {
+        self.traces.last_tx.get(t.idx()).copied().flatten()
+    }
+
+    /// Sets task `t`'s last undone placement.
+    pub fn set_last_tx(&mut self, t: TaskId, last: Option<(TaskStatus, NodeId)>) {
+        if last.is_none() && self.last_tx(t).is_none() {
+            return;
+        }
+        if self.traces.last_tx.len() <= t.idx() {
+            self.traces.last_tx.resize(self.tasks.len().max(t.idx() + 1), None);
+        }
+        self.traces.last_tx[t.idx()] = last;
     }
 
     /// The PodGroups whose queue does not exist, by `namespace/name`: they are not jobs of

@@ -71,6 +71,8 @@ impl Snapshot {
         priority_classes: &[Arc<PriorityClass>],
         scheduler_names: &[&str],
     ) -> Result<bool, SnapshotError> {
+        // Traces are a session's (none on a kept snapshot); none outlive a renumbering.
+        self.traces = Default::default();
         let priority_of: HashMap<&str, i32> =
             priority_classes.iter().filter_map(|pc| pc.metadata.name.as_deref().map(|n| (n, pc.value))).collect();
         let global_default =
