@@ -305,6 +305,11 @@ impl Allocate {
     }
 }
 
+/// The tasks `allocate` places: pending, not gated, with requests.
+fn to_place(task: &volcano_framework::TaskInfo) -> bool {
+    task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort
+}
+
 impl Action for Allocate {
     fn name(&self) -> &'static str {
         NAME
@@ -330,13 +335,12 @@ impl Action for Allocate {
             if ssn.snap.job(j).count(TaskStatus::Pending) == 0 {
                 continue;
             }
-            let heap = Worklist::task_heap(ssn, j, |task| {
-                task.status == TaskStatus::Pending && !task.sch_gated && !task.best_effort
-            });
-            if heap.is_empty() {
+            // Its tasks' heap is built when the job is first tried (as Volcano's allocate
+            // does): a job skipped by a remembered failure never needs it.
+            if !ssn.snap.job(j).tasks.iter().any(|t| to_place(ssn.snap.task(*t))) {
                 continue;
             }
-            work.add_job(ssn, j, Some(heap));
+            work.add_job(ssn, j, None);
         }
 
         while let Some(q) = work.pop_queue(ssn) {
@@ -353,7 +357,7 @@ impl Action for Allocate {
                 continue;
             }
             let start = ssn.begin_try(j);
-            let mut tasks = work.take_tasks(j);
+            let mut tasks = work.take_tasks_or(j, |ssn| Worklist::task_heap(ssn, j, to_place), ssn);
             let mut job_heap = work.take_jobs(q);
             let stmt = self.allocate_job(ssn, q, j, &mut tasks, &mut job_heap);
             work.put_jobs(q, job_heap);

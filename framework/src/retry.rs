@@ -24,7 +24,7 @@ pub(crate) struct Trace {
 pub(crate) struct FailedTry {
     pub(crate) key: Arc<str>,
     pub(crate) before: Trace,
-    pub(crate) after: Trace,
+    pub(crate) after: Arc<Trace>,
     /// Made at the session's opening state: the next session over the same revision may
     /// replay it exactly.
     pub(crate) exact: bool,
@@ -52,6 +52,9 @@ pub(crate) struct SessionBinds {
     /// Each bind: the pod's index in that session's snapshot (a hint: indices move when
     /// pods are removed), its key, and the node.
     pub(crate) list: std::sync::OnceLock<Vec<(crate::model::TaskId, Arc<str>, NodeId)>>,
+    /// Whether every bind is on its node in the snapshot of one revision (the last one a
+    /// session asked about): the sessions over clones of one kept snapshot share it.
+    pub(crate) held_at: std::sync::Mutex<Option<(u64, bool)>>,
 }
 
 /// The failed attempts of one session, for the next session over the same snapshot

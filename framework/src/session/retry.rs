@@ -174,7 +174,7 @@ impl Session {
     pub fn replay_failed_try(&mut self, j: JobId) -> bool {
         let Some(known) = self.retries.known.clone() else { return false };
         let Some(Some(tried)) = known.tries.get(j.idx()) else { return false };
-        if tried.key != self.snap.job(j).key {
+        if !Arc::ptr_eq(&tried.key, &self.snap.job(j).key) && tried.key != self.snap.job(j).key {
             return false;
         }
         let exact =
@@ -227,7 +227,15 @@ impl Session {
             return *on;
         }
         // Every bind of the remembering session is on its node in the snapshot (and still
-        // holds its room: a pod that left it would have given a new growth).
+        // holds its room: a pod that left it would have given a new growth). The answer
+        // depends on the revision only (a session moves no bound pod; one that evicts uses
+        // no proof), so sessions over the same revision share it.
+        let revision = self.snap.revision();
+        let held = *proof.binds.held_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, on)) = held.filter(|(r, _)| *r == revision) {
+            self.retries.checked.push((proof.binds.clone(), on));
+            return on;
+        }
         let on = proof.binds.list.get().is_some_and(|binds| {
             binds.iter().all(|(hint, key, n)| {
                 // The index the pod had is usually still its own (no pod removed before it):
@@ -238,6 +246,7 @@ impl Session {
                 })
             })
         });
+        *proof.binds.held_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, on));
         self.retries.checked.push((proof.binds.clone(), on));
         on
     }
@@ -258,7 +267,7 @@ impl Session {
         if !exact && proof.is_none() {
             return;
         }
-        let after = self.trace(j);
+        let after = Arc::new(self.trace(j));
         let before = start.before.unwrap_or_else(|| Trace { job: None, last_tx: Vec::new() });
         let tried = FailedTry { key: self.snap.job(j).key.clone(), before, after, exact, proof };
         self.record_try(j, Arc::new(tried));

@@ -93,6 +93,16 @@ impl Worklist {
         self.tasks[j.idx()].take().unwrap_or_default()
     }
 
+    /// The job's task heap, taken out; built by `build` when the job never had one.
+    pub fn take_tasks_or(
+        &mut self,
+        j: JobId,
+        build: impl FnOnce(&Session) -> CmpHeap<TaskId>,
+        ssn: &Session,
+    ) -> CmpHeap<TaskId> {
+        self.tasks[j.idx()].take().unwrap_or_else(|| build(ssn))
+    }
+
     /// Puts back a job's task heap.
     pub fn put_tasks(&mut self, j: JobId, tasks: CmpHeap<TaskId>) {
         self.tasks[j.idx()] = Some(tasks);

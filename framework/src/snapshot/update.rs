@@ -175,7 +175,9 @@ impl Snapshot {
             match (old, queue) {
                 (None, None) => {}
                 (Some(j), Some((pg, q))) if self.jobs[j.idx()].queue == q => {
-                    let mut job = job_info(pg, key.as_str().into(), q, job_priority(pg, &priority_of, global_default))?;
+                    // The job keeps its key (shared with what refers to it).
+                    let key = self.jobs[j.idx()].key.clone();
+                    let mut job = job_info(pg, key, q, job_priority(pg, &priority_of, global_default))?;
                     let old = &mut self.jobs[j.idx()];
                     if same_spec {
                         job.version = old.version;
@@ -238,6 +240,8 @@ impl Snapshot {
         let mut removed_tasks: Vec<TaskId> = Vec::new();
         for (key, pod) in pods {
             let old = self.task_id(&key);
+            // A pod that keeps its task keeps its key (shared with what refers to it).
+            let key = old.map_or(key, |t| self.tasks[t.idx()].key.clone());
             let changed = match (old, &pod) {
                 (Some(t), Some(p)) => !same_pod(&self.tasks[t.idx()].pod, p),
                 (Some(_), None) => true,
