@@ -52,9 +52,6 @@ pub(crate) struct SessionBinds {
     /// Each bind: the pod's index in that session's snapshot (a hint: indices move when
     /// pods are removed), its key, and the node.
     pub(crate) list: std::sync::OnceLock<Vec<(crate::model::TaskId, Arc<str>, NodeId)>>,
-    /// Whether every bind is on its node in the snapshot of one revision (the last one a
-    /// session asked about): the sessions over clones of one kept snapshot share it.
-    pub(crate) held_at: std::sync::Mutex<Option<(u64, bool)>>,
 }
 
 /// The failed attempts of one session, for the next session over the same snapshot

@@ -227,15 +227,7 @@ impl Session {
             return *on;
         }
         // Every bind of the remembering session is on its node in the snapshot (and still
-        // holds its room: a pod that left it would have given a new growth). The answer
-        // depends on the revision only (a session moves no bound pod; one that evicts uses
-        // no proof), so sessions over the same revision share it.
-        let revision = self.snap.revision();
-        let held = *proof.binds.held_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((_, on)) = held.filter(|(r, _)| *r == revision) {
-            self.retries.checked.push((proof.binds.clone(), on));
-            return on;
-        }
+        // holds its room: a pod that left it would have given a new growth).
         let on = proof.binds.list.get().is_some_and(|binds| {
             binds.iter().all(|(hint, key, n)| {
                 // The index the pod had is usually still its own (no pod removed before it):
@@ -246,7 +238,6 @@ impl Session {
                 })
             })
         });
-        *proof.binds.held_at.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((revision, on));
         self.retries.checked.push((proof.binds.clone(), on));
         on
     }
