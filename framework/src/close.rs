@@ -404,8 +404,11 @@ fn queueless(
         let message = group.message();
         pending_reasons.insert(key.to_string(), message.clone());
         messages.insert(key, message.as_str().into());
-        let condition =
-            NewCondition { type_: pod_group_condition::UNSCHEDULABLE, reason: pod_group_reason::QUEUE_NOT_FOUND, message };
+        let condition = NewCondition {
+            type_: pod_group_condition::UNSCHEDULABLE,
+            reason: pod_group_reason::QUEUE_NOT_FOUND,
+            message,
+        };
         let conditions = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
         if !conditions_change(conditions, std::slice::from_ref(&condition)) {
             continue;

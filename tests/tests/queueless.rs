@@ -63,9 +63,5 @@ fn a_pod_group_whose_queue_is_back_loses_the_condition() {
             _ => None,
         })
         .expect("the orphan's status is written");
-    assert!(
-        status.conditions.iter().all(|c| c.reason.as_deref() != Some("QueueNotFound")),
-        "{:?}",
-        status.conditions
-    );
+    assert!(status.conditions.iter().all(|c| c.reason.as_deref() != Some("QueueNotFound")), "{:?}", status.conditions);
 }

@@ -12,8 +12,8 @@ use volcano_api::crd::PodGroup;
 use crate::cow::CowVec;
 use crate::model::*;
 use crate::resource::Resource;
-use crate::status::FitErrors;
 use crate::retry::RetryMemo;
+use crate::status::FitErrors;
 use crate::topology::Topology;
 
 pub mod build;
