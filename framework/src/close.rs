@@ -413,9 +413,7 @@ fn queueless(
         if !conditions_change(conditions, std::slice::from_ref(&condition)) {
             continue;
         }
-        let ns = pg.metadata.namespace.as_deref().unwrap_or_default();
-        let name = pg.metadata.name.as_deref().unwrap_or_default();
-        let object = ObjectRef::namespaced(ns, name, pg.metadata.uid.as_deref().unwrap_or_default());
+        let object = ObjectRef::of(&pg.metadata);
         let event = Event {
             kind: EventKind::PodGroup,
             object: object.clone(),
@@ -437,27 +435,11 @@ fn queueless(
         if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
             continue;
         }
-        let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
-        let group = pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));
-        let Some(message) = group.and_then(|g| messages.get(format!("{ns}/{g}").as_str())) else { continue };
-        let unchanged = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED))
-            .is_some_and(|c| {
-                c.status == "False"
-                    && c.reason.as_deref() == Some(pod_condition::UNSCHEDULABLE)
-                    && c.message.as_deref() == Some(&**message)
-            });
-        if unchanged {
-            continue;
+        let Some(message) = crate::snapshot::group_key(pod).and_then(|g| messages.get(g.as_str())) else { continue };
+        let condition = PodScheduledFalse { reason: pod_condition::UNSCHEDULABLE, message: message.clone() };
+        if !condition.is_on(pod) {
+            effects.push(Effect::PodUnschedulable { pod: ObjectRef::of(&pod.metadata), condition });
         }
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        effects.push(Effect::PodUnschedulable {
-            pod: ObjectRef::namespaced(ns, name, pod.metadata.uid.as_deref().unwrap_or_default()),
-            condition: PodScheduledFalse { reason: pod_condition::UNSCHEDULABLE, message: message.clone() },
-        });
     }
 }
 
@@ -502,22 +484,10 @@ fn pod_conditions(snap: &Snapshot, j: JobId, job_message: &str, effects: &mut Ve
                 None => (pod_condition::UNSCHEDULABLE, shared.get_or_insert_with(|| job_message.into()).clone()),
             },
         };
-        let current = task
-            .pod
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED));
-        let unchanged = current.is_some_and(|c| {
-            c.status == "False" && c.reason.as_deref() == Some(reason) && c.message.as_deref() == Some(&*message)
-        });
-        if unchanged {
-            continue;
+        let condition = PodScheduledFalse { reason, message };
+        if !condition.is_on(&task.pod) {
+            effects.push(Effect::PodUnschedulable { pod: task.object_ref(), condition });
         }
-        effects.push(Effect::PodUnschedulable {
-            pod: task.object_ref(),
-            condition: PodScheduledFalse { reason, message },
-        });
     }
 }
 

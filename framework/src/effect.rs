@@ -33,6 +33,15 @@ impl ObjectRef {
         ObjectRef { key: format!("{namespace}/{name}").into(), ns_len: namespace.len() as u32, uid: uid.into() }
     }
 
+    /// A namespaced object, from its metadata.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        ObjectRef::namespaced(
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default(),
+            meta.uid.as_deref().unwrap_or_default(),
+        )
+    }
+
     /// A cluster-scoped object.
     pub fn cluster(name: &str, uid: &str) -> Self {
         ObjectRef { key: name.into(), ns_len: u32::MAX, uid: uid.into() }
@@ -163,6 +172,19 @@ impl PodScheduledFalse {
             last_transition_time: Some(now),
             ..Default::default()
         }
+    }
+
+    /// Whether `pod`'s `PodScheduled` condition already says this (status, reason, message).
+    pub fn is_on(&self, pod: &Pod) -> bool {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == pod_condition::POD_SCHEDULED))
+            .is_some_and(|c| {
+                c.status == "False"
+                    && c.reason.as_deref() == Some(self.reason)
+                    && c.message.as_deref() == Some(&*self.message)
+            })
     }
 
     /// Writes the condition into the pod's status, replacing its `PodScheduled` condition:

@@ -136,6 +136,12 @@ impl QueuelessGroup {
     }
 }
 
+/// The `namespace/name` of the PodGroup a pod names in its group annotation.
+pub fn group_key(pod: &Pod) -> Option<String> {
+    let group = pod.metadata.annotations.as_ref()?.get(volcano_api::crd::GROUP_NAME_ANNOTATION)?;
+    Some(format!("{}/{group}", pod.metadata.namespace.as_deref().unwrap_or_default()))
+}
+
 /// The next snapshot revision: unique in the process, so that a revision names one state
 /// of one kept snapshot.
 pub(crate) fn next_revision() -> u64 {

@@ -219,10 +219,7 @@ impl Snapshot {
         if !added_jobs.is_empty() && !self.awaiting_group.is_empty() {
             let added: BTreeSet<&str> = added_jobs.iter().map(|k| &**k).collect();
             for (key, pod) in self.awaiting_group.iter() {
-                let group =
-                    pod.metadata.annotations.as_ref().and_then(|a| a.get(volcano_api::crd::GROUP_NAME_ANNOTATION));
-                let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
-                if group.is_some_and(|g| added.contains(format!("{namespace}/{g}").as_str())) {
+                if super::group_key(pod).is_some_and(|g| added.contains(g.as_str())) {
                     pods.insert(key.clone(), Some(pod.clone()));
                 }
             }
