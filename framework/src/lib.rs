@@ -22,6 +22,7 @@ pub mod index;
 pub mod invariants;
 pub mod model;
 pub mod plugin;
+pub mod pod;
 pub mod pq;
 pub mod profile;
 pub mod registry;

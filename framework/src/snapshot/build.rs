@@ -6,10 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{
-    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ReplicationController, Service,
-    Volume,
-};
+use k8s_openapi::api::core::v1::{Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, PodSpec, ReplicationController, Service, Volume};
+use crate::pod::SchedPod as Pod;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::SchedPod as Pod;
 use volcano_api::crd::PodGroup;
 
 use crate::cow::CowVec;

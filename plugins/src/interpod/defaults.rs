@@ -15,7 +15,7 @@
 //!   false for system defaults), which lets nodes without a zone label spread on the
 //!   hostname.
 
-use k8s_openapi::api::core::v1::Pod;
+use volcano_framework::pod::SchedPod as Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use volcano_framework::Extras;
 

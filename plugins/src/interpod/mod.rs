@@ -45,7 +45,8 @@ use std::sync::Arc;
 
 use std::borrow::Cow;
 
-use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, PodSpec};
+use k8s_openapi::api::core::v1::{PodAffinityTerm, PodSpec};
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::{NodeDomains, NodeId, Snapshot, Status, TaskId, TaskInfo, TaskStatus};
 
 use crate::matching;
@@ -353,7 +354,7 @@ impl Topology {
         // Most clusters have no inter-pod rule at all: one pass over the pods says so.
         if !default_spread
             && (!snap.may_have_pod_rules()
-                || !snap.tasks.iter().any(|task| task.pod.spec.as_ref().is_some_and(has_rules)))
+                || !snap.tasks.iter().any(|task| task.pod.spec.as_ref().is_some_and(|s| has_rules(s))))
         {
             return t;
         }

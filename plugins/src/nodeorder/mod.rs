@@ -26,7 +26,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container};
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_api::conf::PluginOption;
 use volcano_api::quantity;
 use volcano_framework::resource::NVIDIA_GPU;
@@ -832,7 +833,7 @@ impl NodeOrder {
         let pod = &snap.task(task).pod;
         let spec = pod.spec.as_ref().filter(|_| affinity);
         let tolerations = matching::pod_tolerations(pod);
-        let terms_text = format!("{:?}", spec.map(matching::preferred_terms));
+        let terms_text = format!("{:?}", spec.map(|s| matching::preferred_terms(s)));
         let tolerations_text = format!("{:?}", if taints { Some(tolerations) } else { None });
         let inputs_text = format!("{terms_text}|{tolerations_text}");
         let nodes = cache.nodes.clone();

@@ -17,7 +17,8 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::{Extras, NodeInfo, Snapshot, Status, TaskId, TaskInfo};
 
 use super::{Enabled, NAME};
