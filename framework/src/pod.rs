@@ -19,3 +19,15 @@ impl From<Pod> for SchedPod {
         SchedPod { metadata: p.metadata, spec: p.spec.map(Arc::new), status: p.status }
     }
 }
+
+impl SchedPod {
+    /// The Kubernetes pod.
+    pub fn to_pod(&self) -> Pod {
+        Pod { metadata: self.metadata.clone(), spec: self.spec.as_deref().cloned(), status: self.status.clone() }
+    }
+
+    /// The spec, to change (a copy when shared).
+    pub fn spec_mut(&mut self) -> &mut PodSpec {
+        Arc::make_mut(self.spec.get_or_insert_with(Default::default))
+    }
+}

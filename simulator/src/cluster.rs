@@ -12,7 +12,7 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus, Namespace, Node,
-    PersistentVolume, PersistentVolumeClaim, Pod, PodSpec, ReplicationController, Service,
+    PersistentVolume, PersistentVolumeClaim, PodSpec, ReplicationController, Service,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -20,6 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
 use volcano_api::names::pod_condition;
 use volcano_api::topology::HyperNode;
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
 use volcano_framework::{ClusterObjects, Effect, ObjectRef, Snapshot, SnapshotError};
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_api::admission::{mutate_job, validate_job_create, JobErrors};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::{iteration, Job, JobPhase, TaskSpec};
