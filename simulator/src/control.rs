@@ -22,9 +22,11 @@
 //! Volume claims are not created in the simulation (docs/simulate.md).
 
 use std::ops::Bound;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::Pod as KPod;
+use volcano_framework::pod::SchedPod as Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::bus::Action;
@@ -180,7 +182,7 @@ fn reconcile_tracked(cluster: &mut Cluster, key: &str, at: At, rec: &mut Control
 fn reconcile_job(cluster: &mut Cluster, key: &str, at: At, rec: &mut ControlRecord) -> Result<bool, InputError> {
     let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
     let Some(mut sj) = cluster.jobs.remove(key) else { return Ok(false) };
-    let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
+    let pods: Vec<KPod> = sj.existing_pods(&cluster.pods).map(|p| p.to_pod()).collect();
     let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
     sj.memory.observe(&sj.job, &pods, pg.as_deref(), now);
     // The controller reconciles a job when something it watches changed (a pod, the
@@ -227,7 +229,7 @@ fn step(
     rec: &mut ControlRecord,
 ) -> Result<bool, InputError> {
     let now = Timestamp::from_millisecond(at.now_ms).unwrap_or_default();
-    let pods: Vec<Pod> = sj.existing_pods(&cluster.pods).map(|p| (**p).clone()).collect();
+    let pods: Vec<KPod> = sj.existing_pods(&cluster.pods).map(|p| p.to_pod()).collect();
     let pg = cluster.pod_groups.get(&sj.pod_group).cloned();
     let values = cluster.priority_class_values();
     let ssh_key = plan::wants_ssh_key(&sj.job).then(simulation_key_pair);
@@ -358,7 +360,7 @@ fn apply(
         })?;
         cluster.admission.admit(&mut pod, &pod_key, origin.as_ref()).map_err(in_template)?;
         tracing::debug!(job = %key, pod = %pod_key, task_index, "job controller: pod created");
-        cluster.put_pod(pod_key.clone(), Arc::new(pod));
+        cluster.put_pod(pod_key.clone(), Arc::new(Pod::from(pod)));
         if !sj.pods.contains(&pod_key) {
             sj.pods.push(pod_key.clone());
         }
@@ -398,12 +400,14 @@ pub fn autoscale_jobs(cluster: &mut Cluster, now_ms: i64) -> Vec<ResizeRecord> {
         return Vec::new();
     }
     let decisions = {
-        let pods = cluster
+        // The controller's view reads Kubernetes pods.
+        let owned: BTreeMap<String, Vec<KPod>> = cluster
             .jobs
             .iter()
             .filter(|(_, j)| autoscale::wants_autoscale(&j.job))
-            .map(|(k, sj)| (k.clone(), sj.existing_pods(&cluster.pods).map(|p| &**p).collect()))
+            .map(|(k, sj)| (k.clone(), sj.existing_pods(&cluster.pods).map(|p| p.to_pod()).collect()))
             .collect();
+        let pods = owned.iter().map(|(k, v)| (k.clone(), v.iter().collect())).collect();
         let values = cluster.priority_class_values();
         let view = autoscale::View {
             jobs: cluster.jobs.values().map(|j| &j.job).collect(),
