@@ -24,7 +24,7 @@ fn key(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String
 fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
     use volcano_api::crd::GROUP_NAME_ANNOTATION;
     let n = after.pod_groups.len().div_ceil(100);
-    let group_of = |p: &k8s_openapi::api::core::v1::Pod| {
+    let group_of = |p: &volcano_framework::pod::SchedPod| {
         let g = p.metadata.annotations.as_ref().and_then(|a| a.get(GROUP_NAME_ANNOTATION)).cloned();
         g.map(|g| format!("{}/{g}", p.metadata.namespace.as_deref().unwrap_or("")))
     };
@@ -56,8 +56,8 @@ fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(GROUP_NAME_ANNOTATION.to_string(), format!("{g}-new"));
-        if let Some(spec) = p.spec.as_mut() {
-            spec.node_name = None;
+        if p.spec.is_some() {
+            p.spec_mut().node_name = None;
         }
         p.status = None;
         let p = Arc::new(p);

@@ -419,7 +419,7 @@ pub fn objects(nodes: usize) -> ClusterObjects {
     o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();
     let running = RUNNING_PER_NODE * nodes;
     o.pod_groups.extend((0..running).filter(|k| k / nodes != 1).map(|k| Arc::new(running_pod_group(k))));
-    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes))));
+    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes).into())));
     o
 }
 

@@ -37,9 +37,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use k8s_openapi::api::core::v1::{
-    Node, NodeSelectorRequirement, Pod, PodAffinityTerm, Taint, Toleration, TopologySpreadConstraint,
+    Node, NodeSelectorRequirement, PodAffinityTerm, Taint, Toleration, TopologySpreadConstraint,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::{ClusterObjects, Effect};
 
 type Labels = BTreeMap<String, String>;

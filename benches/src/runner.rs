@@ -4,8 +4,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
 use volcano_api::crd::GROUP_NAME_ANNOTATION;
+use volcano_framework::pod::SchedPod as Pod;
 
 use serde::{Deserialize, Serialize};
 use volcano_framework::{

@@ -237,7 +237,7 @@ pub fn objects(nodes: usize, jobs: Vec<Job>) -> ClusterObjects {
     o.queues.push(Arc::new(default));
     for job in jobs {
         o.pod_groups.push(Arc::new(job.pod_group));
-        o.pods.extend(job.pods.into_iter().map(Arc::new));
+        o.pods.extend(job.pods.into_iter().map(|p| Arc::new(p.into())));
     }
     o
 }
@@ -402,7 +402,7 @@ pub fn spread_objects(nodes: usize, running: usize, pending: usize) -> ClusterOb
     let mut o = objects(0, jobs);
     o.nodes = (0..nodes).map(|i| Arc::new(spread_node(i))).collect();
     o.pod_groups.extend(service_pod_groups(running).into_iter().map(Arc::new));
-    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes))));
+    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes).into())));
     o
 }
 

@@ -26,8 +26,8 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node};
 use crate::pod::SchedPod as Pod;
+use k8s_openapi::api::core::v1::Node;
 use smallvec::SmallVec;
 use volcano_api::quantity;
 

@@ -9,8 +9,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PodCondition};
 use crate::pod::SchedPod as Pod;
+use k8s_openapi::api::core::v1::PodCondition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use volcano_api::crd::{PodGroupStatus, ResourceList};
 use volcano_api::names::pod_condition;

@@ -90,7 +90,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn pod(owner: Option<&str>) -> Pod {
-        Pod {
+        k8s_openapi::api::core::v1::Pod {
             metadata: ObjectMeta {
                 name: Some("web-1".into()),
                 namespace: Some("ml".into()),
@@ -121,6 +121,7 @@ mod tests {
             }),
             ..Default::default()
         }
+        .into()
     }
 
     #[test]

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node};
 use crate::pod::SchedPod as Pod;
+use k8s_openapi::api::core::v1::Node;
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue, QueueState};
 
 use smallvec::SmallVec;

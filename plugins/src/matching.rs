@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ContainerPort, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    ContainerPort, NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Taint, Toleration,
+};
 use volcano_framework::pod::SchedPod as Pod;
 
 /// The taint key a cordoned node is treated as having (`node.kubernetes.io/unschedulable`).

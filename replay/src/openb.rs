@@ -472,7 +472,7 @@ pub fn objects(trace: &Trace, node_names: &[String], order: &[usize]) -> Cluster
     }));
     for (i, &p) in order.iter().enumerate() {
         let (pod, pg) = pod_objects(&trace.pods[p], i);
-        objects.pods.push(Arc::new(pod));
+        objects.pods.push(Arc::new(pod.into()));
         objects.pod_groups.push(Arc::new(pg));
     }
     objects

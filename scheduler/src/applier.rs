@@ -69,6 +69,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify, Semaphore};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::names::{event_reason, pod_condition};
+use volcano_framework::pod::SchedPod;
 use volcano_framework::{Effect, Event, EventKind, EventType, ObjectRef, PodScheduledFalse};
 use volcano_metrics::{SchedulerMetrics, TaskStage};
 
@@ -163,7 +164,7 @@ enum StatusKey {
 enum Revert {
     PodGroup(Arc<PodGroup>, Arc<PodGroup>),
     Queue(Arc<Queue>, Arc<Queue>),
-    Pod(Arc<Pod>, Arc<Pod>),
+    Pod(Arc<SchedPod>, Arc<SchedPod>),
 }
 
 #[derive(Clone, Debug)]
@@ -543,7 +544,7 @@ fn push_pod_condition(
 }
 
 /// The pod's creation time, milliseconds since the epoch.
-fn created_ms(pod: Option<&Pod>) -> Option<i64> {
+fn created_ms(pod: Option<&SchedPod>) -> Option<i64> {
     pod?.metadata.creation_timestamp.as_ref().map(|t| t.0.as_millisecond())
 }
 

@@ -60,6 +60,7 @@ use kube::runtime::watcher::Event;
 use volcano_api::crd::{PodGroup, PodGroupStatus, Queue, QueueStatus, ResourceList, GROUP_NAME_ANNOTATION};
 use volcano_api::topology::HyperNode;
 use volcano_api::validation::{self, Check};
+use volcano_framework::pod::{SchedPod, SpecInterner};
 use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
 use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, SnapshotError};
 
@@ -67,99 +68,60 @@ use volcano_framework::{ClusterObjects, ObjectRef, PodScheduledFalse, Snapshot, 
 pub trait CachedKind: kube::Resource + Clone + Send + Sync + 'static {
     /// The kind, for messages.
     const KIND: &'static str;
+    /// What the store keeps of an object: the object itself, or for pods a [`SchedPod`]
+    /// whose spec is shared with the pods of equal spec.
+    type Kept: std::fmt::Debug + Send + Sync + 'static;
+    /// What the store keeps objects with (for pods, the interner of their specs).
+    type Keeper: Default + std::fmt::Debug + Send + Sync;
     /// Whether the API server (and Volcano's webhooks) would admit the object.
     fn check(&self) -> Check;
+    /// What the store keeps of the object.
+    fn keep(self, keeper: &mut Self::Keeper) -> Self::Kept;
 }
 
-impl CachedKind for Node {
-    const KIND: &'static str = "Node";
-    fn check(&self) -> Check {
-        validation::node(self)
-    }
+/// A kind kept as it is.
+macro_rules! kept_as_is {
+    ($($kind:ident => $check:path),* $(,)?) => {$(
+        impl CachedKind for $kind {
+            const KIND: &'static str = stringify!($kind);
+            type Kept = $kind;
+            type Keeper = ();
+            fn check(&self) -> Check {
+                $check(self)
+            }
+            fn keep(self, _: &mut ()) -> $kind {
+                self
+            }
+        }
+    )*};
 }
+
+kept_as_is! {
+    Node => validation::node,
+    PodGroup => validation::pod_group,
+    Queue => validation::queue,
+    PriorityClass => validation::priority_class,
+    Namespace => validation::namespace,
+    PersistentVolumeClaim => validation::persistent_volume_claim,
+    PersistentVolume => validation::persistent_volume,
+    StorageClass => validation::storage_class,
+    CSINode => validation::csi_node,
+    Service => validation::service,
+    ReplicationController => validation::replication_controller,
+    ReplicaSet => validation::replica_set,
+    StatefulSet => validation::stateful_set,
+    HyperNode => validation::hyper_node,
+}
+
 impl CachedKind for Pod {
     const KIND: &'static str = "Pod";
+    type Kept = SchedPod;
+    type Keeper = SpecInterner;
     fn check(&self) -> Check {
         validation::pod(self)
     }
-}
-impl CachedKind for PodGroup {
-    const KIND: &'static str = "PodGroup";
-    fn check(&self) -> Check {
-        validation::pod_group(self)
-    }
-}
-impl CachedKind for Queue {
-    const KIND: &'static str = "Queue";
-    fn check(&self) -> Check {
-        validation::queue(self)
-    }
-}
-impl CachedKind for PriorityClass {
-    const KIND: &'static str = "PriorityClass";
-    fn check(&self) -> Check {
-        validation::priority_class(self)
-    }
-}
-impl CachedKind for Namespace {
-    const KIND: &'static str = "Namespace";
-    fn check(&self) -> Check {
-        validation::namespace(self)
-    }
-}
-impl CachedKind for PersistentVolumeClaim {
-    const KIND: &'static str = "PersistentVolumeClaim";
-    fn check(&self) -> Check {
-        validation::persistent_volume_claim(self)
-    }
-}
-impl CachedKind for PersistentVolume {
-    const KIND: &'static str = "PersistentVolume";
-    fn check(&self) -> Check {
-        validation::persistent_volume(self)
-    }
-}
-impl CachedKind for StorageClass {
-    const KIND: &'static str = "StorageClass";
-    fn check(&self) -> Check {
-        validation::storage_class(self)
-    }
-}
-impl CachedKind for CSINode {
-    const KIND: &'static str = "CSINode";
-    fn check(&self) -> Check {
-        validation::csi_node(self)
-    }
-}
-impl CachedKind for Service {
-    const KIND: &'static str = "Service";
-    fn check(&self) -> Check {
-        validation::service(self)
-    }
-}
-impl CachedKind for ReplicationController {
-    const KIND: &'static str = "ReplicationController";
-    fn check(&self) -> Check {
-        validation::replication_controller(self)
-    }
-}
-impl CachedKind for ReplicaSet {
-    const KIND: &'static str = "ReplicaSet";
-    fn check(&self) -> Check {
-        validation::replica_set(self)
-    }
-}
-impl CachedKind for StatefulSet {
-    const KIND: &'static str = "StatefulSet";
-    fn check(&self) -> Check {
-        validation::stateful_set(self)
-    }
-}
-
-impl CachedKind for HyperNode {
-    const KIND: &'static str = "HyperNode";
-    fn check(&self) -> Check {
-        validation::hyper_node(self)
+    fn keep(self, specs: &mut SpecInterner) -> SchedPod {
+        specs.pod(self)
     }
 }
 
@@ -226,19 +188,28 @@ pub fn object_key<K: kube::Resource>(o: &K) -> String {
 
 /// The objects of one kind, as the watch last reported them.
 #[derive(Debug)]
-pub struct Store<K> {
-    objects: BTreeMap<String, Arc<K>>,
-    relist: Option<BTreeMap<String, Arc<K>>>,
+pub struct Store<K: CachedKind> {
+    objects: BTreeMap<String, Arc<K::Kept>>,
+    relist: Option<BTreeMap<String, Arc<K::Kept>>>,
     synced: bool,
     /// Objects left out because they are invalid: key → the error.
     invalid: BTreeMap<String, String>,
     /// When the last list (the first, or a relist) was complete.
     listed_at: Option<std::time::Instant>,
+    /// What objects are kept with.
+    keeper: K::Keeper,
 }
 
-impl<K> Default for Store<K> {
+impl<K: CachedKind> Default for Store<K> {
     fn default() -> Self {
-        Store { objects: BTreeMap::new(), relist: None, synced: false, invalid: BTreeMap::new(), listed_at: None }
+        Store {
+            objects: BTreeMap::new(),
+            relist: None,
+            synced: false,
+            invalid: BTreeMap::new(),
+            listed_at: None,
+            keeper: K::Keeper::default(),
+        }
     }
 }
 
@@ -256,12 +227,12 @@ impl<K: CachedKind> Store<K> {
     }
 
     /// The object with this key.
-    pub fn get(&self, key: &str) -> Option<&Arc<K>> {
+    pub fn get(&self, key: &str) -> Option<&Arc<K::Kept>> {
         self.objects.get(key)
     }
 
     /// Every object, by key.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<K>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Arc<K::Kept>)> {
         self.objects.iter()
     }
 
@@ -281,7 +252,7 @@ impl<K: CachedKind> Store<K> {
     }
 
     /// Replaces one object (what a status write does to the cached copy).
-    fn replace(&mut self, key: &str, object: Arc<K>) {
+    fn replace(&mut self, key: &str, object: Arc<K::Kept>) {
         if let Some(slot) = self.objects.get_mut(key) {
             *slot = object;
         }
@@ -310,7 +281,7 @@ impl<K: CachedKind> Store<K> {
     /// its end, which changes everything.
     pub fn apply_compared(&mut self, event: Event<K>) -> bool
     where
-        K: PartialEq,
+        K::Kept: PartialEq<K>,
     {
         match event {
             Event::Apply(o) => {
@@ -338,7 +309,7 @@ impl<K: CachedKind> Store<K> {
             Event::Apply(o) => {
                 let key = object_key(&o);
                 if self.admit(&key, &o) {
-                    self.objects.insert(key.clone(), Arc::new(o));
+                    self.objects.insert(key.clone(), Arc::new(o.keep(&mut self.keeper)));
                 } else {
                     self.objects.remove(&key);
                 }
@@ -357,7 +328,8 @@ impl<K: CachedKind> Store<K> {
             Event::InitApply(o) => {
                 let key = object_key(&o);
                 if self.admit(&key, &o) {
-                    self.relist.get_or_insert_with(BTreeMap::new).insert(key, Arc::new(o));
+                    let kept = Arc::new(o.keep(&mut self.keeper));
+                    self.relist.get_or_insert_with(BTreeMap::new).insert(key, kept);
                 }
                 Changed::Nothing
             }
@@ -790,7 +762,11 @@ impl ClusterCache {
 
     /// Sets a pod's `PodScheduled=False` condition (or its `status.nominatedNodeName`) in
     /// the cached object; returns the previous object and the new one.
-    pub fn set_pod_status(&mut self, r: &ObjectRef, change: PodStatusChange<'_>) -> Option<(Arc<Pod>, Arc<Pod>)> {
+    pub fn set_pod_status(
+        &mut self,
+        r: &ObjectRef,
+        change: PodStatusChange<'_>,
+    ) -> Option<(Arc<SchedPod>, Arc<SchedPod>)> {
         let old = self.pods.get(r.key())?.clone();
         if !Self::same_uid(old.metadata.uid.as_deref(), r) {
             return None;
@@ -810,7 +786,7 @@ impl ClusterCache {
     }
 
     /// Puts the previous pod back if the cached one is still the one written.
-    pub fn revert_pod(&mut self, key: &str, written: &Arc<Pod>, previous: Arc<Pod>) {
+    pub fn revert_pod(&mut self, key: &str, written: &Arc<SchedPod>, previous: Arc<SchedPod>) {
         if self.pods.get(key).is_some_and(|cur| Arc::ptr_eq(cur, written)) {
             self.pods.replace(key, previous);
             self.track_orphan(key);
@@ -827,7 +803,7 @@ impl ClusterCache {
     }
 
     /// Whether the pod asks for one of this scheduler's names.
-    pub fn is_ours(&self, pod: &Pod) -> bool {
+    pub fn is_ours(&self, pod: &SchedPod) -> bool {
         let name = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
         self.scheduler_names.iter().any(|n| n == name)
     }
@@ -836,12 +812,12 @@ impl ClusterCache {
     /// gives each a PodGroup of its own; see [`volcano_framework::implicit`]), in key order.
     /// Costs the number of such pods, not the number of pods: the set is kept as the pods
     /// change.
-    pub fn pods_without_group(&self) -> Vec<Arc<Pod>> {
+    pub fn pods_without_group(&self) -> Vec<Arc<SchedPod>> {
         self.orphans.iter().filter_map(|k| self.pods.get(k)).cloned().collect()
     }
 
     /// Whether [`pods_without_group`](Self::pods_without_group) returns this pod.
-    fn is_orphan(&self, p: &Pod) -> bool {
+    fn is_orphan(&self, p: &SchedPod) -> bool {
         self.is_ours(p)
             && p.metadata.deletion_timestamp.is_none()
             && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
@@ -850,12 +826,12 @@ impl ClusterCache {
     }
 
     /// The pod as the next snapshot sees it: with the assumption about it applied.
-    fn pod_view(&self, key: &str, pod: &Arc<Pod>) -> Arc<Pod> {
+    fn pod_view(&self, key: &str, pod: &Arc<SchedPod>) -> Arc<SchedPod> {
         let Some(a) = self.assumed.get(key) else { return pod.clone() };
         let mut p = (**pod).clone();
         match a {
             Assumption::Bound { uid, node, annotations } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
-                p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+                p.spec_mut().node_name = Some(node.to_string());
                 if !annotations.is_empty() {
                     let map = p.metadata.annotations.get_or_insert_with(Default::default);
                     for (k, v) in annotations {
@@ -888,7 +864,7 @@ impl ClusterCache {
     /// The Namespaces, volume objects, Services, workloads and HyperNodes, alone (what [`Extras`](volcano_framework::Extras) are
     /// made of).
     fn extra_objects(&self) -> ClusterObjects {
-        fn all<K: CachedKind>(s: &Store<K>) -> Vec<Arc<K>> {
+        fn all<K: CachedKind>(s: &Store<K>) -> Vec<Arc<K::Kept>> {
             s.iter().map(|(_, o)| o.clone()).collect()
         }
         ClusterObjects {
@@ -919,7 +895,7 @@ impl ClusterCache {
     }
 
     /// The pod's name and uid as an event's object, if the pod is cached.
-    pub fn pod(&self, key: &str) -> Option<&Arc<Pod>> {
+    pub fn pod(&self, key: &str) -> Option<&Arc<SchedPod>> {
         self.pods.get(key)
     }
 }
@@ -937,7 +913,7 @@ impl SnapshotSource for ClusterCache {
         self.priority_classes.iter().map(|(_, o)| o.clone()).collect()
     }
 
-    fn pod(&self, key: &str) -> Option<Arc<Pod>> {
+    fn pod(&self, key: &str) -> Option<Arc<SchedPod>> {
         self.pods.get(key).map(|p| self.pod_view(key, p))
     }
 
@@ -1083,7 +1059,7 @@ mod tests {
     }
 
     fn orphan_keys(c: &ClusterCache) -> Vec<String> {
-        c.pods_without_group().iter().map(|p| p.namespace().unwrap_or_default() + "/" + &p.name_any()).collect()
+        c.pods_without_group().iter().map(|p| ObjectRef::of(&p.metadata).key().to_string()).collect()
     }
 
     #[test]

@@ -20,7 +20,11 @@
 //! volume is generic ephemeral, an inline CSI volume's driver; see [`slim_volume`]); the
 //! status's phase, conditions and nominated node. Both the protobuf list and the JSON watch
 //! produce exactly that set, so an object does not change shape when it is relisted, and
-//! 140,000 cached pods cost a fraction of their full size.
+//! 140,000 cached pods cost a fraction of their full size. What stays of the spec is then
+//! equal among the pods of one template (a Job's task, a ReplicaSet) until they are bound
+//! — the fields that tell them apart (`hostname`, `subdomain`, environment, command) are
+//! not read by scheduling — so the cache keeps one shared spec for them
+//! ([`volcano_framework::pod::SpecInterner`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -153,8 +157,6 @@ pub fn slim(p: core::Pod) -> core::Pod {
         }),
         termination_grace_period_seconds: s.termination_grace_period_seconds,
         restart_policy: s.restart_policy,
-        hostname: s.hostname,
-        subdomain: s.subdomain,
         volumes: none_if_empty(s.volumes.map(|vs| {
             vs.into_iter()
                 .filter_map(|v| {
@@ -404,8 +406,6 @@ pub fn from_protobuf(p: pb::Pod) -> core::Pod {
         resources: sp.resources.map(resources),
         termination_grace_period_seconds: sp.termination_grace_period_seconds,
         restart_policy: s(sp.restart_policy),
-        hostname: s(sp.hostname),
-        subdomain: s(sp.subdomain),
         volumes: none_if_empty(Some(
             sp.volumes
                 .into_iter()

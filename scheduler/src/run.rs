@@ -32,6 +32,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 use volcano_api::crd::{PodGroup, Queue, GROUP_NAME_ANNOTATION};
 use volcano_api::topology::HyperNode;
+use volcano_framework::pod::SchedPod;
 use volcano_framework::{implicit, run_cycle, CycleContext, SessionOptions};
 use volcano_metrics::CycleTimer;
 
@@ -335,7 +336,7 @@ async fn ensure_queues(client: &Client, cache: &Arc<Mutex<ClusterCache>>, defaul
 /// PodGroup controller does: the PodGroup of [`implicit::pod_group_for_pod`] (owned by the
 /// pod's controlling owner, or the pod), then the pod's `scheduling.k8s.io/group-name`
 /// annotation.
-async fn adopt_plain_pods(client: &Client, pods: Vec<Arc<Pod>>, default_queue: &str) {
+async fn adopt_plain_pods(client: &Client, pods: Vec<Arc<SchedPod>>, default_queue: &str) {
     for pod in pods {
         let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let pod_name = pod.metadata.name.clone().unwrap_or_default();

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use volcano_api::crd::{PodGroup, PodGroupCondition, PodGroupStatus, Queue};
 use volcano_api::names::pod_condition;
 use volcano_api::topology::HyperNode;
-use volcano_framework::pod::SchedPod as Pod;
+use volcano_framework::pod::{SchedPod as Pod, SpecInterner};
 use volcano_framework::snapshot::{KeptSnapshot, SnapshotSource};
 use volcano_framework::{ClusterObjects, Effect, ObjectRef, Snapshot, SnapshotError};
 
@@ -83,6 +83,8 @@ pub struct Cluster {
     finishes: BTreeSet<(i64, String)>,
     /// The snapshot kept between cycles and the keys of what changed since.
     kept: KeptSnapshot,
+    /// The pods' specs, shared among the pods whose specs are equal.
+    pub(crate) specs: SpecInterner,
 }
 
 /// A pod placed on a node (bound or pipelined).
@@ -222,6 +224,14 @@ fn same_status(a: &PodGroupStatus, b: &PodGroupStatus) -> bool {
         && a.conditions.iter().zip(&b.conditions).all(|(x, y)| cond(x, y))
 }
 
+/// Shares the pod's spec with the cluster's pods of equal spec (when the `Arc` holds the
+/// pod alone: a pod also held elsewhere is left as it is).
+fn share_spec(specs: &mut SpecInterner, pod: &mut Arc<Pod>) {
+    if let Some(p) = Arc::get_mut(pod) {
+        specs.share(p);
+    }
+}
+
 fn fail(effect: String, message: impl Into<String>) -> EffectError {
     EffectError { effect, message: message.into() }
 }
@@ -299,7 +309,10 @@ impl Cluster {
             hyper_nodes,
         } = objects;
         self.nodes.extend(nodes.into_iter().map(|o| (key(&o.metadata), o)));
-        self.pods.extend(pods.into_iter().map(|o| (key(&o.metadata), o)));
+        self.pods.extend(pods.into_iter().map(|mut o| {
+            share_spec(&mut self.specs, &mut o);
+            (key(&o.metadata), o)
+        }));
         self.pod_groups.extend(pod_groups.into_iter().map(|o| (key(&o.metadata), o)));
         self.queues.extend(queues.into_iter().map(|o| (key(&o.metadata), o)));
         self.priority_classes.extend(priority_classes.into_iter().map(|o| (key(&o.metadata), o)));
@@ -362,7 +375,8 @@ impl Cluster {
     }
 
     /// Adds or replaces a pod.
-    pub fn put_pod(&mut self, key: String, pod: Arc<Pod>) {
+    pub fn put_pod(&mut self, key: String, mut pod: Arc<Pod>) {
+        share_spec(&mut self.specs, &mut pod);
         self.kept.pod_changed(&key);
         self.track_finish(&key, &pod);
         self.pods.insert(key, pod);
@@ -479,20 +493,20 @@ impl Cluster {
                         return Err(fail(what(), format!("node {node} does not exist")));
                     }
                     let p = pod_mut(&mut self.pods, pod, what)?;
-                    let p = Arc::make_mut(p);
-                    let spec = p.spec.get_or_insert_with(Default::default);
-                    if let Some(bound) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
+                    if let Some(bound) = p.node_name() {
                         return Err(fail(what(), format!("the pod is already bound to {bound}")));
                     }
-                    spec.node_name = Some(node.to_string());
+                    let p = Arc::make_mut(p);
+                    p.spec_mut().node_name = Some(node.to_string());
+                    // Shared with the pods of the same spec bound to this node.
+                    self.specs.share(p);
                     if !annotations.is_empty() {
                         let map = p.metadata.annotations.get_or_insert_with(Default::default);
                         for (k, v) in annotations {
                             map.insert((*k).to_string(), v.clone());
                         }
                     }
-                    let spec = p.spec.get_or_insert_with(Default::default);
-                    let containers = started_containers(spec, &now);
+                    let containers = p.spec.as_deref().map(|s| started_containers(s, &now)).unwrap_or_default();
                     let status = p.status.get_or_insert_with(Default::default);
                     status.phase = Some("Running".into());
                     status.nominated_node_name = None;

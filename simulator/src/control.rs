@@ -21,12 +21,11 @@
 //!
 //! Volume claims are not created in the simulation (docs/simulate.md).
 
-use std::ops::Bound;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod as KPod;
-use volcano_framework::pod::SchedPod as Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::bus::Action;
@@ -37,6 +36,7 @@ use volcano_controller::autoscale;
 use volcano_controller::memory::Next;
 use volcano_controller::plan::{self, Desired, NewPod, PodGroupChange, StepError};
 use volcano_controller::state::Target;
+use volcano_framework::pod::SchedPod as Pod;
 
 use crate::admit::deterministic_uid;
 use crate::cluster::{Cluster, HostListChange, ResizeRecord};

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use volcano_framework::pod::SchedPod as Pod;
 use volcano_api::admission::{mutate_job, validate_job_create, JobErrors};
 use volcano_api::crd::{PodGroup, Queue};
 use volcano_api::job::{iteration, Job, JobPhase, TaskSpec};
@@ -15,6 +14,7 @@ use volcano_controller::memory::JobMemory;
 use volcano_controller::plan::{self, JobResources, PlanError, TaskReadiness};
 use volcano_controller::plugins::ssh::SshKeyPair;
 use volcano_controller::plugins::{pod_name, JobPlugins};
+use volcano_framework::pod::SchedPod as Pod;
 
 use crate::error::{InputError, Origin};
 use crate::manifest::{object_key, ObjectKind};
@@ -166,7 +166,11 @@ impl SimJob {
 
     /// The readiness of the job's tasks, from its pods that exist.
     fn readiness(&self, pods: &BTreeMap<String, Arc<Pod>>) -> BTreeMap<String, TaskReadiness> {
-        plan::task_readiness(self.existing_pods(pods).map(|p| &**p))
+        plan::task_readiness(self.existing_pods(pods).map(|p| plan::PodParts {
+            metadata: &p.metadata,
+            spec: p.spec.as_deref(),
+            status: p.status.as_ref(),
+        }))
     }
 }
 

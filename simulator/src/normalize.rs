@@ -5,13 +5,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Pod, ReplicationController};
+use k8s_openapi::api::core::v1::ReplicationController;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use volcano_api::crd::{self, PodGroup};
 use volcano_api::validation::{self, FieldError};
 use volcano_framework::implicit;
+use volcano_framework::pod::SchedPod;
 use volcano_framework::SnapshotError;
 
 pub use crate::admit::deterministic_uid;
@@ -266,7 +267,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
     let mut latest_creation_ms = i64::MIN;
     // Pods in input order (the first error, the PodGroups made for plain pods), and the
     // nodes and PodGroups, built into the cluster's maps at once.
-    let mut pod_order: Vec<(String, Arc<Pod>)> = Vec::new();
+    let mut pod_order: Vec<(String, Arc<SchedPod>)> = Vec::new();
     let mut nodes: Vec<(String, Arc<k8s_openapi::api::core::v1::Node>)> = Vec::new();
     let mut pod_groups: Vec<(String, Arc<crd::PodGroup>)> = Vec::new();
     let mut jobs: Vec<(Option<Origin>, Arc<volcano_api::job::Job>)> = Vec::new();
@@ -284,7 +285,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         latest_creation_ms = latest_creation_ms.max(created.unwrap_or(i64::MIN));
         match object {
             Object::Node(n) => nodes.push((key, n)),
-            Object::Pod(pod) => pod_order.push((key, pod)),
+            Object::Pod(pod) => pod_order.push((key, Arc::new(cluster.specs.pod(Arc::unwrap_or_clone(pod))))),
             Object::PriorityClass(pc) => {
                 cluster.priority_classes.insert(key, pc);
             }
@@ -496,7 +497,7 @@ fn replication_controller_defaults(rc: &mut ReplicationController) {
 /// minResources = the pod's requests.
 /// Volcano's PodGroup controller's PodGroup for a pod (`volcano_framework::implicit`), with
 /// a deterministic uid and errors located at the pod.
-fn auto_pod_group(pod: &Pod, origin: Option<&Origin>, origins: &Origins) -> Result<PodGroup, InputError> {
+fn auto_pod_group(pod: &SchedPod, origin: Option<&Origin>, origins: &Origins) -> Result<PodGroup, InputError> {
     let mut pg = implicit::pod_group_for_pod(pod).map_err(|e| {
         let mut err = origins.snapshot_error(e);
         if let InputError::Field { origin: o, .. } = &mut err {

@@ -56,7 +56,7 @@ pub struct PodLine {
 }
 
 /// The GPU cards recorded on a pod by the `deviceshare` accounting, comma-separated.
-fn gpu_cards(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+fn gpu_cards(pod: &volcano_framework::pod::SchedPod) -> Option<String> {
     use volcano_framework::device::{GPU_INDEX, VGPU_IDS};
     let a = pod.metadata.annotations.as_ref()?;
     if let Some(ids) = a.get(VGPU_IDS) {

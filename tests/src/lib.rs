@@ -388,7 +388,7 @@ impl Objects {
     }
     /// Adds a pod.
     pub fn pod(mut self, p: PodBuilder) -> Self {
-        self.0.pods.push(Arc::new(p.build()));
+        self.0.pods.push(Arc::new(p.build().into()));
         self
     }
     /// Adds a PodGroup.

@@ -90,11 +90,11 @@ fn waiting_gang() -> ClusterObjects {
     o.queues.push(Arc::new(queue("default").build()));
     for n in ["n1", "n2"] {
         o.nodes.push(Arc::new(node(n, "6", "8Gi").build()));
-        o.pods.push(Arc::new(pod("ns", &format!("run-{n}")).cpu_mem("4", "1Gi").running_on(n).build()));
+        o.pods.push(Arc::new(pod("ns", &format!("run-{n}")).cpu_mem("4", "1Gi").running_on(n).build().into()));
     }
     o.pod_groups.push(Arc::new(pod_group("ns", "gang", 2).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
     for i in 0..2 {
-        o.pods.push(Arc::new(pod("ns", &format!("gang-{i}")).group("gang").cpu_mem("3", "1Gi").build()));
+        o.pods.push(Arc::new(pod("ns", &format!("gang-{i}")).group("gang").cpu_mem("3", "1Gi").build().into()));
     }
     o
 }
@@ -266,14 +266,14 @@ fn almost_fitting_gang() -> ClusterObjects {
     for n in ["n1", "n2", "n3"] {
         o.nodes.push(Arc::new(node(n, "4", "8Gi").build()));
     }
-    o.pods.push(Arc::new(pod("ns", "run-n1").cpu_mem("1", "1Gi").running_on("n1").build()));
+    o.pods.push(Arc::new(pod("ns", "run-n1").cpu_mem("1", "1Gi").running_on("n1").build().into()));
     let inqueue = volcano_api::crd::PodGroupPhase::Inqueue;
     o.pod_groups.push(Arc::new(pod_group("ns", "big", 4).phase(inqueue).build()));
     for i in 0..4 {
-        o.pods.push(Arc::new(pod("ns", &format!("big-{i}")).group("big").cpu_mem("3", "1Gi").build()));
+        o.pods.push(Arc::new(pod("ns", &format!("big-{i}")).group("big").cpu_mem("3", "1Gi").build().into()));
     }
     o.pod_groups.push(Arc::new(pod_group("ns", "small", 1).phase(inqueue).build()));
-    o.pods.push(Arc::new(pod("ns", "small-0").group("small").cpu_mem("1", "1Gi").build()));
+    o.pods.push(Arc::new(pod("ns", "small-0").group("small").cpu_mem("1", "1Gi").build().into()));
     o
 }
 
@@ -281,13 +281,13 @@ fn almost_fitting_gang() -> ClusterObjects {
 fn bound_pods(
     objects: &ClusterObjects,
     outcome: &CycleOutcome,
-) -> Vec<(String, Option<Arc<k8s_openapi::api::core::v1::Pod>>)> {
+) -> Vec<(String, Option<Arc<volcano_framework::pod::SchedPod>>)> {
     let mut out = Vec::new();
     for e in &outcome.effects {
         if let volcano_framework::Effect::Bind { pod, node, .. } = e {
             let p = objects.pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod.name())).expect("a bound pod");
             let mut p = (**p).clone();
-            p.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+            p.spec_mut().node_name = Some(node.to_string());
             p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
             out.push((pod.key().to_string(), Some(Arc::new(p))));
         }
@@ -384,13 +384,13 @@ fn verdicts_kept_with_the_nodes_follow_a_node_change() {
             .pod_groups
             .push(Arc::new(pod_group("ns", &group, 1).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
         let p = pod("ns", &format!("p{i}")).group(&group).cpu_mem("1", "1Gi").node_selector("zone", zone);
-        objects.pods.push(Arc::new(p.build()));
+        objects.pods.push(Arc::new(p.build().into()));
     }
     // A pod without a selector: its score partition reads the PreferNoSchedule taint.
     objects
         .pod_groups
         .push(Arc::new(pod_group("ns", "free", 1).phase(volcano_api::crd::PodGroupPhase::Inqueue).build()));
-    objects.pods.push(Arc::new(pod("ns", "free").group("free").cpu_mem("1", "1Gi").build()));
+    objects.pods.push(Arc::new(pod("ns", "free").group("free").cpu_mem("1", "1Gi").build().into()));
 
     let mut kept = Snapshot::build(&objects, &[SCHEDULER_NAME]).unwrap();
     let first = cycle(&kept, &conf, 0);

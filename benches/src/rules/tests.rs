@@ -97,7 +97,7 @@ fn spread(mut p: Pod, key: &str, value: &str) -> Pod {
 fn objects(nodes: usize, pods: Vec<Pod>) -> ClusterObjects {
     ClusterObjects {
         nodes: (0..nodes).map(|i| Arc::new(node(i))).collect(),
-        pods: pods.into_iter().map(Arc::new).collect(),
+        pods: pods.into_iter().map(|p| Arc::new(p.into())).collect(),
         ..Default::default()
     }
 }
@@ -262,7 +262,7 @@ fn spread_domains_come_from_the_eligible_nodes() {
     assert!(check(&o, &binds(&[("b/p0", "n1"), ("b/p1", "n3")])).is_empty());
     // A tainted node is still a domain (nodeTaintsPolicy Ignore), so z0 counts.
     let mut o = objects(4, vec![spread(pod("b", "p0", &[("job", "j")]), "job", "j")]);
-    o.pods.push(Arc::new(spread(pod("b", "p1", &[("job", "j")]), "job", "j")));
+    o.pods.push(Arc::new(spread(pod("b", "p1", &[("job", "j")]), "job", "j").into()));
     for i in [0, 2] {
         let mut n = node(i);
         n.spec = Some(NodeSpec {

@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, Volume, VolumeMount,
+    PersistentVolumeClaim, PersistentVolumeClaimVolumeSource, Pod, PodSpec, PodStatus, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -548,24 +548,43 @@ impl TaskReadiness {
     }
 }
 
+/// A pod's parts, borrowed: what [`task_readiness`] reads, so that a caller keeping pods in
+/// another shape than Kubernetes' (the simulator) need not copy them into `Pod`s.
+#[derive(Clone, Copy, Debug)]
+pub struct PodParts<'p> {
+    /// The metadata.
+    pub metadata: &'p ObjectMeta,
+    /// The spec.
+    pub spec: Option<&'p PodSpec>,
+    /// The status.
+    pub status: Option<&'p PodStatus>,
+}
+
+impl<'p> From<&'p Pod> for PodParts<'p> {
+    fn from(p: &'p Pod) -> Self {
+        PodParts { metadata: &p.metadata, spec: p.spec.as_ref(), status: p.status.as_ref() }
+    }
+}
+
 /// The readiness of the tasks of the observed pods, by task name (the pods'
 /// `volcano.sh/task-spec` annotation, else label).
-pub fn task_readiness<'p>(pods: impl IntoIterator<Item = &'p Pod>) -> BTreeMap<String, TaskReadiness> {
+pub fn task_readiness<'p, P: Into<PodParts<'p>>>(pods: impl IntoIterator<Item = P>) -> BTreeMap<String, TaskReadiness> {
     let mut out: BTreeMap<String, TaskReadiness> = BTreeMap::new();
     for p in pods {
-        let m = &p.metadata;
+        let p: PodParts<'p> = p.into();
+        let m = p.metadata;
         let task = m
             .annotations
             .as_ref()
             .and_then(|a| a.get(TASK_SPEC_KEY))
             .or_else(|| m.labels.as_ref().and_then(|l| l.get(TASK_SPEC_KEY)));
         let Some(task) = task else { continue };
-        let status = p.status.as_ref();
+        let status = p.status;
         let r = out.entry(task.clone()).or_default();
         match status.and_then(|s| s.phase.as_deref()) {
             Some("Succeeded") => r.succeeded += 1,
             Some("Running") => {
-                let containers = p.spec.as_ref().map_or(0, |s| s.containers.len());
+                let containers = p.spec.map_or(0, |s| s.containers.len());
                 let statuses = status.and_then(|s| s.container_statuses.as_ref());
                 let ready = statuses.is_some_and(|cs| cs.len() >= containers && cs.iter().all(|c| c.ready));
                 if ready {

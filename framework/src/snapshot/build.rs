@@ -5,9 +5,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, PodSpec, ReplicationController, Service, Volume};
 use crate::pod::SchedPod as Pod;
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    Container, Namespace, Node, PersistentVolume, PersistentVolumeClaim, PodSpec, ReplicationController, Service,
+    Volume,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -1025,7 +1028,7 @@ mod tests {
     }
 
     fn test_pod(ns: &str, name: &str, group: &str, requests: &[(&str, &str)], node: Option<&str>) -> Pod {
-        Pod {
+        k8s_openapi::api::core::v1::Pod {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(ns.into()),
@@ -1047,6 +1050,7 @@ mod tests {
                 ..Default::default()
             }),
         }
+        .into()
     }
 
     fn test_group(ns: &str, name: &str) -> Arc<PodGroup> {
@@ -1235,7 +1239,7 @@ mod tests {
         o.pod_groups.push(test_group("ns", "g"));
         let mut add = |name: &str, requests: &[(&str, &str)], f: &dyn Fn(&mut PodSpec)| {
             let mut p = test_pod("ns", name, "g", requests, None);
-            f(p.spec.as_mut().unwrap());
+            f(p.spec_mut());
             o.pods.push(Arc::new(p));
         };
         add("a", &[("cpu", "1")], &|_| {});

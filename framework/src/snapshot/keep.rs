@@ -13,8 +13,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node};
 use crate::pod::SchedPod as Pod;
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use volcano_api::crd::{PodGroup, Queue};
 

@@ -15,8 +15,8 @@
 //!   false for system defaults), which lets nodes without a zone label spread on the
 //!   hostname.
 
-use volcano_framework::pod::SchedPod as Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::Extras;
 
 use super::selector::Selector;
@@ -208,9 +208,9 @@ mod tests {
     fn own_constraints_replace_the_defaults() {
         let mut p = pod("a", &[], None);
         assert!(applies_to(&p));
-        p.spec = Some(PodSpec { topology_spread_constraints: Some(vec![]), ..Default::default() });
+        p.spec = Some(Arc::new(PodSpec { topology_spread_constraints: Some(vec![]), ..Default::default() }));
         assert!(applies_to(&p));
-        p.spec.as_mut().unwrap().topology_spread_constraints = Some(vec![TopologySpreadConstraint::default()]);
+        p.spec_mut().topology_spread_constraints = Some(vec![TopologySpreadConstraint::default()]);
         assert!(!applies_to(&p));
     }
 }

@@ -26,10 +26,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Container};
-use volcano_framework::pod::SchedPod as Pod;
+use k8s_openapi::api::core::v1::Container;
 use volcano_api::conf::PluginOption;
 use volcano_api::quantity;
+use volcano_framework::pod::SchedPod as Pod;
 use volcano_framework::resource::NVIDIA_GPU;
 use volcano_framework::{
     ArgsError, Hooks, Incremental, NodeDomains, NodeId, NodeInfo, Plugin, PluginBuilder, SessionContext, Snapshot,

@@ -177,7 +177,7 @@ fn nonzero_request_follows_pod_requests() {
         .build();
     // Containers 500m + sidecar 200m = 700m; the init container runs with the sidecar:
     // 1000m + 200m = 1200m wins. Memory: 1Gi + 200Mi (sidecar default). Plus overhead.
-    assert_eq!(nonzero_request(&p), (1300, (1024 + 200 + 10) * 1024 * 1024));
+    assert_eq!(nonzero_request(&p.into()), (1300, (1024 + 200 + 10) * 1024 * 1024));
 
     // A limit without a request counts as the request (API server defaulting).
     let limited = pod("ns", "p")
@@ -186,7 +186,7 @@ fn nonzero_request_follows_pod_requests() {
                 Some(ResourceRequirements { limits: Some(quantity(&[("cpu", "2")])), ..Default::default() })
         })
         .build();
-    assert_eq!(nonzero_request(&limited), (2000, DEFAULT_MEMORY_REQUEST));
+    assert_eq!(nonzero_request(&limited.into()), (2000, DEFAULT_MEMORY_REQUEST));
 }
 
 #[test]

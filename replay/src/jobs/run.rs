@@ -273,7 +273,7 @@ impl Replay<'_> {
         self.cluster.put_pod_group(key, Arc::new(pg));
         for p in pods {
             let key = format!("{NAMESPACE}/{}", p.metadata.name.as_deref().unwrap_or_default());
-            self.cluster.put_pod(key, Arc::new(p));
+            self.cluster.put_pod(key, Arc::new(p.into()));
         }
     }
 
@@ -330,7 +330,7 @@ impl Replay<'_> {
         let (_, pods) = objects::gang(index, &self.trace.jobs[index], self.trace, attempt);
         for p in pods {
             let key = format!("{NAMESPACE}/{}", p.metadata.name.as_deref().unwrap_or_default());
-            self.cluster.put_pod(key, Arc::new(p));
+            self.cluster.put_pod(key, Arc::new(p.into()));
         }
     }
 
