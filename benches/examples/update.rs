@@ -56,9 +56,7 @@ fn churn(after: &ClusterObjects) -> (ClusterObjects, Changes) {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(GROUP_NAME_ANNOTATION.to_string(), format!("{g}-new"));
-        if p.spec.is_some() {
-            p.spec_mut().node_name = None;
-        }
+        p.set_node_name(None);
         p.status = None;
         let p = Arc::new(p);
         changes.pods.push((key(&p.metadata), Some(p.clone())));

@@ -460,7 +460,7 @@ mod tests {
     fn the_counts_follow_the_spec() {
         let o = objects(100);
         assert_eq!(o.nodes.len(), 100);
-        let running = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).count();
+        let running = o.pods.iter().filter(|p| p.node_name().is_some()).count();
         assert_eq!(running, 400);
         let pending: usize = o.pods.len() - running;
         assert!(pending <= 800 && pending + 64 > 800, "{pending}");

@@ -323,9 +323,9 @@ mod tests {
     #[test]
     fn the_objects_follow_the_spec() {
         let o = objects(40);
-        let running: Vec<_> = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).collect();
+        let running: Vec<_> = o.pods.iter().filter(|p| p.node_name().is_some()).collect();
         assert_eq!(running.len(), 160); // nodes 0..20, 8 pods each
-        assert_eq!(running.last().unwrap().spec.as_ref().unwrap().node_name.as_deref(), Some("node-00019"));
+        assert_eq!(running.last().unwrap().node_name(), Some("node-00019"));
         let pending = o.pods.len() - running.len();
         assert!(pending <= 320 && pending + 64 > 320, "{pending}");
         let low = low_job(5, 40);
@@ -339,7 +339,7 @@ mod tests {
     #[test]
     fn the_shared_objects_follow_the_spec() {
         let o = shared_objects(40);
-        let running: Vec<_> = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_some()).collect();
+        let running: Vec<_> = o.pods.iter().filter(|p| p.node_name().is_some()).collect();
         assert_eq!(running.len(), 160); // nodes 0..20, 8 pods each
         assert!(running.iter().all(|p| p.metadata.annotations.as_ref().unwrap()[PREEMPTABLE_KEY] == "true"));
         let pending = o.pods.len() - running.len();

@@ -316,7 +316,7 @@ impl<'a> Checker<'a> {
             if matches!(phase, Some("Succeeded" | "Failed")) {
                 continue;
             }
-            let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+            let node = p.node_name();
             if let Some(&i) = node.and_then(|n| c.node_index.get(n)) {
                 c.add(p, i);
             }

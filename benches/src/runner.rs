@@ -574,7 +574,7 @@ fn pending_groups(cluster: &Cluster, scheduler_names: &[&str]) -> BTreeMap<Strin
     for p in cluster.pods.values() {
         let Some(spec) = p.spec.as_ref() else { continue };
         let ours = spec.scheduler_name.as_deref().is_some_and(|n| scheduler_names.contains(&n));
-        if ours && spec.node_name.is_none() && p.metadata.deletion_timestamp.is_none() {
+        if ours && p.node_name().is_none() && p.metadata.deletion_timestamp.is_none() {
             *m.entry(group_of(p)).or_default() += 1;
         }
     }

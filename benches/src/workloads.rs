@@ -445,7 +445,7 @@ mod tests {
         // k mod 4 = 1, an anti-affinity when k mod 10 = 5.
         let r = pod("run-00105");
         let spec = r.spec.as_ref().unwrap();
-        assert_eq!(spec.node_name.as_deref(), Some("node-00005"));
+        assert_eq!(r.node_name(), Some("node-00005"));
         assert_eq!(spec.scheduler_name.as_deref(), Some(OTHER_SCHEDULER_NAME));
         assert_eq!(r.metadata.labels.as_ref().unwrap()["app"], "svc-5");
         let requests = spec.containers[0].resources.as_ref().unwrap().requests.as_ref().unwrap();
@@ -458,7 +458,7 @@ mod tests {
         assert_eq!(r.metadata.annotations.as_ref().unwrap()[crd::GROUP_NAME_ANNOTATION], "svc-2");
         assert!(r.spec.as_ref().unwrap().affinity.is_none());
         // Pending jobs: gang-400 (the running pods and their 50 PodGroups aside).
-        let pending: Vec<_> = o.pods.iter().filter(|p| p.spec.as_ref().unwrap().node_name.is_none()).collect();
+        let pending: Vec<_> = o.pods.iter().filter(|p| p.node_name().is_none()).collect();
         assert_eq!(pending.len(), 2 * 135 + 1 + 2 + 4 + 8 + 8 + 16 + 32);
         assert_eq!(o.pod_groups.len(), 23 + APPS);
         let (a, s, p) = (pod("job-000003-0"), pod("job-000004-0"), pod("job-000005-0"));

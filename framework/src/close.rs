@@ -432,7 +432,7 @@ fn queueless(
     }
     // Their pods that wait for a node (a pod on a node runs on).
     for pod in snap.pods_awaiting_group().values() {
-        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+        if pod.node_name().is_some() {
             continue;
         }
         let Some(message) = crate::snapshot::group_key(pod).and_then(|g| messages.get(g.as_str())) else { continue };

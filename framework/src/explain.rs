@@ -126,7 +126,7 @@ fn explain_queueless(
     let pg = &group.pod_group;
     let mut tasks: BTreeMap<String, u32> = BTreeMap::new();
     for (pod_key, pod) in snap.pods_awaiting_group().iter().filter(|(_, p)| group.has_pod(p)) {
-        let on_node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        let on_node = pod.node_name().is_some();
         let status = match snap.task_id(pod_key).filter(|_| on_node) {
             Some(t) => snap.task(t).status,
             None if on_node => TaskStatus::Running,

@@ -4,16 +4,17 @@
 //! A cluster's pods come from few templates: the pods of one task of a Job, of one
 //! ReplicaSet, of one gang differ in their metadata and status, and (once the kube backend
 //! has slimmed them to what scheduling reads, or as a benchmark generates them) not at all
-//! in their spec until they are bound. A Kubernetes `Pod` holds its spec by value — with
-//! its containers, resources and affinity, most of a pod's memory — so 100,000 pods of a
-//! few thousand templates hold 100,000 copies. Here they hold a few thousand, and a pod
-//! whose status or metadata changes (a condition written, a label added) is copied without
-//! its spec. The field names are Kubernetes' (`metadata`, `spec`, `status`), so code reads a
-//! `SchedPod` as it reads a `Pod`; writing the spec goes through [`SchedPod::spec_mut`],
-//! which copies a shared spec first.
+//! in their spec but for the node they are bound to. A Kubernetes `Pod` holds its spec by
+//! value — with its containers, resources and affinity, most of a pod's memory — so 100,000
+//! pods of a few thousand templates hold 100,000 copies. Here they hold a few thousand: the
+//! spec is shared and `spec.nodeName` is kept apart, so binding a pod, writing a condition
+//! or adding a label copies neither the spec nor its containers.
 //!
-//! `nodeName` stays in the spec: a bound pod's spec is shared with the pods of its template
-//! bound to the same node, no more, and nothing can read a stale node name.
+//! The field names are Kubernetes' (`metadata`, `spec`, `status`), so code reads a
+//! `SchedPod` as it reads a `Pod` — but for the node, which is [`SchedPod::node_name`]
+//! (the shared spec never holds one: [`SchedPod::from`] takes it out, [`SchedPod::to_pod`]
+//! puts it back). Writing the spec goes through [`SchedPod::spec_mut`], which copies a
+//! shared spec first.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -29,32 +30,61 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct SchedPod {
     /// Standard object metadata.
     pub metadata: ObjectMeta,
-    /// The spec, shared; written through [`SchedPod::spec_mut`].
+    /// The spec, shared; written through [`SchedPod::spec_mut`]. Its `nodeName` is always
+    /// absent: the pod's node is [`SchedPod::node_name`].
     pub spec: Option<Arc<PodSpec>>,
+    /// `spec.nodeName` (`None` for absent or empty).
+    node_name: Option<String>,
     /// The status.
     pub status: Option<PodStatus>,
 }
 
 impl From<Pod> for SchedPod {
     fn from(p: Pod) -> Self {
-        SchedPod { metadata: p.metadata, spec: p.spec.map(Arc::new), status: p.status }
+        let (spec, node_name) = split(p.spec);
+        SchedPod { metadata: p.metadata, spec: spec.map(Arc::new), node_name, status: p.status }
+    }
+}
+
+/// The spec without its node, and the node (empty as absent).
+fn split(spec: Option<PodSpec>) -> (Option<PodSpec>, Option<String>) {
+    match spec {
+        Some(mut s) => {
+            let node = s.node_name.take().filter(|n| !n.is_empty());
+            (Some(s), node)
+        }
+        None => (None, None),
     }
 }
 
 impl SchedPod {
-    /// The Kubernetes pod (a copy).
+    /// The Kubernetes pod (a copy), `spec.nodeName` in its spec.
     pub fn to_pod(&self) -> Pod {
-        Pod { metadata: self.metadata.clone(), spec: self.spec.as_deref().cloned(), status: self.status.clone() }
+        let spec = self.spec.as_deref().cloned().map(|mut s| {
+            s.node_name = self.node_name.clone();
+            s
+        });
+        Pod { metadata: self.metadata.clone(), spec, status: self.status.clone() }
     }
 
-    /// The spec, to change: a copy of it when it is shared.
+    /// The spec, to change: a copy of it when it is shared. Not for the node: that is
+    /// [`SchedPod::set_node_name`].
     pub fn spec_mut(&mut self) -> &mut PodSpec {
         Arc::make_mut(self.spec.get_or_insert_with(Default::default))
     }
 
     /// The node the pod is bound to, if any (`spec.nodeName`, empty as absent).
     pub fn node_name(&self) -> Option<&str> {
-        self.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+        self.node_name.as_deref()
+    }
+
+    /// Binds the pod to a node, or unbinds it (`spec.nodeName`; empty as absent). The spec
+    /// stays shared.
+    pub fn set_node_name(&mut self, node: Option<String>) {
+        if node.is_some() && self.spec.is_none() {
+            self.spec = Some(Arc::default());
+        }
+        self.node_name = node.filter(|n| !n.is_empty());
     }
 }
 
@@ -72,19 +102,42 @@ impl<'de> Deserialize<'de> for SchedPod {
     }
 }
 
-/// Specs compared in full when a bucket holds more than this many: a spec whose
-/// fingerprint matches this many others, none equal, is kept unshared (so a workload
-/// whose pods differ only where the fingerprint does not look costs a bounded scan).
+/// Specs kept under one fingerprint before the next ones go by their whole content: a
+/// workload whose pods differ where the fingerprint does not look (affinity terms, volumes)
+/// costs at most this many comparisons, then one hash of the whole spec.
 const BUCKET: usize = 8;
 
-/// Makes equal specs one shared `Arc`. It holds them weakly: a spec no pod holds any more
-/// is dropped with its last pod, and its entry is pruned once the entries have doubled
-/// since the last pruning (amortised constant work per spec).
+/// Makes equal specs one shared `Arc`. A spec is looked up by a fingerprint of the fields
+/// templates most often differ in (cheap), and when more than [`BUCKET`] different specs
+/// share that fingerprint, by a hash of its whole content. It holds specs weakly: a spec no
+/// pod holds any more is dropped with its last pod, and its entry is pruned once the
+/// entries have doubled since the last pruning (amortised constant work per spec).
 #[derive(Clone, Debug, Default)]
 pub struct SpecInterner {
+    /// By fingerprint.
     buckets: HashMap<u64, Vec<Weak<PodSpec>>>,
+    /// By content, for the specs whose fingerprint's bucket was full.
+    deep: HashMap<u64, Vec<Weak<PodSpec>>>,
     entries: usize,
     prune_at: usize,
+}
+
+/// The spec among `kept` equal to `spec` (`Ok(None)` when it is `spec` itself), or
+/// `Err(live)`: none is, and `live` specs are still held.
+fn find(kept: &[Weak<PodSpec>], spec: &Arc<PodSpec>) -> Result<Option<Arc<PodSpec>>, usize> {
+    let mut live = 0;
+    for kept in kept {
+        if let Some(kept) = kept.upgrade() {
+            if Arc::ptr_eq(&kept, spec) {
+                return Ok(None);
+            }
+            if *kept == **spec {
+                return Ok(Some(kept));
+            }
+            live += 1;
+        }
+    }
+    Err(live)
 }
 
 impl SpecInterner {
@@ -95,13 +148,15 @@ impl SpecInterner {
 
     /// The pod, its spec shared with an equal one seen before (and kept for the next).
     pub fn pod(&mut self, p: Pod) -> SchedPod {
-        SchedPod { metadata: p.metadata, spec: p.spec.map(|s| self.spec(s)), status: p.status }
+        let (spec, node_name) = split(p.spec);
+        SchedPod { metadata: p.metadata, spec: spec.map(|s| self.spec(s)), node_name, status: p.status }
     }
 
     /// Shares the pod's spec with an equal one seen before, if any (a spec already shared
     /// by more pods is left as it is).
     pub fn share(&mut self, pod: &mut SchedPod) {
         if let Some(spec) = &pod.spec {
+            debug_assert!(spec.node_name.is_none(), "a pod's node is SchedPod::set_node_name, not its spec's");
             if let Some(same) = self.find_or_keep(spec) {
                 pod.spec = Some(same);
             }
@@ -118,21 +173,17 @@ impl SpecInterner {
     /// this one.
     fn find_or_keep(&mut self, spec: &Arc<PodSpec>) -> Option<Arc<PodSpec>> {
         let bucket = self.buckets.entry(fingerprint(spec)).or_default();
-        let mut live = 0;
-        for kept in bucket.iter() {
-            if let Some(kept) = kept.upgrade() {
-                if Arc::ptr_eq(&kept, spec) {
-                    return None;
+        let bucket = match find(bucket, spec) {
+            Ok(found) => return found,
+            Err(live) if live < BUCKET => bucket,
+            Err(_) => {
+                let deep = self.deep.entry(content_hash(spec)).or_default();
+                match find(deep, spec) {
+                    Ok(found) => return found,
+                    Err(_) => deep,
                 }
-                if *kept == **spec {
-                    return Some(kept);
-                }
-                live += 1;
             }
-        }
-        if live >= BUCKET {
-            return None;
-        }
+        };
         bucket.retain(|w| w.strong_count() > 0);
         bucket.push(Arc::downgrade(spec));
         self.entries += 1;
@@ -144,11 +195,13 @@ impl SpecInterner {
 
     /// Drops the entries of specs no pod holds any more.
     fn prune(&mut self) {
-        self.buckets.retain(|_, b| {
-            b.retain(|w| w.strong_count() > 0);
-            !b.is_empty()
-        });
-        self.entries = self.buckets.values().map(Vec::len).sum();
+        for map in [&mut self.buckets, &mut self.deep] {
+            map.retain(|_, b| {
+                b.retain(|w| w.strong_count() > 0);
+                !b.is_empty()
+            });
+        }
+        self.entries = self.buckets.values().chain(self.deep.values()).map(Vec::len).sum();
         self.prune_at = (2 * self.entries).max(1024);
     }
 
@@ -173,12 +226,11 @@ pub fn share_specs(pods: &mut [Arc<SchedPod>]) {
     }
 }
 
-/// A hash of the fields pods of different templates most often differ in: node, scheduler,
+/// A hash of the fields pods of different templates most often differ in: scheduler,
 /// priority, selectors, and each container's name, image and resources. Equal specs have
 /// equal fingerprints; specs equal in these fields only are told apart by comparing them.
 fn fingerprint(s: &PodSpec) -> u64 {
     let mut h = DefaultHasher::new();
-    s.node_name.hash(&mut h);
     s.scheduler_name.hash(&mut h);
     s.priority.hash(&mut h);
     s.priority_class_name.hash(&mut h);
@@ -203,6 +255,25 @@ fn fingerprint(s: &PodSpec) -> u64 {
     };
     containers(&s.containers, &mut h);
     containers(s.init_containers.as_deref().unwrap_or_default(), &mut h);
+    h.finish()
+}
+
+/// A hash of the whole spec: of its JSON encoding, written into the hasher as it is made
+/// (maps are ordered, so equal specs write the same bytes).
+fn content_hash(s: &PodSpec) -> u64 {
+    struct Hashing<'a>(&'a mut DefaultHasher);
+    impl std::io::Write for Hashing<'_> {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = DefaultHasher::new();
+    // Serializing a PodSpec into a writer that cannot fail cannot fail either.
+    let _ = serde_json::to_writer(Hashing(&mut h), s);
     h.finish()
 }
 
@@ -251,50 +322,56 @@ mod tests {
     }
 
     #[test]
-    fn a_crowded_bucket_keeps_new_specs_unshared_but_correct() {
+    fn specs_alike_in_their_fingerprint_beyond_a_bucket_are_shared_by_content() {
         let mut i = SpecInterner::new();
-        let kept: Vec<_> = (0..BUCKET as i64 + 3)
-            .map(|g| {
-                let mut x = spec("1", None);
-                x.termination_grace_period_seconds = Some(g);
-                i.spec(x)
-            })
-            .collect();
-        let mut late = spec("1", None);
-        late.termination_grace_period_seconds = Some(BUCKET as i64 + 2);
-        let again = i.spec(late.clone());
-        assert_eq!(*again, late);
-        assert!(Arc::ptr_eq(
-            &kept[0],
-            &i.spec({
-                let mut x = spec("1", None);
-                x.termination_grace_period_seconds = Some(0);
-                x
-            })
-        ));
+        let grace = |g: i64| {
+            let mut x = spec("1", None);
+            x.termination_grace_period_seconds = Some(g);
+            x
+        };
+        let kept: Vec<_> = (0..3 * BUCKET as i64).map(|g| i.spec(grace(g))).collect();
+        for (g, k) in kept.iter().enumerate() {
+            let again = i.spec(grace(g as i64));
+            assert!(Arc::ptr_eq(k, &again), "spec {g} is shared");
+            assert_eq!(*again, grace(g as i64));
+        }
+        assert!(!Arc::ptr_eq(&kept[0], &kept[2 * BUCKET]));
     }
 
     #[test]
     fn dropped_specs_are_pruned() {
         let mut i = SpecInterner::new();
         for g in 0..5000 {
-            let mut x = spec("1", None);
+            let mut x = spec(&g.to_string(), None);
             x.termination_grace_period_seconds = Some(g);
             drop(i.spec(x));
+            let mut y = spec("1", None);
+            y.termination_grace_period_seconds = Some(g);
+            drop(i.spec(y));
         }
         assert!(i.len() < 2100, "{} entries kept for specs no pod holds", i.len());
     }
 
     #[test]
-    fn spec_mut_copies_a_shared_spec() {
+    fn spec_mut_copies_a_shared_spec_and_the_node_is_apart() {
         let mut i = SpecInterner::new();
         let p = Pod { spec: Some(spec("1", None)), ..Default::default() };
         let a = i.pod(p.clone());
-        let mut b = i.pod(p);
-        b.spec_mut().node_name = Some("n1".into());
-        assert_eq!(a.node_name(), None);
-        assert_eq!(b.node_name(), Some("n1"));
+        let mut b = i.pod(p.clone());
+        assert!(Arc::ptr_eq(a.spec.as_ref().unwrap(), b.spec.as_ref().unwrap()));
+        b.set_node_name(Some("n1".into()));
+        assert!(Arc::ptr_eq(a.spec.as_ref().unwrap(), b.spec.as_ref().unwrap()), "binding copies no spec");
+        assert_eq!((a.node_name(), b.node_name()), (None, Some("n1")));
         assert_eq!(b.to_pod().spec.unwrap().node_name.as_deref(), Some("n1"));
+        let bound = i.pod(Pod { spec: Some(spec("1", Some("n2"))), ..Default::default() });
+        assert!(Arc::ptr_eq(a.spec.as_ref().unwrap(), bound.spec.as_ref().unwrap()), "nor listing a bound pod");
+        assert_eq!(bound.node_name(), Some("n2"));
+        assert_eq!(bound.spec.as_ref().unwrap().node_name, None);
+        b.spec_mut().priority = Some(5);
+        assert!(!Arc::ptr_eq(a.spec.as_ref().unwrap(), b.spec.as_ref().unwrap()));
+        assert_eq!(a.spec.as_ref().unwrap().priority, None);
+        let empty = SchedPod::from(Pod { spec: Some(spec("1", Some(""))), ..Default::default() });
+        assert_eq!(empty.node_name(), None);
     }
 
     #[test]

@@ -722,7 +722,7 @@ async fn check_bind(inner: &Inner, api: &Api<Pod>, pod: &ObjectRef, node: &str) 
         }
         if !assumed {
             // The watch settled it: it shows the pod bound (or the scheduler gave it up).
-            return match cached.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+            return match cached.node_name() {
                 Some(n) if n == node => Checked::Bound,
                 Some(n) => Checked::Failed(format!("the pod is bound to {n}"), true),
                 None => Checked::NotBound,
@@ -850,7 +850,7 @@ fn still_wanted(inner: &Inner, pod: &ObjectRef, node: &str) -> Result<(), Stale>
     if p.metadata.deletion_timestamp.is_some() {
         return stale("the pod is being deleted".into(), true);
     }
-    if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) {
+    if let Some(n) = p.node_name() {
         return stale(format!("the pod is bound to {n} already"), true);
     }
     match cache.nodes.get(node) {

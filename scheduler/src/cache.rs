@@ -670,10 +670,7 @@ impl ClusterCache {
             Some(pod) => {
                 let uid = pod.metadata.uid.as_deref().unwrap_or_default();
                 match a {
-                    Assumption::Bound { uid: u, .. } => {
-                        u != uid
-                            || pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
-                    }
+                    Assumption::Bound { uid: u, .. } => u != uid || pod.node_name().is_some(),
                     Assumption::Evicting { uid: u } => u != uid || pod.metadata.deletion_timestamp.is_some(),
                 }
             }
@@ -820,7 +817,7 @@ impl ClusterCache {
     fn is_orphan(&self, p: &SchedPod) -> bool {
         self.is_ours(p)
             && p.metadata.deletion_timestamp.is_none()
-            && p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+            && p.node_name().is_none()
             && matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), None | Some("Pending"))
             && p.metadata.annotations.as_ref().is_none_or(|a| !a.contains_key(GROUP_NAME_ANNOTATION))
     }
@@ -831,7 +828,7 @@ impl ClusterCache {
         let mut p = (**pod).clone();
         match a {
             Assumption::Bound { uid, node, annotations } if p.metadata.uid.as_deref() == Some(uid.as_str()) => {
-                p.spec_mut().node_name = Some(node.to_string());
+                p.set_node_name(Some(node.to_string()));
                 if !annotations.is_empty() {
                     let map = p.metadata.annotations.get_or_insert_with(Default::default);
                     for (k, v) in annotations {

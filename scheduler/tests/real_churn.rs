@@ -256,7 +256,7 @@ impl Running {
                 .pods
                 .iter()
                 .filter(|(k, _)| k.starts_with(&prefix))
-                .map(|(k, p)| (k.clone(), (p.metadata.uid.clone(), p.spec.as_ref().and_then(|s| s.node_name.clone()))))
+                .map(|(k, p)| (k.clone(), (p.metadata.uid.clone(), p.node_name().map(str::to_string))))
                 .collect();
             let cached_groups: Vec<String> =
                 cache.pod_groups.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(k, _)| k.clone()).collect();

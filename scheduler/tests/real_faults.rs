@@ -323,9 +323,7 @@ async fn scenario(server: &mut ApiServer, fault: Fault, run_no: usize, scale: Sc
         let cache = running.handle.cache.lock().expect("cache lock");
         let pods_agree = cache.pods.len() == fresh.len()
             && cache.pods.iter().all(|(key, c)| {
-                fresh.get(key).is_some_and(|(uid, node)| {
-                    c.metadata.uid.as_deref() == *uid && c.spec.as_ref().and_then(|s| s.node_name.as_deref()) == *node
-                })
+                fresh.get(key).is_some_and(|(uid, node)| c.metadata.uid.as_deref() == *uid && c.node_name() == *node)
             });
         let nodes_agree = cache.nodes.len() == seen.len() && cache.nodes.iter().all(|(k, _)| seen.contains(k.as_str()));
         (pods_agree && nodes_agree && cache.assumptions().is_empty()).then_some(())

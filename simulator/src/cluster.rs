@@ -497,9 +497,7 @@ impl Cluster {
                         return Err(fail(what(), format!("the pod is already bound to {bound}")));
                     }
                     let p = Arc::make_mut(p);
-                    p.spec_mut().node_name = Some(node.to_string());
-                    // Shared with the pods of the same spec bound to this node.
-                    self.specs.share(p);
+                    p.set_node_name(Some(node.to_string()));
                     if !annotations.is_empty() {
                         let map = p.metadata.annotations.get_or_insert_with(Default::default);
                         for (k, v) in annotations {

@@ -409,7 +409,7 @@ pub fn normalise_for(manifest: Manifest, scheduler_names: &[String]) -> Result<N
         },
     )?;
     for (key, pod) in &pod_order {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty()) else {
+        let Some(node) = pod.node_name() else {
             continue;
         };
         let done = matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"));

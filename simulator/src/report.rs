@@ -257,7 +257,7 @@ fn job_lines(cluster: &Cluster) -> Vec<JobLine> {
                             .and_then(|a| a.get(volcano_api::crd::TASK_SPEC_KEY))
                             .cloned()
                             .unwrap_or_default(),
-                        node: spec.node_name.clone().filter(|n| !n.is_empty()),
+                        node: pod.node_name().map(str::to_string),
                         phase: pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
                         hostname: spec.hostname.clone(),
                         subdomain: spec.subdomain.clone(),
@@ -386,7 +386,7 @@ impl Report {
             .map(|(key, pod)| {
                 let spec = pod.spec.as_ref();
                 let status = pod.status.as_ref();
-                let node = spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty());
+                let node = pod.node_name().map(str::to_string);
                 let phase = status.and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into());
                 let nominated_node = status.and_then(|s| s.nominated_node_name.clone()).filter(|n| !n.is_empty());
                 let scheduler = spec.and_then(|s| s.scheduler_name.clone()).unwrap_or_default();

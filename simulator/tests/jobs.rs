@@ -207,7 +207,7 @@ fn depends_on_pods_are_created_once_the_tasks_they_wait_for_run() {
     let created = worker.metadata.creation_timestamp.as_ref().unwrap().0.as_millisecond();
     assert_eq!(created, c1.time_ms, "created at the virtual time ps became ready");
     assert_eq!(worker.status.as_ref().unwrap().phase.as_deref(), Some("Pending"));
-    assert!(worker.spec.as_ref().unwrap().node_name.is_none());
+    assert!(worker.node_name().is_none());
 
     // Cycle 2 schedules them like any pod.
     let c2 = sim.step().unwrap().clone();

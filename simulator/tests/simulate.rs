@@ -63,7 +63,7 @@ fn bound_pods_run_on_their_node_and_fill_it() {
     let mut sim = simulator(&text, "bind-one");
     sim.run(None).unwrap();
     let pod = &sim.cluster().pods["ml/a"];
-    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    assert_eq!(pod.node_name(), Some("n1"));
     assert_eq!(pod.status.as_ref().unwrap().phase.as_deref(), Some("Running"));
     let report = sim.report();
     let b = report.pods.iter().find(|p| p.pod == "ml/b").unwrap();
@@ -171,7 +171,7 @@ fn effects_carry_the_uid_and_never_touch_a_replaced_pod() {
     };
     let err = cluster.apply_effects(&[stale], 1, 0).unwrap_err();
     assert!(err.message.contains("was replaced"), "{err}");
-    assert!(cluster.pods["ml/a"].spec.as_ref().unwrap().node_name.is_none(), "nothing applied");
+    assert!(cluster.pods["ml/a"].node_name().is_none(), "nothing applied");
 
     let pod = ObjectRef::namespaced("ml", "a", &uid);
     let condition = PodScheduledFalse { reason: "Unschedulable", message: "0/1 nodes are unavailable".into() };

@@ -287,7 +287,7 @@ fn bound_pods(
         if let volcano_framework::Effect::Bind { pod, node, .. } = e {
             let p = objects.pods.iter().find(|p| p.metadata.name.as_deref() == Some(pod.name())).expect("a bound pod");
             let mut p = (**p).clone();
-            p.spec_mut().node_name = Some(node.to_string());
+            p.set_node_name(Some(node.to_string()));
             p.status.get_or_insert_with(Default::default).phase = Some("Running".into());
             out.push((pod.key().to_string(), Some(Arc::new(p))));
         }

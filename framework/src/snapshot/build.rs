@@ -271,7 +271,7 @@ pub fn pod_requests(pod: &Pod) -> Result<PodRequests, SnapshotError> {
 
 fn task_status(pod: &Pod) -> TaskStatus {
     let deleting = pod.metadata.deletion_timestamp.is_some();
-    let has_node = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !n.is_empty());
+    let has_node = pod.node_name().is_some();
     match pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending") {
         "Running" if deleting => TaskStatus::Releasing,
         "Running" => TaskStatus::Running,
@@ -443,7 +443,7 @@ impl PodContext<'_> {
         groups: &mut GroupCache,
     ) -> Result<PodTask, SnapshotError> {
         let spec = pod.spec.as_ref();
-        let node_name = spec.and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        let node_name = pod.node_name();
         let ours = spec.and_then(|s| s.scheduler_name.as_deref()).is_some_and(|n| self.scheduler_names.contains(&n));
         if node_name.is_none() && !ours {
             return Ok(PodTask { task: None, awaiting: None });

@@ -522,8 +522,7 @@ impl Snapshot {
         let (Some(ask), Some(gpus)) = (task.gpu, self.nodes[n.idx()].gpus.as_ref()) else { return };
         let kept = task.devices.as_ref().filter(|c| gpus.fits_on(&ask, c)).cloned();
         let from_pod = || {
-            let on_node =
-                task.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&*self.nodes[n.idx()].name);
+            let on_node = task.pod.node_name() == Some(&*self.nodes[n.idx()].name);
             on_node.then(|| gpus.cards_of(&task.pod)).flatten()
         };
         let cards = kept.or_else(from_pod).or_else(|| match self.card_seed {

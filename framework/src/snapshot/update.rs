@@ -480,7 +480,7 @@ fn same_pod(a: &Pod, b: &Pod) -> bool {
         let status = p.status.as_ref();
         (status.and_then(|s| s.phase.as_deref()), status.and_then(|s| s.nominated_node_name.as_deref()))
     }
-    same_meta(&a.metadata, &b.metadata) && a.spec == b.spec && read(a) == read(b)
+    same_meta(&a.metadata, &b.metadata) && a.node_name() == b.node_name() && a.spec == b.spec && read(a) == read(b)
 }
 
 /// Whether a PodGroup changed only in what scheduling does not read: of its status, a

@@ -150,7 +150,8 @@ mod tests {
     }
 
     fn pod(ns: &str, labels: &[(&str, &str)], owner: Option<(&str, &str, &str, bool)>) -> Pod {
-        let mut p = Pod { metadata: meta(ns, "p"), ..Default::default() };
+        let mut p = Pod::default();
+        p.metadata = meta(ns, "p");
         p.metadata.labels = Some(map(labels));
         if let Some((api_version, kind, name, controller)) = owner {
             p.metadata.owner_references = Some(vec![OwnerReference {
