@@ -16,6 +16,7 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use volcano_api::crd::{PodGroup, PodGroupSpec};
+use volcano_framework::pod::SpecInterner;
 use volcano_framework::ClusterObjects;
 
 use crate::workloads::{self, container, q, time, HOSTNAME_KEY, OTHER_SCHEDULER_NAME, SCHEDULER_NAME, SIZES, ZONE_KEY};
@@ -419,7 +420,8 @@ pub fn objects(nodes: usize) -> ClusterObjects {
     o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();
     let running = RUNNING_PER_NODE * nodes;
     o.pod_groups.extend((0..running).filter(|k| k / nodes != 1).map(|k| Arc::new(running_pod_group(k))));
-    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes).into())));
+    let mut specs = SpecInterner::new();
+    o.pods.extend((0..running).map(|k| Arc::new(specs.pod(running_pod(k, nodes)))));
     o
 }
 

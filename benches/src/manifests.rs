@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -111,7 +111,8 @@ pub fn write(objects: &ClusterObjects, out: &mut impl Write) -> Result<Written, 
     kind("Node", documents("Node", &objects.nodes, |o| &o.metadata)?, out)?;
     kind("HyperNode", documents("HyperNode", &objects.hyper_nodes, |o| &o.metadata)?, out)?;
     kind("PodGroup", documents("PodGroup", &objects.pod_groups, |o| &o.metadata)?, out)?;
-    kind("Pod", documents("Pod", &objects.pods, |o| &o.metadata)?, out)?;
+    let pods: Vec<Box<Pod>> = objects.pods.iter().map(|p| Box::new(p.to_pod())).collect();
+    kind("Pod", documents("Pod", &pods, |o| &o.metadata)?, out)?;
     kind("PersistentVolume", documents("PersistentVolume", &objects.pvs, |o| &o.metadata)?, out)?;
     kind("PersistentVolumeClaim", documents("PersistentVolumeClaim", &objects.pvcs, |o| &o.metadata)?, out)?;
     kind("StorageClass", documents("StorageClass", &objects.storage_classes, |o| &o.metadata)?, out)?;
@@ -205,6 +206,11 @@ mod tests {
         out
     }
 
+    /// The cluster's pods as Kubernetes pods.
+    fn k8s_pods(c: &Cluster) -> BTreeMap<String, Arc<Pod>> {
+        c.pods.iter().map(|(k, p)| (k.clone(), Arc::new(p.to_pod()))).collect()
+    }
+
     /// Both clusters hold the same objects, equal field for field.
     fn same<T: Serialize>(kind: &str, a: &BTreeMap<String, Arc<T>>, b: &BTreeMap<String, Arc<T>>) {
         let json = |o: &T| serde_json::to_value(o).expect("serializable");
@@ -262,7 +268,7 @@ mod tests {
         let read = read_back(&text);
         let mut fields = BTreeSet::new();
         fields.extend(kept(&written.nodes, &read.nodes));
-        fields.extend(kept(&written.pods, &read.pods));
+        fields.extend(kept(&k8s_pods(&written), &k8s_pods(&read)));
         fields.extend(kept(&written.pod_groups, &read.pod_groups));
         fields.extend(kept(&written.queues, &read.queues));
         fields.extend(kept(&written.priority_classes, &read.priority_classes));
@@ -283,7 +289,7 @@ mod tests {
         write(&read.objects(), &mut again).expect("written");
         let twice = read_back(&String::from_utf8(again).expect("YAML is text"));
         same("Node", &read.nodes, &twice.nodes);
-        same("Pod", &read.pods, &twice.pods);
+        same("Pod", &k8s_pods(&read), &k8s_pods(&twice));
         same("PodGroup", &read.pod_groups, &twice.pod_groups);
         same("Queue", &read.queues, &twice.queues);
         same("PriorityClass", &read.priority_classes, &twice.priority_classes);

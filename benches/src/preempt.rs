@@ -211,9 +211,8 @@ pub fn high_job(j: usize) -> workloads::Job {
 /// above 8 × N (the cluster's GPUs).
 pub fn objects(nodes: usize) -> ClusterObjects {
     assert!(nodes.is_multiple_of(40), "preempt-N needs N a multiple of 40");
-    let mut jobs: Vec<workloads::Job> = (0..nodes / 4).map(|g| low_job(g, nodes)).collect();
-    jobs.extend(workloads::jobs_up_to(0, 8 * nodes, high_job));
-    let mut o = workloads::objects(nodes, jobs);
+    let low = (0..nodes / 4).map(|g| low_job(g, nodes));
+    let mut o = workloads::objects(nodes, low.chain(workloads::jobs_up_to(0, 8 * nodes, high_job)));
     o.queues = queues(nodes).into_iter().map(Arc::new).collect();
     o.priority_classes = priority_classes().into_iter().map(Arc::new).collect();
     o
@@ -276,9 +275,8 @@ pub fn shared_high_job(j: usize) -> workloads::Job {
 /// 8 × N (the cluster's GPUs).
 pub fn shared_objects(nodes: usize) -> ClusterObjects {
     assert!(nodes.is_multiple_of(40), "preempt-shared-N needs N a multiple of 40");
-    let mut jobs: Vec<workloads::Job> = (0..nodes / 2).map(shared_low_job).collect();
-    jobs.extend(workloads::jobs_up_to(0, 8 * nodes, shared_high_job));
-    let mut o = workloads::objects(nodes, jobs);
+    let low = (0..nodes / 2).map(shared_low_job);
+    let mut o = workloads::objects(nodes, low.chain(workloads::jobs_up_to(0, 8 * nodes, shared_high_job)));
     for (i, node) in o.nodes.iter_mut().enumerate() {
         let node = Arc::make_mut(node);
         node.metadata.labels.get_or_insert_with(Default::default).insert(GPU_MODEL_KEY.into(), shared_model(i).into());

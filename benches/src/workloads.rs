@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use volcano_api::crd::{self, PodGroup, PodGroupPhase, PodGroupSpec, PodGroupStatus, Queue, QueueSpec};
+use volcano_framework::pod::SpecInterner;
 use volcano_framework::ClusterObjects;
 
 /// The scheduler name of the workload pods.
@@ -206,27 +207,26 @@ pub fn job(j: usize) -> Job {
 
 /// Jobs `first..` generated in order until the next job would make the pod count exceed `p`.
 pub fn gang(first: usize, p: usize) -> Vec<Job> {
-    jobs_up_to(first, p, job)
+    jobs_up_to(first, p, job).collect()
 }
 
 /// Jobs `first`, `first + 1`, … built by `make`, where job `j` has `S[j mod 8]` pods, in
-/// order until the next one would take the pod count above `p`.
-pub fn jobs_up_to(first: usize, p: usize, make: impl Fn(usize) -> Job) -> Vec<Job> {
-    let mut jobs = Vec::new();
+/// order until the next one would take the pod count above `p` (made one at a time as the
+/// iterator is read, so that [`objects`] holds one job's Kubernetes pods at a time).
+pub fn jobs_up_to(first: usize, p: usize, make: impl Fn(usize) -> Job) -> impl Iterator<Item = Job> {
     let mut total = 0usize;
-    for j in first.. {
-        let size = SIZES[j % 8] as usize;
-        if total + size > p {
-            break;
-        }
-        total += size;
-        jobs.push(make(j));
-    }
-    jobs
+    (first..)
+        .take_while(move |j| {
+            total += SIZES[j % 8] as usize;
+            total <= p
+        })
+        .map(make)
 }
 
-/// The objects of cluster `gpu-N` with the given jobs.
-pub fn objects(nodes: usize, jobs: Vec<Job>) -> ClusterObjects {
+/// The objects of cluster `gpu-N` with the given jobs. Pods of equal spec share it
+/// ([`SpecInterner`]), as they do in the scheduler's cache.
+pub fn objects(nodes: usize, jobs: impl IntoIterator<Item = Job>) -> ClusterObjects {
+    let mut specs = SpecInterner::new();
     let mut o = ClusterObjects {
         nodes: (0..nodes).map(|i| Arc::new(gpu_node(i))).collect(),
         queues: queues().into_iter().map(Arc::new).collect(),
@@ -237,7 +237,7 @@ pub fn objects(nodes: usize, jobs: Vec<Job>) -> ClusterObjects {
     o.queues.push(Arc::new(default));
     for job in jobs {
         o.pod_groups.push(Arc::new(job.pod_group));
-        o.pods.extend(job.pods.into_iter().map(|p| Arc::new(p.into())));
+        o.pods.extend(job.pods.into_iter().map(|p| Arc::new(specs.pod(p))));
     }
     o
 }

@@ -23,7 +23,6 @@ use std::sync::{Arc, Weak};
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A pod whose spec is shared with the pods of equal spec (see the module's documentation).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -85,20 +84,6 @@ impl SchedPod {
             self.spec = Some(Arc::default());
         }
         self.node_name = node.filter(|n| !n.is_empty());
-    }
-}
-
-/// Written as the Kubernetes pod it is (`apiVersion` and `kind` first).
-impl Serialize for SchedPod {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.to_pod().serialize(s)
-    }
-}
-
-/// Read as a Kubernetes pod.
-impl<'de> Deserialize<'de> for SchedPod {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Pod::deserialize(d).map(SchedPod::from)
     }
 }
 
@@ -372,14 +357,5 @@ mod tests {
         assert_eq!(a.spec.as_ref().unwrap().priority, None);
         let empty = SchedPod::from(Pod { spec: Some(spec("1", Some(""))), ..Default::default() });
         assert_eq!(empty.node_name(), None);
-    }
-
-    #[test]
-    fn serializes_as_a_kubernetes_pod() {
-        let p = Pod { spec: Some(spec("1", Some("n"))), ..Default::default() };
-        let s = serde_json::to_value(SchedPod::from(p.clone())).unwrap();
-        assert_eq!(s, serde_json::to_value(&p).unwrap());
-        let back: SchedPod = serde_json::from_value(s).unwrap();
-        assert_eq!(back.to_pod(), p);
     }
 }

@@ -565,7 +565,7 @@ pub fn manifests(objects: &ClusterObjects) -> Result<String, serde_json::Error> 
     }
     for (pg, pod) in objects.pod_groups.iter().zip(&objects.pods) {
         docs.push(serde_json::to_value(&**pg)?);
-        docs.push(serde_json::to_value(&**pod)?);
+        docs.push(serde_json::to_value(pod.to_pod())?);
     }
     let mut out = String::new();
     for d in docs {
