@@ -1522,6 +1522,47 @@ mod tests {
         assert!(c.snapshot().unwrap().retries().is_none());
     }
 
+    /// The cached spec of a pod.
+    fn cached_spec(c: &ClusterCache, key: &str) -> Arc<PodSpec> {
+        c.pods.get(key).and_then(|p| p.spec.clone()).expect("a cached pod with a spec")
+    }
+
+    #[test]
+    fn pods_of_one_template_share_their_spec_bound_or_not_listed_or_watched() {
+        let mut c = synced_cache();
+        c.apply_pod(Event::Apply(pod("p1", None)));
+        c.apply_pod(Event::Apply(pod("p2", Some("n1"))));
+        let p0 = cached_spec(&c, "ml/p0");
+        assert!(Arc::ptr_eq(&p0, &cached_spec(&c, "ml/p1")), "watched like the listed one");
+        assert!(Arc::ptr_eq(&p0, &cached_spec(&c, "ml/p2")), "the node is kept apart");
+        assert_eq!(c.pods.get("ml/p2").unwrap().node_name(), Some("n1"));
+        assert_eq!(p0.node_name, None);
+        // A bind as the watch shows it, an assumed bind, a condition written: no new spec.
+        c.apply_pod(Event::Apply(pod("p1", Some("n1"))));
+        let r = ObjectRef::namespaced("ml", "p0", "uid-p0");
+        c.assume_bound(&r, "n1".into(), Vec::new());
+        let condition = PodScheduledFalse { reason: "Unschedulable", message: "no room".into() };
+        c.set_pod_status(&r, PodStatusChange::Unschedulable(&condition, Time(Default::default())));
+        assert!(Arc::ptr_eq(&p0, &cached_spec(&c, "ml/p1")));
+        assert!(Arc::ptr_eq(&p0, &cached_spec(&c, "ml/p0")));
+        let objects = c.objects();
+        let viewed = objects.pods.iter().find(|p| p.metadata.name.as_deref() == Some("p0")).unwrap();
+        assert!(Arc::ptr_eq(&p0, viewed.spec.as_ref().unwrap()), "the snapshot's view of an assumed bind");
+        assert_eq!(viewed.node_name(), Some("n1"));
+        // Another spec is another copy; a relist shares again.
+        let mut other = pod("p3", None);
+        other.spec.as_mut().unwrap().priority = Some(7);
+        c.apply_pod(Event::Apply(other));
+        assert!(!Arc::ptr_eq(&p0, &cached_spec(&c, "ml/p3")));
+        c.apply_pod(Event::Init);
+        for name in ["p0", "p1", "p2"] {
+            c.apply_pod(Event::InitApply(pod(name, None)));
+        }
+        c.apply_pod(Event::InitDone);
+        let relisted = cached_spec(&c, "ml/p0");
+        assert!(Arc::ptr_eq(&relisted, &cached_spec(&c, "ml/p1")) && Arc::ptr_eq(&relisted, &cached_spec(&c, "ml/p2")));
+    }
+
     #[test]
     fn pods_and_pod_groups_that_come_and_go_update_the_snapshot_a_relist_rebuilds_it() {
         let mut c = synced_cache();
