@@ -169,9 +169,11 @@ impl SpecInterner {
                 }
             }
         };
+        let before = bucket.len();
         bucket.retain(|w| w.strong_count() > 0);
+        let removed = before - bucket.len();
         bucket.push(Arc::downgrade(spec));
-        self.entries += 1;
+        self.entries = self.entries + 1 - removed;
         if self.entries >= self.prune_at {
             self.prune();
         }
@@ -190,7 +192,7 @@ impl SpecInterner {
         self.prune_at = (2 * self.entries).max(1024);
     }
 
-    /// Specs kept (live or not yet pruned).
+    /// Specs kept: the live ones, and those dropped since the last pruning.
     pub fn len(&self) -> usize {
         self.entries
     }
@@ -198,16 +200,6 @@ impl SpecInterner {
     /// Whether no spec is kept.
     pub fn is_empty(&self) -> bool {
         self.entries == 0
-    }
-}
-
-/// Shares equal specs among the pods (those the `Arc`s hold alone; others are left).
-pub fn share_specs(pods: &mut [Arc<SchedPod>]) {
-    let mut interner = SpecInterner::new();
-    for p in pods {
-        if let Some(p) = Arc::get_mut(p) {
-            interner.share(p);
-        }
     }
 }
 
@@ -335,6 +327,7 @@ mod tests {
             drop(i.spec(y));
         }
         assert!(i.len() < 2100, "{} entries kept for specs no pod holds", i.len());
+        assert_eq!(i.len(), i.buckets.values().chain(i.deep.values()).map(Vec::len).sum::<usize>());
     }
 
     #[test]
