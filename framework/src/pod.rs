@@ -80,10 +80,11 @@ impl SchedPod {
     /// Binds the pod to a node, or unbinds it (`spec.nodeName`; empty as absent). The spec
     /// stays shared.
     pub fn set_node_name(&mut self, node: Option<String>) {
+        let node = node.filter(|n| !n.is_empty());
         if node.is_some() && self.spec.is_none() {
             self.spec = Some(Arc::default());
         }
-        self.node_name = node.filter(|n| !n.is_empty());
+        self.node_name = node;
     }
 }
 
