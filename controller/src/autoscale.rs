@@ -38,13 +38,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
 use volcano_api::crd::{PodGroup, PodGroupPhase, Queue};
 use volcano_api::job::{autoscale_bounds, AutoscaleBounds, Job, AUTOSCALE_STATE_ANNOTATION};
 use volcano_api::names::DEFAULT_QUEUE;
 
-use crate::events::pod_task;
+use crate::events::task_of;
+use crate::plan::PodParts;
 
 /// The default time between two resizes of one job.
 pub const DEFAULT_COOLDOWN_SECONDS: i64 = 60;
@@ -247,7 +247,7 @@ pub struct View<'a> {
     /// Every Queue.
     pub queues: Vec<&'a Queue>,
     /// The pods of the autoscaled jobs, by job key (`namespace/name`).
-    pub pods: BTreeMap<String, Vec<&'a Pod>>,
+    pub pods: BTreeMap<String, Vec<PodParts<'a>>>,
     /// PriorityClass values by name.
     pub priority_classes: &'a BTreeMap<String, i32>,
 }
@@ -477,7 +477,7 @@ fn elastic<'a>(
     let running = group.is_some_and(|g| g.status.as_ref().and_then(|s| s.phase) == Some(PodGroupPhase::Running));
     let mut pods: BTreeMap<String, TaskPods> = BTreeMap::new();
     for p in view.pods.get(&key).into_iter().flatten() {
-        let Some(task) = pod_task(p) else { continue };
+        let Some(task) = task_of(p.metadata) else { continue };
         let Some(t) = job.spec.tasks.iter().find(|t| t.name() == task) else { continue };
         let index = p
             .metadata
@@ -487,7 +487,7 @@ fn elastic<'a>(
             .and_then(|i| i.parse::<i32>().ok());
         let Some(index) = index else { continue };
         let entry = pods.entry(task.to_string()).or_default();
-        let phase = crate::events::pod_phase(p);
+        let phase = p.status.and_then(|s| s.phase.as_deref()).unwrap_or_default();
         if phase == "Succeeded" || phase == "Failed" {
             continue;
         }
@@ -495,7 +495,7 @@ fn elastic<'a>(
             entry.leaving += 1;
         } else {
             entry.existing += 1;
-            if p.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+            if p.node_name.is_some() {
                 entry.bound += 1;
             }
         }

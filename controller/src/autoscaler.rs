@@ -22,6 +22,7 @@ use volcano_api::job::{Job, AUTOSCALE_STATE_ANNOTATION};
 
 use crate::autoscale::{self, JobDecision, Settings, View};
 use crate::events::JOB_NAME_KEY;
+use crate::plan::PodParts;
 use crate::recorder::{self, Recorder};
 
 /// The caches the autoscaler reads.
@@ -89,12 +90,12 @@ pub async fn pass(client: &Client, caches: &Caches, settings: Settings, recorder
         caches.priority_classes.state().iter().filter_map(|pc| Some((pc.metadata.name.clone()?, pc.value))).collect();
     let wanted: BTreeMap<String, &Job> =
         jobs.iter().filter(|j| autoscale::wants_autoscale(j)).map(|j| (autoscale::job_key(j), &**j)).collect();
-    let mut pods: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+    let mut pods: BTreeMap<String, Vec<PodParts>> = BTreeMap::new();
     for p in &all_pods {
         let Some(name) = p.metadata.labels.as_ref().and_then(|l| l.get(JOB_NAME_KEY)) else { continue };
         let key = format!("{}/{name}", p.metadata.namespace.as_deref().unwrap_or_default());
         if wanted.contains_key(&key) {
-            pods.entry(key).or_default().push(&**p);
+            pods.entry(key).or_default().push(PodParts::from(&**p));
         }
     }
     let view = View {

@@ -130,7 +130,12 @@ pub fn is_out_of_sync(pod: &Pod) -> bool {
 
 /// The pod's task (`volcano.sh/task-spec`), if annotated.
 pub fn pod_task(pod: &Pod) -> Option<&str> {
-    annotation(&pod.metadata, TASK_SPEC_KEY)
+    task_of(&pod.metadata)
+}
+
+/// The task a pod's metadata names (`volcano.sh/task-spec` annotation).
+pub fn task_of(meta: &ObjectMeta) -> Option<&str> {
+    annotation(meta, TASK_SPEC_KEY)
 }
 
 /// The pod's partition (`volcano.sh/partition-id` label), if labelled.

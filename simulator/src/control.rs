@@ -21,7 +21,6 @@
 //!
 //! Volume claims are not created in the simulation (docs/simulate.md).
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -41,7 +40,7 @@ use volcano_framework::pod::SchedPod as Pod;
 use crate::admit::deterministic_uid;
 use crate::cluster::{Cluster, HostListChange, ResizeRecord};
 use crate::error::InputError;
-use crate::job::{in_template, job_error, plan_error, simulation_key_pair, Seen, SimJob};
+use crate::job::{in_template, job_error, parts, plan_error, simulation_key_pair, Seen, SimJob};
 use crate::manifest::{object_key, ObjectKind};
 
 /// What the job controller changed in one pass, in job order.
@@ -400,14 +399,12 @@ pub fn autoscale_jobs(cluster: &mut Cluster, now_ms: i64) -> Vec<ResizeRecord> {
         return Vec::new();
     }
     let decisions = {
-        // The controller's view reads Kubernetes pods.
-        let owned: BTreeMap<String, Vec<KPod>> = cluster
+        let pods = cluster
             .jobs
             .iter()
             .filter(|(_, j)| autoscale::wants_autoscale(&j.job))
-            .map(|(k, sj)| (k.clone(), sj.existing_pods(&cluster.pods).map(|p| p.to_pod()).collect()))
+            .map(|(k, sj)| (k.clone(), sj.existing_pods(&cluster.pods).map(|p| parts(p)).collect()))
             .collect();
-        let pods = owned.iter().map(|(k, v)| (k.clone(), v.iter().collect())).collect();
         let values = cluster.priority_class_values();
         let view = autoscale::View {
             jobs: cluster.jobs.values().map(|j| &j.job).collect(),

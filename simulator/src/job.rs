@@ -166,11 +166,18 @@ impl SimJob {
 
     /// The readiness of the job's tasks, from its pods that exist.
     fn readiness(&self, pods: &BTreeMap<String, Arc<Pod>>) -> BTreeMap<String, TaskReadiness> {
-        plan::task_readiness(self.existing_pods(pods).map(|p| plan::PodParts {
-            metadata: &p.metadata,
-            spec: p.spec.as_deref(),
-            status: p.status.as_ref(),
-        }))
+        plan::task_readiness(self.existing_pods(pods).map(|p| parts(p)))
+    }
+}
+
+/// A pod's parts as the controller's pure functions read them (its node from beside the
+/// shared spec).
+pub(crate) fn parts(p: &Pod) -> plan::PodParts<'_> {
+    plan::PodParts {
+        metadata: &p.metadata,
+        spec: p.spec.as_deref(),
+        node_name: p.node_name(),
+        status: p.status.as_ref(),
     }
 }
 

@@ -199,9 +199,8 @@ fn depends_on_pods_are_created_once_the_tasks_they_wait_for_run() {
     let statuses = ps.status.as_ref().unwrap().container_statuses.as_ref().unwrap();
     assert_eq!(statuses.len(), 1);
     assert!(statuses[0].ready && statuses[0].name == "ps", "{statuses:?}");
-    let readiness = volcano_controller::plan::task_readiness(sim.cluster().pods.values().map(|p| {
-        volcano_controller::plan::PodParts { metadata: &p.metadata, spec: p.spec.as_deref(), status: p.status.as_ref() }
-    }));
+    let pods: Vec<_> = sim.cluster().pods.values().map(|p| p.to_pod()).collect();
+    let readiness = volcano_controller::plan::task_readiness(&pods);
     assert_eq!(readiness["ps"].running_ready, 1, "the controller's own readiness counts it");
     let worker = &sim.cluster().pods["default/ps-then-workers-worker-0"];
     let created = worker.metadata.creation_timestamp.as_ref().unwrap().0.as_millisecond();

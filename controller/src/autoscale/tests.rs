@@ -150,7 +150,7 @@ impl World {
             jobs: self.jobs.iter().collect(),
             pod_groups: self.groups.iter().collect(),
             queues: self.queues.iter().collect(),
-            pods: self.pods.iter().map(|(k, v)| (k.clone(), v.iter().collect())).collect(),
+            pods: self.pods.iter().map(|(k, v)| (k.clone(), v.iter().map(PodParts::from).collect())).collect(),
             priority_classes: &classes,
         };
         decide(&view, now, Settings::default())
@@ -338,7 +338,7 @@ fn donors_give_lowest_priority_then_most_recently_resized_first() {
         jobs: w.jobs.iter().collect(),
         pod_groups: w.groups.iter().collect(),
         queues: w.queues.iter().collect(),
-        pods: w.pods.iter().map(|(k, v)| (k.clone(), v.iter().collect())).collect(),
+        pods: w.pods.iter().map(|(k, v)| (k.clone(), v.iter().map(PodParts::from).collect())).collect(),
         priority_classes: &classes,
     };
     let d = decide(&view, NOW, Settings::default());

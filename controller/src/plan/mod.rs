@@ -548,21 +548,25 @@ impl TaskReadiness {
     }
 }
 
-/// A pod's parts, borrowed: what [`task_readiness`] reads, so that a caller keeping pods in
-/// another shape than Kubernetes' (the simulator) need not copy them into `Pod`s.
+/// A pod's parts, borrowed: what [`task_readiness`] and the autoscaler's view read, so that
+/// a caller keeping pods in another shape than Kubernetes' (the simulator, whose specs are
+/// shared and hold no node) need not copy them into `Pod`s.
 #[derive(Clone, Copy, Debug)]
 pub struct PodParts<'p> {
     /// The metadata.
     pub metadata: &'p ObjectMeta,
-    /// The spec.
+    /// The spec (its `nodeName` is not read: see `node_name`).
     pub spec: Option<&'p PodSpec>,
+    /// `spec.nodeName` (`None` for absent or empty).
+    pub node_name: Option<&'p str>,
     /// The status.
     pub status: Option<&'p PodStatus>,
 }
 
 impl<'p> From<&'p Pod> for PodParts<'p> {
     fn from(p: &'p Pod) -> Self {
-        PodParts { metadata: &p.metadata, spec: p.spec.as_ref(), status: p.status.as_ref() }
+        let node_name = p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        PodParts { metadata: &p.metadata, spec: p.spec.as_ref(), node_name, status: p.status.as_ref() }
     }
 }
 
