@@ -402,7 +402,8 @@ pub fn spread_objects(nodes: usize, running: usize, pending: usize) -> ClusterOb
     let mut o = objects(0, jobs);
     o.nodes = (0..nodes).map(|i| Arc::new(spread_node(i))).collect();
     o.pod_groups.extend(service_pod_groups(running).into_iter().map(Arc::new));
-    o.pods.extend((0..running).map(|k| Arc::new(running_pod(k, nodes).into())));
+    let mut specs = SpecInterner::new();
+    o.pods.extend((0..running).map(|k| Arc::new(specs.pod(running_pod(k, nodes)))));
     o
 }
 

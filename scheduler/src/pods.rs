@@ -21,10 +21,10 @@
 //! status's phase, conditions and nominated node. Both the protobuf list and the JSON watch
 //! produce exactly that set, so an object does not change shape when it is relisted, and
 //! 140,000 cached pods cost a fraction of their full size. What stays of the spec is then
-//! equal among the pods of one template (a Job's task, a ReplicaSet) until they are bound
-//! — the fields that tell them apart (`hostname`, `subdomain`, environment, command) are
-//! not read by scheduling — so the cache keeps one shared spec for them
-//! ([`volcano_framework::pod::SpecInterner`]).
+//! equal among the pods of one template (a Job's task, a ReplicaSet), bound or not — the
+//! fields that tell them apart (`hostname`, `subdomain`, environment, command) are not read
+//! by scheduling, and the node is kept beside the spec — so the cache keeps one shared spec
+//! for them ([`volcano_framework::pod::SpecInterner`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -1065,6 +1065,29 @@ mod tests {
                 {"name": "inline", "csi": {"driver": "csi.example.com"}}
             ])
         );
+    }
+
+    #[test]
+    fn pods_of_one_template_slim_to_one_spec() {
+        // A Job's pods differ in their hostname (the `svc` plugin), their environment
+        // (`VC_TASK_INDEX`) and their node: the slim specs do not, but for the node.
+        let member = |name: &str, node: Option<&str>| {
+            let mut v = json_pod(name);
+            v["spec"]["hostname"] = json!(name);
+            v["spec"]["subdomain"] = json!("job");
+            v["spec"]["containers"][0]["env"] = json!([{"name": "VC_TASK_INDEX", "value": name}]);
+            if let Some(node) = node {
+                v["spec"]["nodeName"] = json!(node);
+            }
+            let mut p = slim(serde_json::from_value(v).unwrap());
+            let node = p.spec.as_mut().unwrap().node_name.take();
+            (p.spec.unwrap(), node)
+        };
+        let (a, none) = member("j-0", None);
+        let (b, node) = member("j-1", Some("n1"));
+        assert_eq!(a, b);
+        assert_eq!((none, node.as_deref()), (None, Some("n1")));
+        assert_eq!((a.hostname, a.subdomain), (None, None));
     }
 
     fn encoded_list(pods: &[pb::Pod]) -> Vec<u8> {
